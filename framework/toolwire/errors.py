@@ -1,0 +1,125 @@
+"""The one exception tree of toolwire.
+
+::
+
+    ToolwireError                      every error toolwire raises on purpose
+    ├── ConfigError                    a developer's mistake, found at build time; carries problems
+    │   ├── ToolDeclarationError       a tool class declared wrongly (no parameter model, bad name)
+    │   ├── ToolNameError              a tool name that resolves to no tool or to several
+    │   │   ├── UnknownToolError
+    │   │   └── AmbiguousToolError
+    │   └── WiringError                the container cannot build a singleton (cycle, unsatisfiable)
+    ├── PluginError                    a plugin failed to import or raised in a hook
+    ├── ModelError                     a language-model call failed after its retries
+    └── SessionError                   a conversation's stored state cannot be used
+        ├── UnknownSessionError
+        └── SessionConflictError       another process applied the same round first
+
+Every message says what is wrong, shows the offender, then how to fix it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the configuration, located where a developer can find it."""
+
+    message: str
+    path: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        if self.path is None:
+            return self.message
+        if self.line is None:
+            return f"{self.path}: {self.message}"
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+class ToolwireError(Exception):
+    """Root of every error toolwire raises on purpose."""
+
+
+class ConfigError(ToolwireError):
+    """A developer's mistake found while building the app; lists every problem found, not just one."""
+
+    def __init__(self, problems: str | Problem | list[Problem]) -> None:
+        if isinstance(problems, str):
+            problems = [Problem(problems)]
+        elif isinstance(problems, Problem):
+            problems = [problems]
+        self.problems: list[Problem] = list(problems)
+        super().__init__("\n".join(str(problem) for problem in self.problems))
+
+
+class ToolDeclarationError(ConfigError):
+    """A tool class is declared in a way toolwire cannot use."""
+
+
+class ToolNameError(ConfigError):
+    """A tool name resolves to no tool or to more than one."""
+
+    def __init__(self, message: str, *, name: str, candidates: list[str]) -> None:
+        self.name = name
+        self.candidates = candidates
+        super().__init__(message)
+
+
+class UnknownToolError(ToolNameError):
+    """No registered tool has this name."""
+
+
+class AmbiguousToolError(ToolNameError):
+    """A short name matches tools of several domains and none in the current one."""
+
+
+class WiringError(ConfigError):
+    """The container cannot build one or more singletons (cycle, unsatisfiable parameter)."""
+
+
+class PluginError(ToolwireError):
+    """A plugin failed to import or raised inside a hook."""
+
+    def __init__(self, plugin: str, message: str) -> None:
+        self.plugin = plugin
+        super().__init__(f"plugin {plugin!r}: {message}")
+
+
+class ModelError(ToolwireError):
+    """A language-model call failed (transport, timeout, invalid output) after its retries."""
+
+    def __init__(self, purpose: str, message: str) -> None:
+        self.purpose = purpose
+        super().__init__(f"model call for {purpose!r} failed: {message}")
+
+
+class SessionError(ToolwireError):
+    """A conversation's stored state cannot be used."""
+
+
+class UnknownSessionError(SessionError):
+    """The session id names no stored conversation."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"no conversation is stored under session id {session_id!r}; "
+            "omit the session id to start a new conversation"
+        )
+
+
+class SessionConflictError(SessionError):
+    """Another process applied a round of the same session first (optimistic concurrency)."""
+
+    def __init__(self, session_id: str, expected_version: int, actual_version: int) -> None:
+        self.session_id = session_id
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+        super().__init__(
+            f"session {session_id!r} was changed by another request "
+            f"(expected version {expected_version}, found {actual_version}); "
+            "reload the conversation and send the message again"
+        )

@@ -1,0 +1,143 @@
+"""The purpose-level model interface the orchestrator, coordinators and search tools call.
+
+The orchestrator never builds prompts: it asks for a *purpose* (which tools suit this task, fill
+this parameter model, is this context enough, compose the answer). The OpenAI-compatible gateway
+turns each purpose into cache-friendly chat messages; ``toolwire.testing.ScriptedModel`` answers
+each purpose from a script. Every call is recorded into the collector of the current question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from enum import StrEnum
+from typing import Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from toolwire.task import PromptAndContext
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Purpose(StrEnum):
+    """Why a model call is made; the trace, logs and the scripted model key on it."""
+
+    CLASSIFICATION = "classification"
+    SUITABILITY = "suitability"
+    PARAMETERS = "parameters"
+    DECOMPOSITION = "decomposition"
+    GATEKEEPER = "gatekeeper"
+    RELEVANCE = "relevance"
+    ANSWER = "answer"
+    COMPRESSION = "compression"
+
+
+class SuitabilityQuestion(BaseModel):
+    """One candidate tool's yes/no question, in registry order."""
+
+    tool_name: str
+    question: str
+
+
+class GatekeeperVerdict(BaseModel):
+    """Whether retrieved context answers the question precisely, and what is missing if not."""
+
+    sufficient: bool
+    missing: list[str] = Field(default_factory=list)
+
+
+class CallRecord(BaseModel):
+    """Figures of one model call, as the server reported them."""
+
+    purpose: str
+    model: str
+    latency_ms: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    shared_prefix_chars: int = 0
+    """Length of the byte-identical prefix shared with the previous call of the same purpose."""
+    ok: bool = True
+    error: str | None = None
+
+
+class Usage(BaseModel):
+    """Model usage of one question (``Answer.usage``)."""
+
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+
+    @classmethod
+    def of(cls, calls: Sequence[CallRecord]) -> Usage:
+        return cls(
+            llm_calls=len(calls),
+            prompt_tokens=sum(call.prompt_tokens for call in calls),
+            completion_tokens=sum(call.completion_tokens for call in calls),
+            cached_prompt_tokens=sum(call.cached_prompt_tokens for call in calls),
+        )
+
+
+_current_calls: ContextVar[list[CallRecord] | None] = ContextVar("toolwire_llm_calls", default=None)
+
+
+@contextmanager
+def collect_calls() -> Iterator[list[CallRecord]]:
+    """Collect the records of every model call made inside the block (per task, not global)."""
+    calls: list[CallRecord] = []
+    token = _current_calls.set(calls)
+    try:
+        yield calls
+    finally:
+        _current_calls.reset(token)
+
+
+def record_call(record: CallRecord) -> None:
+    """Add a call's figures to the current question's collector, if one is open."""
+    calls = _current_calls.get()
+    if calls is not None:
+        calls.append(record)
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """What toolwire asks of a language model, one method per purpose family."""
+
+    async def suitability(
+        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
+    ) -> dict[str, bool]:
+        """Answer each tool's yes/no question for the task prompt; keys are ``tool_name``s."""
+        ...
+
+    async def extract(
+        self,
+        schema: type[M],
+        text: str,
+        *,
+        instruction: str = "",
+        purpose: Purpose = Purpose.DECOMPOSITION,
+    ) -> M | None:
+        """Fill ``schema`` from ``text`` (structured output, validated, one corrective retry).
+
+        Returns None when the model's output still fails validation; raises ``ModelError`` when
+        the model cannot be reached. Coordinators use this as the original's
+        ``DECOMPOSITION_SCHEMA.exractToolParam(...)``.
+        """
+        ...
+
+    async def judge_context(
+        self, question: str, contexts: Sequence[PromptAndContext]
+    ) -> GatekeeperVerdict:
+        """The context gatekeeper: does the retrieved context answer the question precisely?"""
+        ...
+
+    async def answer(self, question: str, contexts: Sequence[PromptAndContext]) -> str:
+        """Compose the answer from the buffer's contexts (external content, tagged by source)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and any process the model owns."""
+        ...

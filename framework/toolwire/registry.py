@@ -1,0 +1,162 @@
+"""Every tool's domain-prefixed name, and resolution of short and prefixed names (SPEC §4).
+
+The registry owns the prefix: authors write short names, the registry answers for
+``"<domain>.<short>"``, and an unknown, ambiguous or duplicate name is an error that names the
+candidates and the owners.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from toolwire.errors import AmbiguousToolError, ConfigError, Problem, UnknownToolError
+from toolwire.tools import ChatbotTool
+
+WIRE_SEPARATOR = "-"
+"""Replaces the dot in wire names: LLM function names may not contain dots, and tool and domain
+names may not contain a dash, so the wire form is reversible."""
+
+
+class DomainSpec(BaseModel):
+    """A chatbot domain: its tools live under ``"<name>."``."""
+
+    name: str
+    description: str = ""
+    prompt_types: list[str] = Field(default_factory=list)
+    rag_tool: str | None = None
+    """The retrieval tool that runs beside suitability-activated tools (never with required)."""
+    deep_fallback: dict[str, str] = Field(default_factory=dict)
+    """Prompt type → deep search coordinator tool; ``"*"`` covers every other type."""
+    excluded_tools: list[str] = Field(default_factory=list)
+    plugin: str = "config"
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """Where something was declared, for error messages."""
+
+    path: str
+    line: int | None = None
+
+    def problem(self, message: str) -> Problem:
+        return Problem(message, self.path, self.line)
+
+
+@dataclass(frozen=True)
+class ToolRegistration:
+    """One declared tool: what the container builds and what every name resolves to."""
+
+    short_name: str
+    domain: str
+    tool_class: type[ChatbotTool[Any]]
+    plugin: str
+    priority: int
+    enabled: bool = True
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    injections: Mapping[str, str] = field(default_factory=dict)
+    """Constructor parameter → tool name (short or prefixed), overriding autowiring by type."""
+    source: SourceLocation | None = None
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.domain}.{self.short_name}"
+
+    @property
+    def wire_name(self) -> str:
+        return to_wire_name(self.qualified_name)
+
+
+def to_wire_name(qualified_name: str) -> str:
+    """``"pharma.substance_lookup"`` → ``"pharma-substance_lookup"`` (safe as a function name)."""
+    return qualified_name.replace(".", WIRE_SEPARATOR, 1)
+
+
+def from_wire_name(wire_name: str) -> str:
+    """The inverse of :func:`to_wire_name`."""
+    return wire_name.replace(WIRE_SEPARATOR, ".", 1)
+
+
+class ToolRegistry:
+    """All registered tools, in registration order, addressable by short or prefixed name."""
+
+    def __init__(self) -> None:
+        self._by_qualified: dict[str, ToolRegistration] = {}
+
+    def add(self, registration: ToolRegistration) -> None:
+        """Register a tool; a second tool with the same prefixed name is an error naming both."""
+        existing = self._by_qualified.get(registration.qualified_name)
+        if existing is not None:
+            where = registration.source.path if registration.source else None
+            line = registration.source.line if registration.source else None
+            raise ConfigError(
+                Problem(
+                    f"duplicate tool {registration.qualified_name!r}: declared by "
+                    f"{_owner(existing)} and again by {_owner(registration)}; "
+                    "rename one of them (the YAML 'name' key) or disable one",
+                    where,
+                    line,
+                )
+            )
+        self._by_qualified[registration.qualified_name] = registration
+
+    def __iter__(self) -> Iterator[ToolRegistration]:
+        return iter(self._by_qualified.values())
+
+    def __len__(self) -> int:
+        return len(self._by_qualified)
+
+    def __contains__(self, qualified_name: object) -> bool:
+        return qualified_name in self._by_qualified
+
+    def in_domain(self, domain: str) -> list[ToolRegistration]:
+        """The domain's tools in registry order (the order suitability prompts list them)."""
+        return [reg for reg in self._by_qualified.values() if reg.domain == domain]
+
+    def resolve(self, name: str, domain: str | None = None) -> ToolRegistration:
+        """Find a tool by prefixed name, or by short name in ``domain`` first, then anywhere."""
+        exact = self._by_qualified.get(name) or self._by_qualified.get(from_wire_name(name))
+        if exact is not None:
+            return exact
+        if domain is not None:
+            local = self._by_qualified.get(f"{domain}.{name}")
+            if local is not None:
+                return local
+        matches = [reg for reg in self._by_qualified.values() if reg.short_name == name]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            candidates = sorted(reg.qualified_name for reg in matches)
+            scope = f" and none in domain {domain!r}" if domain else ""
+            raise AmbiguousToolError(
+                f"tool name {name!r} is ambiguous: it matches {', '.join(candidates)}{scope}; "
+                "use the prefixed name",
+                name=name,
+                candidates=candidates,
+            )
+        candidates = self._close_names(name, domain)
+        hint = f"; did you mean {', '.join(candidates)}?" if candidates else ""
+        scope = f" (looked in domain {domain!r} and by prefixed name)" if domain else ""
+        raise UnknownToolError(
+            f"unknown tool {name!r}{scope}{hint}", name=name, candidates=candidates
+        )
+
+    def _close_names(self, name: str, domain: str | None) -> list[str]:
+        names = list(self._by_qualified)
+        short_in_domain = [reg.short_name for reg in self.in_domain(domain)] if domain else []
+        close = difflib.get_close_matches(name, names + short_in_domain, n=5, cutoff=0.5)
+        if not close and domain:
+            close = [reg.qualified_name for reg in self.in_domain(domain)]
+        return close
+
+
+def _owner(registration: ToolRegistration) -> str:
+    where = ""
+    if registration.source is not None:
+        line = f":{registration.source.line}" if registration.source.line else ""
+        where = f" at {registration.source.path}{line}"
+    return f"plugin {registration.plugin!r}{where}"

@@ -1,0 +1,143 @@
+"""The task tree and what tools produce on it (SPEC §2).
+
+``TaskInfo`` *is* the conversation state: the orchestrator keeps results, status and a pending
+clarification on the task itself, and the session store persists the root task between rounds.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AGENT_COORDINATOR_MARKER = "\n\n[[toolwire:coordinator-task]]\n\n"
+"""Separates a subtask's prompt context (its parent's text) from its own coordinator-set task."""
+
+
+class SubtaskDecision(StrEnum):
+    """A coordinator's decision on a conditional subtask (seed 6.4)."""
+
+    RUN = "run"
+    SKIP = "skip"
+
+
+class TaskStatus(StrEnum):
+    """Where a task stands; closed tasks are never run again on a resumed round."""
+
+    PENDING = "pending"
+    WAITING_FOR_USER = "waiting_for_user"
+    DONE = "done"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+    @property
+    def is_closed(self) -> bool:
+        return self in {TaskStatus.DONE, TaskStatus.SKIPPED, TaskStatus.FAILED}
+
+
+class PromptAndContext(BaseModel):
+    """What one tool run produced: the text it was given and the context it returned."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt: str
+    context: str
+    tool_name: str
+    task_no: str
+    guaranteed: bool = False
+
+    @property
+    def completion_key(self) -> str:
+        return completion_key(self.task_no, self.tool_name)
+
+
+ContextBuffer = dict[str, list[PromptAndContext]]
+"""Completion key ``"<task_no>:<tool name>"`` → what that tool produced on that task."""
+
+
+def completion_key(task_no: str, tool_name: str) -> str:
+    """The context buffer key of one tool's results on one task (seed 6.4)."""
+    return f"{task_no}:{tool_name}"
+
+
+class Clarification(BaseModel):
+    """A clarifying question a tool asked, and the user's reply once it arrives."""
+
+    tool_name: str
+    question: str
+    execution_text: str
+    reply: str | None = None
+
+
+class ToolRunRecord(BaseModel):
+    """One tool activation on one task, as the trace shows it."""
+
+    tool_name: str
+    reason: Literal["required", "suitability", "rag", "deep_fallback"]
+    outcome: Literal["context", "guaranteed", "clarification", "terminal", "error", "skipped"] = (
+        "context"
+    )
+    detail: str = ""
+
+
+class TaskInfo(BaseModel):
+    """A unit of work: the user's message is task ``"1"``; subtasks are ``"1.1"``, ``"1.1.n"``…
+
+    Mutable and serialisable: coordinators change it in place, the orchestrator keeps its state on
+    it, and the session store persists it between clarification rounds.
+    """
+
+    model_config = ConfigDict(validate_assignment=True)
+
+    task_no: str = "1"
+    task_prompt: str
+    important_words: list[str] = Field(default_factory=list)
+    prompt_type: str = ""
+    sub_tasks: list[TaskInfo] = Field(default_factory=list)
+    required_tool_names: set[str] = Field(default_factory=set)
+    conditional: bool = False
+    owner_coordinator_name: str | None = None
+    applied_coordinator_names: set[str] = Field(default_factory=set)
+    prompt_context: str | None = None
+
+    # State the orchestrator keeps on the task across rounds.
+    status: TaskStatus = TaskStatus.PENDING
+    results: list[PromptAndContext] = Field(default_factory=list)
+    pending_clarification: Clarification | None = None
+    tool_runs: list[ToolRunRecord] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    """Human-readable trace lines: coordinator failures, conditional decisions, depth limit."""
+
+    def execution_text(self) -> str:
+        """The text a tool receives: prompt context + marker + task prompt (seed 6.5, 6.6)."""
+        if self.prompt_context:
+            return f"{self.prompt_context}{AGENT_COORDINATOR_MARKER}{self.task_prompt}"
+        return self.task_prompt
+
+    def walk(self) -> list[TaskInfo]:
+        """This task and all its descendants, depth-first in list order."""
+        tasks = [self]
+        for sub_task in self.sub_tasks:
+            tasks.extend(sub_task.walk())
+        return tasks
+
+
+def is_coordinator_requested(text: str) -> bool:
+    """Whether an execution text carries a coordinator-designated task (seed 6.6)."""
+    return AGENT_COORDINATOR_MARKER in text
+
+
+def extract_coordinator_task(text: str) -> str:
+    """The coordinator-designated task of an execution text; the text itself without a marker."""
+    return text.rpartition(AGENT_COORDINATOR_MARKER)[2]
+
+
+def extract_coordinator_original(text: str) -> str:
+    """The parent task's text (the user's original message) of an execution text.
+
+    Without a marker the text is the user's own message and is returned unchanged. When a
+    coordinator gave its parent task serialised JSON, this returns that JSON verbatim.
+    """
+    original, marker, _ = text.rpartition(AGENT_COORDINATOR_MARKER)
+    return original if marker else text

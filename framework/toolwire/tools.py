@@ -1,0 +1,277 @@
+"""The contracts a plugin author implements (SPEC §2).
+
+A tool is a singleton built by the container: whatever one run needs arrives as arguments (the
+parameters, the execution text, a snapshot of the context buffer), never in instance fields.
+Tool methods may be plain or ``async``; the orchestrator awaits what needs awaiting and runs plain
+methods in a worker thread.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable
+from enum import StrEnum
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from toolwire.errors import ToolDeclarationError
+from toolwire.task import (
+    Clarification,
+    ContextBuffer,
+    PromptAndContext,
+    SubtaskDecision,
+    TaskInfo,
+    is_coordinator_requested,
+)
+
+P = TypeVar("P", bound=BaseModel)
+
+TOOL_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
+"""Short tool names and domain names: lower snake case, so ``domain.short`` and its wire form
+``domain-short`` are both unambiguous and reversible."""
+
+
+class ResultKind(StrEnum):
+    CONTEXT = "context"
+    GUARANTEED = "guaranteed"
+    CLARIFICATION = "clarification"
+    TERMINAL = "terminal"
+
+
+class ToolExecutionResult(BaseModel):
+    """A tool run's outcome: context, guaranteed context, a clarifying question, or a final answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ResultKind
+    text: str
+
+    @classmethod
+    def context(cls, text: str) -> ToolExecutionResult:
+        """Ordinary context for the answer composer (empty text: the tool found nothing)."""
+        return cls(kind=ResultKind.CONTEXT, text=text)
+
+    @classmethod
+    def as_guaranteed_context(cls, text: str) -> ToolExecutionResult:
+        """A finished answer that must reach the caller verbatim (seed 6.6)."""
+        return cls(kind=ResultKind.GUARANTEED, text=text)
+
+    @classmethod
+    def clarifying_question(cls, question: str) -> ToolExecutionResult:
+        """Stop the round and ask the user; the reply resumes the same task."""
+        return cls(kind=ResultKind.CLARIFICATION, text=question)
+
+    @classmethod
+    def terminal(cls, answer: str) -> ToolExecutionResult:
+        """A final answer that ends processing of the whole message."""
+        return cls(kind=ResultKind.TERMINAL, text=answer)
+
+
+ToolOutcome = ToolExecutionResult | Awaitable[ToolExecutionResult]
+
+
+def _snake_case(class_name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
+
+
+def _params_model_from_generic(cls: type) -> type[BaseModel] | None:
+    """The pydantic model bound to ``ChatbotTool[P]`` anywhere in the class's bases."""
+    for klass in cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            for argument in typing.get_args(base):
+                if isinstance(argument, type) and issubclass(argument, BaseModel):
+                    return argument
+    return None
+
+
+class ChatbotTool(ABC, Generic[P]):
+    """A tool: a suitability question, a parameter model and an execution method.
+
+    Declare the parameters as the generic argument (``ChatbotTool[MyParams]``) or as the class
+    attribute ``params_model``. ``name`` defaults to the snake-case class name and ``priority`` to
+    100; the YAML declaration may override both per instance.
+    """
+
+    name: str
+    """Short name, unique within the tool's domain (``get_name()`` in the original)."""
+    priority: int = 100
+    """Lower runs first, both among coordinators and among activated tools."""
+    domain: str = ""
+    """Set by the container when the tool is registered."""
+    params_model: ClassVar[type[BaseModel]]
+    settings_model: ClassVar[type[BaseModel] | None] = None
+    """Optional pydantic model that the YAML ``settings`` mapping is validated against."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = _snake_case(cls.__name__).removesuffix("_tool") or cls.__name__.lower()
+        if "params_model" not in cls.__dict__:
+            generic_model = _params_model_from_generic(cls)
+            if generic_model is not None:
+                cls.params_model = generic_model
+
+    @property
+    def qualified_name(self) -> str:
+        """``"<domain>.<short name>"`` once registered, the short name before."""
+        return f"{self.domain}.{self.name}" if self.domain else self.name
+
+    @abstractmethod
+    def executable_instruction(self) -> str:
+        """The yes/no suitability question the model answers for this tool on a task prompt.
+
+        A tool that must run only on coordinator-designated tasks returns a question that always
+        answers no, e.g. ``"my_tool: always false - runs only on coordinator-designated tasks"``.
+        """
+
+    def execute_with_result(self, params: P, text: str) -> ToolOutcome:
+        """Run the tool on parameters extracted from ``text`` (the execution text)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement execute_with_result(params, text)"
+        )
+
+    def execute_with_clarification(
+        self, params: P, text: str, clarification: Clarification
+    ) -> ToolOutcome:
+        """Continue after the user answered this tool's clarifying question.
+
+        ``params`` were extracted again from the execution text plus the question and the reply.
+        The default simply runs the tool again with them.
+        """
+        return self.execute_with_result(params, text)
+
+    def is_coordinator_requested(self, text: str) -> bool:
+        """Whether ``text`` carries a coordinator-designated task (seed 6.6)."""
+        return is_coordinator_requested(text)
+
+
+class OrchestratorActivatedTool(ChatbotTool[P], ABC):
+    """A tool that takes part in the orchestrator's activation (suitability test, priority).
+
+    Tools that are not orchestrator-activated are reachable only by direct injection (seed 6.8).
+    """
+
+
+class AgentCoordinator(ABC):
+    """A tool that may decompose a task into subtasks before the suitability test (seed 6.1)."""
+
+    @abstractmethod
+    def decompose_into_subtasks(self, task: TaskInfo) -> TaskInfo | Awaitable[TaskInfo]:
+        """Return the *same* task: unchanged when not relevant, else with a longer
+        ``task_prompt`` and/or filled ``sub_tasks``. Never set ``owner_coordinator_name``."""
+
+    def decide_conditional_subtask(
+        self, parent: TaskInfo, next_subtask: TaskInfo, completed_so_far: ContextBuffer
+    ) -> SubtaskDecision | Awaitable[SubtaskDecision]:
+        """Whether a conditional subtask runs, given its siblings' results so far (seed 6.4)."""
+        return SubtaskDecision.RUN
+
+
+class ContextConsumerTool(ChatbotTool[P], ABC):
+    """A tool that needs the context buffer: run only through ``execute_with_prior_context``."""
+
+    def execute_with_result(self, params: P, text: str) -> ToolOutcome:
+        raise TypeError(
+            f"{type(self).__name__} is a context consumer: call "
+            "execute_with_prior_context(params, text, prior_context) instead"
+        )
+
+    @abstractmethod
+    def execute_with_prior_context(
+        self, params: P, text: str, prior_context: ContextBuffer
+    ) -> ToolOutcome:
+        """Run with a snapshot of the buffer: earlier tools of this round and subtask results."""
+
+
+class ClarifiableContextConsumerTool(ContextConsumerTool[P], ABC):
+    """A context consumer whose clarification round also continues with the context."""
+
+    def execute_with_clarification(
+        self, params: P, text: str, clarification: Clarification
+    ) -> ToolOutcome:
+        raise TypeError(
+            f"{type(self).__name__} is a clarifiable context consumer: call "
+            "execute_with_clarification_and_prior_context(...) instead"
+        )
+
+    @abstractmethod
+    def execute_with_clarification_and_prior_context(
+        self,
+        params: P,
+        text: str,
+        clarification: Clarification,
+        prior_context: ContextBuffer,
+    ) -> ToolOutcome:
+        """Continue after the user's reply, with a fresh snapshot of the buffer."""
+
+
+class ToolKind(StrEnum):
+    """What a tool class takes part in; ``toolwire tools --json`` lists these."""
+
+    ACTIVATED = "activated"
+    COORDINATOR = "coordinator"
+    CONTEXT_CONSUMER = "context_consumer"
+    CLARIFIABLE = "clarifiable"
+
+
+def tool_kinds(tool_class: type) -> list[ToolKind]:
+    """The kinds of a tool class, in a fixed order."""
+    checks = [
+        (ToolKind.ACTIVATED, OrchestratorActivatedTool),
+        (ToolKind.COORDINATOR, AgentCoordinator),
+        (ToolKind.CONTEXT_CONSUMER, ContextConsumerTool),
+        (ToolKind.CLARIFIABLE, ClarifiableContextConsumerTool),
+    ]
+    return [kind for kind, base in checks if issubclass(tool_class, base)]
+
+
+def validate_tool_class(tool_class: object, *, where: str = "") -> type[ChatbotTool[Any]]:
+    """Check a tool class when it is registered, so mistakes surface at start, not mid-chat."""
+    location = f" ({where})" if where else ""
+    if not (isinstance(tool_class, type) and issubclass(tool_class, ChatbotTool)):
+        raise ToolDeclarationError(
+            f"{tool_class!r}{location} is not a ChatbotTool subclass; "
+            "derive it from toolwire.ChatbotTool[YourParams] or OrchestratorActivatedTool"
+        )
+    problems: list[str] = []
+    if inspect.isabstract(tool_class):
+        missing = ", ".join(sorted(getattr(tool_class, "__abstractmethods__", ())))
+        problems.append(f"it leaves abstract methods unimplemented: {missing}")
+    params = getattr(tool_class, "params_model", None)
+    if not (isinstance(params, type) and issubclass(params, BaseModel)):
+        problems.append(
+            "it has no parameter model; declare it as ChatbotTool[MyParams] "
+            "or set params_model = MyParams (a pydantic BaseModel)"
+        )
+    settings = tool_class.settings_model
+    if settings is not None and not (isinstance(settings, type) and issubclass(settings, BaseModel)):
+        problems.append("settings_model must be a pydantic BaseModel subclass or None")
+    if not TOOL_NAME_PATTERN.match(tool_class.name):
+        problems.append(
+            f"its default name {tool_class.name!r} is not lower snake case ([a-z][a-z0-9_]*)"
+        )
+    if problems:
+        raise ToolDeclarationError(
+            f"tool class {tool_class.__module__}.{tool_class.__qualname__}{location}: "
+            + "; ".join(problems)
+        )
+    return tool_class
+
+
+__all__ = [
+    "AgentCoordinator",
+    "ChatbotTool",
+    "ClarifiableContextConsumerTool",
+    "ContextConsumerTool",
+    "OrchestratorActivatedTool",
+    "PromptAndContext",
+    "ResultKind",
+    "ToolExecutionResult",
+    "ToolKind",
+    "tool_kinds",
+    "validate_tool_class",
+]
