@@ -1,0 +1,73 @@
+"""The sections of ``config/toolwire.yaml`` that configure run time (LLM, orchestrator, sessions,
+server). ``toolwire.config`` composes them into the application's configuration model; each
+section is owned by the module that uses it and documented field by field."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Section(BaseModel):
+    """A configuration section: unknown keys are errors, so a typo never passes silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class LLMSettings(Section):
+    """How toolwire reaches a language model (environment variables override the file)."""
+
+    base_url: str | None = None
+    """An OpenAI-compatible endpoint; ``TOOLWIRE_LLM_BASE_URL``. None and no API key: the embedded
+    local model."""
+    model: str | None = None
+    """``TOOLWIRE_LLM_MODEL``; defaults to the embedded model's name when it is used."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Name of the environment variable holding the API key (never the key itself)."""
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    suitability_mode: Literal["batched", "per_tool"] = "batched"
+    """One structured call over all candidate tools, or one yes/no call per tool (docs/models.md)."""
+    structured_output: Literal["auto", "json_schema", "tools"] = "auto"
+    """How structured output is requested: the JSON schema as response format, a forced function
+    call, or ``auto`` (JSON schema, switching to a function call once the server rejects it; the
+    embedded model always uses a function call)."""
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    context_window_tokens: int = Field(default=8192, gt=0)
+    compression_threshold: float = Field(default=0.75, gt=0, le=1)
+    """Compress accumulated context once it fills this share of the context window."""
+
+
+class OrchestratorSettings(Section):
+    """Limits of the per-domain orchestrator."""
+
+    max_depth: int = Field(default=4, ge=1)
+    """Deepest subtask level processed (the root task is depth 0)."""
+    deep_search_max_rounds: int = Field(default=3, ge=1)
+    model_attempts: int = Field(default=2, ge=1)
+    """Attempts the orchestrator makes per model call (on ``ModelError`` or invalid output) before
+    it records the failure in the trace and carries on without that call's result."""
+
+
+class SessionSettings(Section):
+    """Where conversations wait between clarification rounds."""
+
+    store: Literal["memory", "sqlite", "redis"] = "sqlite"
+    path: str = ".toolwire/sessions.sqlite3"
+    """SQLite file, relative to the working directory."""
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    ttl_s: int = Field(default=86_400, gt=0)
+    """How long an unanswered clarification waits before it is forgotten."""
+
+
+class ServerSettings(Section):
+    """The HTTP service (``toolwire serve``)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    token_env: str = "TOOLWIRE_API_TOKEN"
+    """Environment variable holding the bearer token; unset means no authentication."""
+    max_body_bytes: int = Field(default=65_536, gt=0)
+    max_message_chars: int = Field(default=8_000, gt=0)
+    request_timeout_s: float = Field(default=120.0, gt=0)
