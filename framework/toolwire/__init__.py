@@ -3,6 +3,8 @@
 Importing toolwire loads no plugin and reads no file; ``App.load()`` builds everything once.
 """
 
+from toolwire.app import App
+from toolwire.container import ToolContainer
 from toolwire.errors import (
     AmbiguousToolError,
     ConfigError,
@@ -10,13 +12,18 @@ from toolwire.errors import (
     PluginError,
     SessionConflictError,
     SessionError,
+    SessionStoreUnavailableError,
     ToolDeclarationError,
     ToolNameError,
     ToolwireError,
+    UnknownDomainError,
     UnknownSessionError,
     UnknownToolError,
     WiringError,
 )
+from toolwire.hookspecs import hookimpl
+from toolwire.orchestrator import Answer, ConversationService, DomainOrchestrator
+from toolwire.registry import DomainSpec
 from toolwire.task import (
     AGENT_COORDINATOR_MARKER,
     Clarification,
@@ -41,28 +48,37 @@ __all__ = [
     "AGENT_COORDINATOR_MARKER",
     "AgentCoordinator",
     "AmbiguousToolError",
+    "Answer",
+    "App",
     "ChatbotTool",
-    "Clarification",
     "ClarifiableContextConsumerTool",
+    "Clarification",
     "ConfigError",
     "ContextBuffer",
     "ContextConsumerTool",
+    "ConversationService",
+    "DomainOrchestrator",
+    "DomainSpec",
     "ModelError",
     "OrchestratorActivatedTool",
     "PluginError",
     "PromptAndContext",
     "SessionConflictError",
     "SessionError",
+    "SessionStoreUnavailableError",
     "SubtaskDecision",
     "TaskInfo",
     "TaskStatus",
+    "ToolContainer",
     "ToolDeclarationError",
     "ToolExecutionResult",
     "ToolNameError",
     "ToolwireError",
+    "UnknownDomainError",
     "UnknownSessionError",
     "UnknownToolError",
     "WiringError",
     "extract_coordinator_original",
     "extract_coordinator_task",
+    "hookimpl",
 ]

@@ -1,0 +1,161 @@
+"""The facade: ``App.load()`` builds everything once; questions only walk the orchestrator.
+
+Build order: plugins → configuration → registry → container (every singleton built now). The
+language model and the session store are created on first use, so listing tools or checking a
+configuration never starts a model; nothing on the per-question path reads configuration files
+or discovers plugins.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from toolwire.build import build
+from toolwire.config import AppConfig, parse_app_config
+from toolwire.container import ToolContainer
+from toolwire.llm.base import LanguageModel
+from toolwire.logging import configure_logging
+from toolwire.plugins import PluginInfo, discover
+from toolwire.registry import DomainSpec, ToolRegistry
+from toolwire.sessions import SessionStore
+from toolwire.tools import ChatbotTool
+
+if TYPE_CHECKING:
+    from toolwire.orchestrator import Answer, ConversationService
+
+
+class App:
+    """A built toolwire application: plugins, configuration, registry and tool singletons."""
+
+    def __init__(
+        self,
+        *,
+        config: AppConfig,
+        registry: ToolRegistry,
+        domains: dict[str, DomainSpec],
+        plugins: list[PluginInfo],
+        llm: LanguageModel | None = None,
+        session_store: SessionStore | None = None,
+    ) -> None:
+        """Use :meth:`load`; this builds the container (every tool singleton) from the registry."""
+        self.config = config
+        self.registry = registry
+        self.domains = domains
+        self.plugins = plugins
+        """Every plugin found, including the ones that failed (``error`` set)."""
+        self._llm = llm
+        self._owns_llm = llm is None
+        self._session_store = session_store
+        self._owns_session_store = session_store is None
+        self._conversations: ConversationService | None = None
+        model: object = llm if llm is not None else _DeferredLanguageModel(self)
+        self.container = ToolContainer.build(registry, {LanguageModel: model})
+
+    @classmethod
+    def load(
+        cls,
+        config_path: str | os.PathLike[str] | None = None,
+        *,
+        llm: LanguageModel | None = None,
+        session_store: SessionStore | None = None,
+        plugins: Sequence[object] = (),
+        load_entry_points: bool = True,
+    ) -> App:
+        """Build the app. Configuration: ``config_path``, else ``$TOOLWIRE_CONFIG``, else
+        ``./config/toolwire.yaml`` (a missing default file means the built-in defaults).
+
+        Raises ``PluginError`` for a hook implementation that matches no hook, ``ConfigError``
+        listing every configuration problem, ``WiringError`` listing every wiring problem.
+        A plugin that fails to import or raises in a hook is left out and reported in
+        ``app.plugins``.
+        """
+        configure_logging()
+        plugin_set = discover(plugins, load_entry_points=load_entry_points)
+        config, problems = parse_app_config(config_path)
+        built = build(plugin_set, config, problems)
+        return cls(
+            config=config,
+            registry=built.registry,
+            domains=built.domains,
+            plugins=plugin_set.plugins,
+            llm=llm,
+            session_store=session_store,
+        )
+
+    # -- tools ---------------------------------------------------------------------------------
+
+    def tool(self, name: str, domain: str | None = None) -> ChatbotTool[Any]:
+        """The singleton of a tool by short or prefixed name (short names: ``domain`` first)."""
+        registration = self.registry.resolve(name, domain or self.config.default_domain)
+        return self.container.get(registration.qualified_name)
+
+    @property
+    def tools(self) -> dict[str, ChatbotTool[Any]]:
+        """Prefixed name → singleton, for every enabled tool."""
+        return self.container.instances()
+
+    # -- run time ------------------------------------------------------------------------------
+
+    @property
+    def llm(self) -> LanguageModel:
+        """The language model: the one passed to ``load``, else created from ``config.llm``."""
+        if self._llm is None:
+            from toolwire.llm import create_language_model
+
+            self._llm = create_language_model(self.config.llm)
+        return self._llm
+
+    @property
+    def session_store(self) -> SessionStore:
+        """Where conversations wait between rounds: the one passed in, else ``config.sessions``."""
+        if self._session_store is None:
+            from toolwire.sessions import create_session_store
+
+            self._session_store = create_session_store(self.config.sessions)
+        return self._session_store
+
+    async def ask(
+        self, message: str, domain: str | None = None, session_id: str | None = None
+    ) -> Answer:
+        """Answer a message (or continue a conversation waiting for a clarification)."""
+        return await self._conversation_service().ask(message, domain, session_id)
+
+    def _conversation_service(self) -> ConversationService:
+        if self._conversations is None:
+            from toolwire.orchestrator import ConversationService
+
+            self._conversations = ConversationService(
+                registry=self.registry,
+                domains=self.domains,
+                tools=self.tools,
+                llm=self.llm,
+                store=self.session_store,
+                default_domain=self.config.default_domain,
+                settings=self.config.orchestrator,
+            )
+        return self._conversations
+
+    async def aclose(self) -> None:
+        """Release the model and the session store this app created (not ones passed in)."""
+        if self._owns_llm and self._llm is not None:
+            await self._llm.aclose()
+            self._llm = None
+        if self._owns_session_store and self._session_store is not None:
+            await self._session_store.aclose()
+            self._session_store = None
+        self._conversations = None
+
+
+class _DeferredLanguageModel:
+    """Stands in for ``app.llm`` in tool constructors, so building the tools starts no model.
+
+    The first attribute a tool uses creates the app's model; every call goes to that one model.
+    """
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._app.llm, name)

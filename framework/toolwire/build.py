@@ -1,0 +1,412 @@
+"""From plugin contributions and YAML to the registry and the domains (build time only).
+
+Merge order, later overriding earlier:
+
+1. what plugins register through hooks (``register_domains``, ``register_tools``,
+   ``register_coordinators``), in plugin load order;
+2. the YAML files plugins ship (``register_config_files``), in plugin load order;
+3. the app's own ``config/toolwire.yaml``.
+
+A tool is identified by its prefixed name ``<domain>.<name>`` and a domain by its name. A later
+entry for the same tool only changes the keys it writes (``settings`` and ``inject`` are merged
+key by key), so the app can disable a plugin's tool or change one setting without repeating the
+class. A plugin may refine its own declarations, never another plugin's: that is a duplicate,
+reported with both owners. Every problem of every file is collected into one ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from pydantic import ValidationError
+
+from toolwire.config import (
+    AppConfig,
+    DomainEntry,
+    PluginConfigFile,
+    ToolEntry,
+    format_loc,
+    parse_file,
+)
+from toolwire.errors import ConfigError, Problem, ToolNameError
+from toolwire.plugins import PluginSet
+from toolwire.registry import DomainSpec, SourceLocation, ToolRegistration, ToolRegistry
+from toolwire.tools import TOOL_NAME_PATTERN, ChatbotTool, validate_tool_class
+
+log = structlog.get_logger(__name__)
+
+APP_OWNER = "config"
+"""The owner recorded for declarations made in the app's own configuration."""
+
+
+@dataclass
+class _ToolDecl:
+    owner: str
+    tool_class: type[ChatbotTool[Any]]
+    name: str
+    domain: str
+    priority: int | None
+    enabled: bool = True
+    settings: dict[str, Any] = field(default_factory=dict)
+    settings_entry: ToolEntry | None = None
+    injections: dict[str, str] = field(default_factory=dict)
+    source: SourceLocation | None = None
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.domain}.{self.name}"
+
+
+@dataclass
+class _DomainDecl:
+    spec: DomainSpec
+    source: SourceLocation | None = None
+
+
+@dataclass
+class Built:
+    registry: ToolRegistry
+    domains: dict[str, DomainSpec]
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.tools: dict[str, _ToolDecl] = {}
+        self.domains: dict[str, _DomainDecl] = {}
+        self.problems: list[Problem] = []
+        self.default_domain: str | None = None
+        self.app_config: AppConfig | None = None
+
+    # -- domains -----------------------------------------------------------------------------
+
+    def add_domain_spec(self, spec: DomainSpec) -> None:
+        existing = self.domains.get(spec.name)
+        if existing is not None:
+            self.problems.append(
+                Problem(
+                    f"duplicate domain {spec.name!r}: registered by plugin "
+                    f"{existing.spec.plugin!r} and again by plugin {spec.plugin!r}; "
+                    "a plugin adds tools to another plugin's domain with register_coordinators "
+                    "or YAML, it does not declare the domain again"
+                )
+            )
+            return
+        self.domains[spec.name] = _DomainDecl(spec)
+
+    def add_domain_entry(self, entry: DomainEntry, owner: str) -> None:
+        if not TOOL_NAME_PATTERN.match(entry.name):
+            self._problem(entry, f"domain name {entry.name!r} is not lower snake case", "name")
+            return
+        changes = entry.model_dump(exclude_unset=True, exclude_none=True)
+        existing = self.domains.get(entry.name)
+        if existing is None:
+            spec = DomainSpec.model_validate({**changes, "plugin": owner})
+            self.domains[entry.name] = _DomainDecl(spec, entry.source)
+            return
+        if owner != APP_OWNER and owner != existing.spec.plugin:
+            self._problem(
+                entry, f"domain {entry.name!r} belongs to plugin {existing.spec.plugin!r}"
+            )
+            return
+        existing.spec = existing.spec.model_copy(update=changes)
+        existing.source = entry.source or existing.source
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def add_tool(self, decl: _ToolDecl) -> None:
+        existing = self.tools.get(decl.qualified_name)
+        if existing is not None:
+            self.problems.append(_duplicate(decl, existing))
+            return
+        self.tools[decl.qualified_name] = decl
+
+    def add_tool_entries(self, entries: list[ToolEntry], owner: str) -> None:
+        seen: dict[str, ToolEntry] = {}
+        for entry in entries:
+            resolved = self._resolve_entry(entry, owner)
+            if resolved is None:
+                continue
+            tool_class, name, domain = resolved
+            qualified = f"{domain}.{name}"
+            first = seen.get(qualified)
+            if first is not None:
+                first_line = first.source.line if first.source else None
+                self._problem(
+                    entry,
+                    f"duplicate tool {qualified!r} in this file (first declared at line "
+                    f"{first_line}); remove one entry or give one a different 'name'",
+                )
+                continue
+            seen[qualified] = entry
+            self._merge_entry(entry, owner, tool_class, name, domain)
+
+    def _resolve_entry(
+        self, entry: ToolEntry, owner: str
+    ) -> tuple[type[ChatbotTool[Any]] | None, str, str] | None:
+        tool_class = None
+        if entry.class_ is not None:
+            tool_class = self._import_class(entry)
+            if tool_class is None:
+                return None
+        name = entry.name or (tool_class.name if tool_class else None)
+        if name is None:
+            self._problem(
+                entry,
+                "a tool entry needs 'class: package.module:ClassName' (or 'name' and "
+                "'domain' of a tool declared earlier, to change it)",
+            )
+            return None
+        if not TOOL_NAME_PATTERN.match(name):
+            self._problem(entry, f"tool name {name!r} is not lower snake case", "name")
+            return None
+        domain = entry.domain or self._default_domain_for(owner)
+        if domain is None:
+            self._problem(entry, f"tool {name!r} has no 'domain' and there is no default domain")
+            return None
+        return tool_class, name, domain
+
+    def _default_domain_for(self, owner: str) -> str | None:
+        if owner == APP_OWNER:
+            return self.default_domain
+        own = [d.spec.name for d in self.domains.values() if d.spec.plugin == owner]
+        return own[0] if len(own) == 1 else None
+
+    def _merge_entry(
+        self,
+        entry: ToolEntry,
+        owner: str,
+        tool_class: type[ChatbotTool[Any]] | None,
+        name: str,
+        domain: str,
+    ) -> None:
+        qualified = f"{domain}.{name}"
+        existing = self.tools.get(qualified)
+        if existing is None:
+            if tool_class is None:
+                self._problem(
+                    entry,
+                    f"no tool {qualified!r} was declared earlier to change; "
+                    "add 'class: package.module:ClassName' to declare it",
+                )
+                return
+            existing = _ToolDecl(owner, tool_class, name, domain, None, source=entry.source)
+            self.tools[qualified] = existing
+        elif owner != APP_OWNER and owner != existing.owner:
+            new = _ToolDecl(
+                owner, tool_class or existing.tool_class, name, domain, None, source=entry.source
+            )
+            self.problems.append(_duplicate(new, existing))
+            return
+        else:
+            existing.source = entry.source or existing.source
+        if tool_class is not None:
+            existing.tool_class = tool_class
+        if entry.priority is not None:
+            existing.priority = entry.priority
+        if entry.enabled is not None:
+            existing.enabled = entry.enabled
+        if entry.settings:
+            existing.settings = {**existing.settings, **entry.settings}
+            existing.settings_entry = entry
+        existing.injections = {**existing.injections, **entry.inject}
+
+    def _import_class(self, entry: ToolEntry) -> type[ChatbotTool[Any]] | None:
+        reference = entry.class_ or ""
+        module_name, colon, attribute = reference.partition(":")
+        if not colon or not module_name or not attribute:
+            self._problem(
+                entry, f"class {reference!r} must be written 'package.module:ClassName'", "class"
+            )
+            return None
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as error:
+            self._problem(
+                entry,
+                f"class {reference!r}: cannot import module {module_name!r} "
+                f"({type(error).__name__}: {error})",
+                "class",
+            )
+            return None
+        target: Any = module
+        for part in attribute.split("."):
+            target = getattr(target, part, None)
+        if target is None:
+            self._problem(
+                entry, f"class {reference!r}: module {module_name!r} has no {attribute!r}", "class"
+            )
+            return None
+        try:
+            return validate_tool_class(target)
+        except ConfigError as error:
+            self._problem(entry, f"class {reference!r}: {error}", "class")
+            return None
+
+    # -- checks after merging ----------------------------------------------------------------
+
+    def registry(self) -> ToolRegistry:
+        registry = ToolRegistry()
+        for decl in self.tools.values():
+            if decl.domain not in self.domains:
+                known = ", ".join(sorted(self.domains)) or "none"
+                self.problems.append(
+                    _at(
+                        decl.source,
+                        f"tool {decl.qualified_name!r} names unknown domain "
+                        f"{decl.domain!r}; declared domains: {known}",
+                    )
+                )
+                continue
+            self._check_settings(decl)
+            registration = ToolRegistration(
+                short_name=decl.name,
+                domain=decl.domain,
+                tool_class=decl.tool_class,
+                plugin=decl.owner,
+                priority=decl.tool_class.priority if decl.priority is None else decl.priority,
+                enabled=decl.enabled,
+                settings=decl.settings,
+                injections=decl.injections,
+                source=decl.source,
+            )
+            try:
+                registry.add(registration)
+            except ConfigError as error:
+                self.problems += error.problems
+                continue
+            log.info(
+                "tool_registered",
+                tool=registration.qualified_name,
+                plugin=registration.plugin,
+                domain=registration.domain,
+                enabled=registration.enabled,
+            )
+        return registry
+
+    def _check_settings(self, decl: _ToolDecl) -> None:
+        model = decl.tool_class.settings_model
+        entry = decl.settings_entry
+        if model is None:
+            if decl.settings:
+                where = entry.source if entry else decl.source
+                line = entry.line_of("settings") if entry else None
+                self.problems.append(
+                    Problem(
+                        f"tool {decl.qualified_name!r} takes no settings "
+                        f"({decl.tool_class.__qualname__} has no settings_model)",
+                        where.path if where else None,
+                        line,
+                    )
+                )
+            return
+        try:
+            model.model_validate(decl.settings)
+        except ValidationError as error:
+            for item in error.errors():
+                loc = ("settings", *item["loc"])
+                line = entry.line_of(*loc) if entry else (decl.source.line if decl.source else None)
+                path = (entry.source or decl.source) if entry else decl.source
+                self.problems.append(
+                    Problem(
+                        f"tool {decl.qualified_name!r}: {format_loc(loc)}: {item['msg']}",
+                        path.path if path else None,
+                        line,
+                    )
+                )
+
+    def check_domain_references(self, registry: ToolRegistry) -> None:
+        for decl in self.domains.values():
+            spec = decl.spec
+            names = [spec.rag_tool] if spec.rag_tool else []
+            names += list(spec.deep_fallback.values()) + spec.excluded_tools
+            for name in names:
+                try:
+                    registry.resolve(name, spec.name)
+                except ToolNameError as error:
+                    self.problems.append(_at(decl.source, f"domain {spec.name!r}: {error}"))
+        if self.default_domain is not None and self.default_domain not in self.domains:
+            known = ", ".join(sorted(self.domains)) or "none (is the domain's plugin installed?)"
+            config = self.app_config
+            self.problems.append(
+                Problem(
+                    f"default_domain {self.default_domain!r} is not a declared domain; "
+                    f"declared domains: {known}",
+                    config.path if config else None,
+                    config.line_of("default_domain") if config and config.path else None,
+                )
+            )
+
+    def _problem(self, entry: ToolEntry | DomainEntry, message: str, *key: str) -> None:
+        source = entry.source
+        line = entry.line_of(*key) if key else (source.line if source else None)
+        self.problems.append(Problem(message, source.path if source else None, line))
+
+
+def build(
+    plugin_set: PluginSet, app_config: AppConfig, config_problems: Sequence[Problem] = ()
+) -> Built:
+    """Merge every declaration (order in the module docstring) into a registry and domains.
+
+    ``config_problems`` are the app file's own problems (see ``parse_app_config``): they are
+    reported together with everything found while building from the file's valid part.
+    """
+    builder = _Builder()
+    builder.problems += config_problems
+    builder.default_domain = app_config.default_domain
+    builder.app_config = app_config
+    for spec in plugin_set.domains:
+        builder.add_domain_spec(spec)
+    for contribution in plugin_set.tools:
+        name = contribution.name or contribution.tool_class.name
+        builder.add_tool(
+            _ToolDecl(
+                contribution.plugin,
+                contribution.tool_class,
+                name,
+                contribution.domain,
+                contribution.priority,
+            )
+        )
+    for file in plugin_set.config_files:
+        try:
+            shipped, problems = parse_file(file.path, PluginConfigFile)
+        except ConfigError as error:
+            builder.problems += error.problems
+            continue
+        builder.problems += problems
+        _add_file(builder, shipped, file.plugin)
+    _add_file(builder, app_config, APP_OWNER)
+    registry = builder.registry()
+    builder.check_domain_references(registry)
+    if builder.problems:
+        raise ConfigError(builder.problems)
+    return Built(registry, {name: decl.spec for name, decl in builder.domains.items()})
+
+
+def _add_file(builder: _Builder, config: PluginConfigFile, owner: str) -> None:
+    for domain in config.domains:
+        builder.add_domain_entry(domain, owner)
+    builder.add_tool_entries(config.tools, owner)
+
+
+def _duplicate(new: _ToolDecl, existing: _ToolDecl) -> Problem:
+    return _at(
+        new.source,
+        f"duplicate tool {new.qualified_name!r}: declared by plugin {existing.owner!r}"
+        f"{_where(existing.source)} and again by plugin {new.owner!r}{_where(new.source)}; "
+        "give one a different 'name' in YAML, or disable one",
+    )
+
+
+def _where(source: SourceLocation | None) -> str:
+    if source is None:
+        return ""
+    return f" at {source.path}:{source.line}" if source.line else f" at {source.path}"
+
+
+def _at(source: SourceLocation | None, message: str) -> Problem:
+    return Problem(message, source.path if source else None, source.line if source else None)

@@ -1,0 +1,66 @@
+"""The ``toolwire`` command line: one typer app; each command module adds its commands.
+
+Command modules expose ``register(app: typer.Typer) -> None``. ``ask_commands`` and
+``serve_command`` are optional: when the module itself is absent its commands are simply not
+offered; any other import failure is a bug and surfaces.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolwire.cli.state import CliState
+from toolwire.logging import configure_logging
+
+COMMAND_MODULES = ("toolwire.cli.build_commands",)
+OPTIONAL_COMMAND_MODULES = ("toolwire.cli.ask_commands", "toolwire.cli.serve_command")
+
+app = typer.Typer(
+    name="toolwire",
+    help="Build domain chatbots out of tools: inspect plugins, tools and configuration.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _options(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Configuration file (default: $TOOLWIRE_CONFIG, then ./config/toolwire.yaml).",
+        ),
+    ] = None,
+) -> None:
+    configure_logging()
+    ctx.obj = CliState(config=config)
+
+
+def _register_commands() -> None:
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(app)
+    for module_name in OPTIONAL_COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name == module_name:
+                continue
+            raise
+        module.register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    """The ``toolwire`` console script."""
+    app()
+
+
+__all__ = ["app", "main"]

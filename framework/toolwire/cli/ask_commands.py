@@ -1,0 +1,166 @@
+"""Run-time commands: ``toolwire ask`` (one message) and ``toolwire chat`` (a REPL)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.tree import Tree
+
+from toolwire.app import App
+from toolwire.cli.state import load_app_or_exit
+from toolwire.errors import ToolwireError
+from toolwire.orchestrator import Answer, TaskTrace
+
+DomainOption = Annotated[
+    str | None, typer.Option("--domain", help="The domain to ask (default: the configured one).")
+]
+TraceFlag = Annotated[bool, typer.Option("--trace", help="Draw the task tree after the answer.")]
+
+EXIT_WORDS = frozenset({"exit", "quit", ":q"})
+
+
+def load_app(ctx: typer.Context) -> App:
+    """Build the app for a command (tests replace this to inject plugins and a scripted model)."""
+    return load_app_or_exit(ctx)
+
+
+def ask(
+    ctx: typer.Context,
+    message: Annotated[str, typer.Argument(help="The question, or the reply to a clarification.")],
+    domain: DomainOption = None,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", help="Reply to the clarifying question of this session."),
+    ] = None,
+    trace: TraceFlag = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the Answer as JSON.")] = False,
+) -> None:
+    """Ask one question; a clarifying question prints the session id to reply with."""
+    app = load_app(ctx)
+    try:
+        answer = asyncio.run(_ask_once(app, message, domain, session))
+    except ToolwireError as error:
+        _fail(error)
+    if json_output:
+        typer.echo(answer.model_dump_json(indent=2))
+        return
+    console = Console(highlight=False)
+    show_answer(console, answer, trace=trace)
+    if answer.kind == "clarification":
+        console.print(f'[dim]Reply with: toolwire ask "…" --session {answer.session_id}[/dim]')
+
+
+def chat(ctx: typer.Context, domain: DomainOption = None, trace: TraceFlag = False) -> None:
+    """Talk to a domain: a clarifying question is shown and your next line answers it."""
+    app = load_app(ctx)
+    console = Console(highlight=False)
+    console.print("[dim]Ask away; an empty line, 'exit' or Ctrl-D ends the chat.[/dim]")
+    try:
+        asyncio.run(_chat(app, console, domain, trace))
+    except ToolwireError as error:
+        _fail(error)
+
+
+async def _ask_once(app: App, message: str, domain: str | None, session: str | None) -> Answer:
+    try:
+        return await app.ask(message, domain=domain, session_id=session)
+    finally:
+        await app.aclose()
+
+
+async def _chat(app: App, console: Console, domain: str | None, trace: bool) -> None:
+    session_id: str | None = None
+    try:
+        while True:
+            prompt = "reply> " if session_id else "you> "
+            try:
+                line = (await asyncio.to_thread(console.input, prompt)).strip()
+            except EOFError:
+                break
+            if not line or line.lower() in EXIT_WORDS:
+                break
+            ask_domain = None if session_id else domain
+            answer = await app.ask(line, domain=ask_domain, session_id=session_id)
+            session_id = answer.session_id if answer.kind == "clarification" else None
+            show_answer(console, answer, trace=trace)
+    finally:
+        await app.aclose()
+
+
+def show_answer(console: Console, answer: Answer, *, trace: bool) -> None:
+    """The answer (or question), guaranteed contexts, failures, and optionally the task tree."""
+    if answer.kind == "clarification":
+        console.print(f"[bold yellow]?[/bold yellow] {escape(answer.text)}")
+    else:
+        console.print(escape(answer.text))
+    for text in answer.guaranteed_contexts:
+        if text not in answer.text:
+            console.print(f"[green]▌[/green] {escape(text)}")
+    for failure in answer.failures:
+        console.print(f"[red]failed:[/red] {escape(failure)}")
+    if trace:
+        console.print(trace_tree(answer.trace))
+        usage = answer.usage
+        console.print(
+            f"[dim]{usage.llm_calls} model call(s), {usage.prompt_tokens} prompt tokens "
+            f"({usage.cached_prompt_tokens} cached), {usage.completion_tokens} completion "
+            "tokens[/dim]"
+        )
+
+
+def trace_tree(task: TaskTrace, tree: Tree | None = None) -> Tree:
+    """The task tree as ``rich`` draws it: coordinators, subtasks, decisions, tools, failures."""
+    label = f"[bold]task {task.task_no}[/bold] [{_status_style(task)}]{task.status.value}[/]"
+    if task.decision is not None:
+        label += f" [cyan](conditional: {task.decision.value})[/cyan]"
+    if task.prompt_type:
+        label += f" [dim]type={escape(task.prompt_type)}[/dim]"
+    label += f"  {escape(_short(task.task_prompt))}"
+    node = tree.add(label) if tree is not None else Tree(label)
+    if task.owner_coordinator_name:
+        node.add(f"[dim]owner {escape(task.owner_coordinator_name)}[/dim]")
+    for run in task.coordinators:
+        detail = f": {escape(run.detail)}" if run.detail else ""
+        node.add(
+            f"[magenta]coordinator[/magenta] {escape(run.coordinator_name)} {run.outcome}{detail}"
+        )
+    for sub_task in task.sub_tasks:
+        trace_tree(sub_task, node)
+    for tool in task.tools:
+        style = "red" if tool.outcome == "error" else "blue"
+        detail = f" — {escape(_short(tool.detail))}" if tool.detail else ""
+        node.add(
+            f"[{style}]tool[/{style}] {escape(tool.tool_name)} ({tool.reason}) "
+            f"{tool.outcome}{detail}"
+        )
+    for note in task.notes:
+        node.add(f"[dim]{escape(note)}[/dim]")
+    for failure in task.failures:
+        node.add(f"[red]failed: {escape(failure)}[/red]")
+    return node
+
+
+def _status_style(task: TaskTrace) -> str:
+    return {"done": "green", "failed": "red", "waiting_for_user": "yellow"}.get(
+        task.status.value, "dim"
+    )
+
+
+def _short(text: str, limit: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _fail(error: ToolwireError) -> NoReturn:
+    Console(stderr=True, highlight=False, soft_wrap=True).print(str(error), markup=False)
+    raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``ask`` and ``chat`` to the ``toolwire`` app."""
+    app.command("ask")(ask)
+    app.command("chat")(chat)

@@ -1,0 +1,149 @@
+"""Build-time commands: ``plugins``, ``tools``, ``check`` and ``graph``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Column, Table
+
+from toolwire.app import App
+from toolwire.cli.state import load_app_or_exit, report_error
+from toolwire.errors import PluginError, Problem
+from toolwire.plugins import PluginInfo, discover
+from toolwire.registry import to_wire_name
+from toolwire.tools import tool_kinds
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def plugins(json_output: JsonFlag = False) -> None:
+    """List the installed plugins, their domains, and why any failed to load."""
+    try:
+        found = discover().plugins
+    except PluginError as error:
+        report_error(error)
+        raise typer.Exit(1) from None
+    if json_output:
+        typer.echo(json.dumps([plugin_record(info) for info in found], indent=2))
+        return
+    table = Table("plugin", "version", "domains", "error")
+    for info in found:
+        table.add_row(info.name, info.version or "", ", ".join(info.domains), info.error or "")
+    Console(highlight=False).print(table)
+
+
+def plugin_record(info: PluginInfo) -> dict[str, Any]:
+    """A plugin as ``toolwire plugins --json`` prints it."""
+    return {
+        "name": info.name,
+        "version": info.version,
+        "domains": list(info.domains),
+        "error": info.error,
+    }
+
+
+def tools(
+    ctx: typer.Context,
+    domain: Annotated[
+        str | None, typer.Option("--domain", help="Only the tools of this domain.")
+    ] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """List the registered tools with their prefixed names, kinds and injections."""
+    app = load_app_or_exit(ctx)
+    if domain is not None and domain not in app.domains:
+        known = ", ".join(sorted(app.domains)) or "none"
+        typer.echo(f"unknown domain {domain!r}; domains: {known}", err=True)
+        raise typer.Exit(1)
+    records = [
+        record for record in tool_records(app) if domain is None or record["domain"] == domain
+    ]
+    if json_output:
+        typer.echo(json.dumps(records, indent=2))
+        return
+    enabled = set(app.container.graph())
+    table = Table(Column("tool", no_wrap=True), "plugin", "priority", "kinds", "injects", "enabled")
+    for record in records:
+        table.add_row(
+            record["qualified_name"],
+            record["plugin"],
+            str(record["priority"]),
+            ", ".join(record["kinds"]),
+            ", ".join(record["injects"]),
+            "yes" if record["qualified_name"] in enabled else "no",
+        )
+    Console(highlight=False).print(table)
+
+
+def tool_records(app: App) -> list[dict[str, Any]]:
+    """The tools as ``toolwire tools --json`` prints them, in registry order."""
+    graph = app.container.graph()
+    return [
+        {
+            "name": registration.short_name,
+            "qualified_name": registration.qualified_name,
+            "domain": registration.domain,
+            "priority": registration.priority,
+            "plugin": registration.plugin,
+            "kinds": [str(kind) for kind in tool_kinds(registration.tool_class)],
+            "injects": graph.get(registration.qualified_name, []),
+        }
+        for registration in app.registry
+    ]
+
+
+def check(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="The configuration file to check.")
+    ] = None,
+) -> None:
+    """Build everything once and report every problem as ``path:line: message``; exit 1 if any."""
+    app = load_app_or_exit(ctx, config)
+    failed = [info for info in app.plugins if info.error is not None]
+    for info in failed:
+        typer.echo(str(Problem(f"plugin {info.name!r} failed to load: {info.error}")), err=True)
+    if failed:
+        raise typer.Exit(1)
+    typer.echo(
+        f"ok: {len(app.plugins)} plugins, {len(app.domains)} domains, "
+        f"{len(app.registry)} tools ({app.config.path or 'built-in defaults'})"
+    )
+
+
+def graph(
+    ctx: typer.Context,
+    mermaid: Annotated[bool, typer.Option("--mermaid", help="Print a Mermaid flowchart.")] = False,
+) -> None:
+    """Show which tool is injected into which (``a -> b``: b is injected into a)."""
+    edges = load_app_or_exit(ctx).container.graph()
+    typer.echo(render_mermaid(edges) if mermaid else render_text(edges))
+
+
+def render_text(edges: dict[str, list[str]]) -> str:
+    lines = []
+    for tool, injected in edges.items():
+        lines += [f"{tool} -> {target}" for target in injected] or [tool]
+    return "\n".join(lines)
+
+
+def render_mermaid(edges: dict[str, list[str]]) -> str:
+    """Mermaid ids may not contain dots: nodes use wire names, labelled with prefixed names."""
+    lines = ["flowchart LR"]
+    for tool in edges:
+        lines.append(f'    {to_wire_name(tool)}["{tool}"]')
+    for tool, injected in edges.items():
+        lines += [f"    {to_wire_name(tool)} --> {to_wire_name(target)}" for target in injected]
+    return "\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the build-time commands to the ``toolwire`` app."""
+    app.command("plugins")(plugins)
+    app.command("tools")(tools)
+    app.command("check")(check)
+    app.command("graph")(graph)

@@ -1,0 +1,64 @@
+"""``toolwire serve``: the HTTP service (needs the ``toolwire[server]`` extra)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolwire.cli.state import config_option, report_error
+from toolwire.errors import ConfigError, PluginError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[
+        str | None, typer.Option(help="Address to listen on (default: server.host, 127.0.0.1).")
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(help="Port to listen on, 0 for a free one (default: server.port, 8000)."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="Configuration file (overrides the global option)."),
+    ] = None,
+) -> None:
+    """Serve the chatbot over HTTP: POST /v1/ask, GET /v1/domains and /v1/tools, /healthz,
+    /readyz, and the OpenAPI documentation at /docs.
+
+    Logs are JSON lines on stderr, one http_request event per request with its request id. Set
+    the environment variable named by server.token_env (TOOLWIRE_API_TOKEN) to require a bearer
+    token.
+    """
+    try:
+        from toolwire.server import configure_server_logging
+        from toolwire.server import serve as serve_app
+    except ImportError as error:
+        typer.echo(
+            f"toolwire serve needs the server extra ({error.name} is missing): "
+            "pip install 'toolwire[server]'",
+            err=True,
+        )
+        raise typer.Exit(2) from None
+    from toolwire.app import App
+
+    configure_server_logging()
+    try:
+        toolwire_app = App.load(config_option(ctx, config))
+    except (ConfigError, PluginError) as error:
+        report_error(error)
+        raise typer.Exit(1) from None
+    settings = toolwire_app.config.server
+    updates = {
+        key: value for key, value in {"host": host, "port": port}.items() if value is not None
+    }
+    if updates:
+        settings = settings.model_copy(update=updates)
+    asyncio.run(serve_app(toolwire_app, settings))

@@ -1,0 +1,44 @@
+"""What the global options give every command, and building the app for a command."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from toolwire.app import App
+from toolwire.errors import ConfigError, PluginError
+
+
+@dataclass(frozen=True)
+class CliState:
+    """The global options (``toolwire --config P <command>``)."""
+
+    config: Path | None = None
+
+
+def config_option(ctx: typer.Context, override: Path | None = None) -> Path | None:
+    """The command's own ``--config``, else the global one, else None (the default lookup)."""
+    if override is not None:
+        return override
+    state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
+    return state.config
+
+
+def load_app_or_exit(ctx: typer.Context, config: Path | None = None) -> App:
+    """Build the app; on a configuration or plugin error print it plainly and exit 1."""
+    try:
+        return App.load(config_option(ctx, config))
+    except (ConfigError, PluginError) as error:
+        report_error(error)
+        raise typer.Exit(1) from None
+
+
+def report_error(error: ConfigError | PluginError) -> None:
+    """One line per problem on stderr, ``path:line: message`` where the location is known."""
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    lines = [str(p) for p in error.problems] if isinstance(error, ConfigError) else [str(error)]
+    for line in lines:
+        err.print(line, markup=False)

@@ -1,0 +1,303 @@
+"""YAML configuration → pydantic models, with every problem located by file and line.
+
+Two kinds of file share one vocabulary: the app's own ``config/toolwire.yaml`` (``AppConfig``:
+run-time sections, ``default_domain``, ``domains``, ``tools``) and the YAML a plugin ships inside
+its package (``PluginConfigFile``: only ``domains`` and ``tools``). A file is read with
+ruamel.yaml, which keeps line numbers, and validated as a whole: every problem of the file is
+collected into one ``ConfigError``, never a traceback. How declarations from several files are
+merged is described in ``toolwire.build``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from toolwire.errors import ConfigError, Problem
+from toolwire.registry import SourceLocation
+from toolwire.settings import (
+    LLMSettings,
+    OrchestratorSettings,
+    Section,
+    ServerSettings,
+    SessionSettings,
+)
+
+CONFIG_ENV = "TOOLWIRE_CONFIG"
+DEFAULT_CONFIG_PATH = Path("config") / "toolwire.yaml"
+
+
+class Located(Section):
+    """An entry that remembers where it was written, for error messages."""
+
+    _source: SourceLocation | None = PrivateAttr(default=None)
+    _node: Any = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> SourceLocation | None:
+        return self._source
+
+    def line_of(self, *loc: str | int) -> int | None:
+        """The line of a key inside this entry (the entry's own line when the key is absent)."""
+        if self._node is None:
+            return self._source.line if self._source else None
+        return line_of(self._node, loc)
+
+
+class ToolEntry(Located):
+    """One tool declared in YAML. Omitted keys keep the value of an earlier declaration."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str | None = None
+    """Short name; defaults to the class's ``name``."""
+    class_: str | None = Field(default=None, alias="class")
+    """``package.module:ClassName``; required unless this entry overrides an earlier one."""
+    domain: str | None = None
+    """Defaults to ``default_domain`` (app file) or the plugin's only domain."""
+    priority: int | None = None
+    enabled: bool | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """Validated against the class's ``settings_model``; merged key by key over earlier files."""
+    inject: dict[str, str] = Field(default_factory=dict)
+    """Constructor parameter → tool name (short or prefixed); overrides autowiring by type."""
+
+
+class DomainEntry(Located):
+    """One domain declared in YAML; fields mirror ``toolwire.registry.DomainSpec``."""
+
+    name: str
+    description: str | None = None
+    prompt_types: list[str] | None = None
+    rag_tool: str | None = None
+    deep_fallback: dict[str, str] | None = None
+    excluded_tools: list[str] | None = None
+
+
+class PluginConfigFile(Located):
+    """A YAML file a plugin ships: domains and tools only (run-time settings belong to the app)."""
+
+    domains: list[DomainEntry] = Field(default_factory=list)
+    tools: list[ToolEntry] = Field(default_factory=list)
+
+
+F = TypeVar("F", bound=PluginConfigFile)
+
+
+class AppConfig(PluginConfigFile):
+    """The application's configuration (``config/toolwire.yaml``)."""
+
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)
+    sessions: SessionSettings = Field(default_factory=SessionSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    default_domain: str | None = None
+    """The domain a question goes to when the caller names none."""
+
+    @property
+    def path(self) -> str | None:
+        """The file this configuration was read from (None: built-in defaults)."""
+        return self.source.path if self.source else None
+
+
+def config_path_for(explicit: str | os.PathLike[str] | None) -> tuple[Path | None, bool]:
+    """Which file to read and whether it must exist: explicit → $TOOLWIRE_CONFIG → default."""
+    if explicit is not None:
+        return Path(explicit), True
+    from_env = os.environ.get(CONFIG_ENV)
+    if from_env:
+        return Path(from_env), True
+    return DEFAULT_CONFIG_PATH, False
+
+
+def load_app_config(explicit: str | os.PathLike[str] | None = None) -> AppConfig:
+    """Read the app's configuration, raising one ``ConfigError`` with all its problems."""
+    config, problems = parse_app_config(explicit)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def parse_app_config(
+    explicit: str | os.PathLike[str] | None = None,
+) -> tuple[AppConfig, list[Problem]]:
+    """The app's configuration and its problems; a missing default file is the defaults.
+
+    The valid part is returned next to the problems so the build can go on and report the
+    problems of the rest (an unimportable class, an unknown domain) in the same run.
+    """
+    path, required = config_path_for(explicit)
+    if path is None or (not required and not path.exists()):
+        return AppConfig(), []
+    return parse_file(path, AppConfig)
+
+
+def load_file(path: Path, model: type[F]) -> F:
+    """Read and validate one YAML file; raise one ``ConfigError`` listing all its problems."""
+    validated, problems = parse_file(path, model)
+    if problems:
+        raise ConfigError(problems)
+    return validated
+
+
+def parse_file(path: Path, model: type[F]) -> tuple[F, list[Problem]]:
+    """Read one YAML file: its valid part and every problem. Unreadable YAML raises."""
+    return validate_node(read_yaml(path), model, str(path))
+
+
+def read_yaml(path: Path) -> Any:
+    """The file's top-level mapping as ruamel nodes (which carry line numbers)."""
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(Problem(f"cannot read configuration: {error.strerror}", where)) from None
+    try:
+        data = YAML(typ="rt").load(text)
+    except MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark is not None else None
+        message = " ".join(part for part in (error.context, error.problem) if part)
+        raise ConfigError(Problem(f"invalid YAML: {message}", where, line)) from None
+    except YAMLError as error:
+        raise ConfigError(Problem(f"invalid YAML: {error}", where)) from None
+    if data is None:
+        return CommentedMap()
+    if not isinstance(data, CommentedMap):
+        raise ConfigError(Problem("the file must contain a mapping at its top level", where, 1))
+    return data
+
+
+def validate_node(data: CommentedMap, model: type[F], path: str) -> tuple[F, list[Problem]]:
+    """Validate a file's ruamel tree entry by entry, so one bad entry hides no other problem.
+
+    Returns the valid part (invalid entries and sections left out) and every problem, each
+    located at ``path:line``.
+    """
+    plain = to_plain(data)
+    problems: list[Problem] = []
+
+    def report(error: ValidationError, prefix: tuple[str | int, ...] = ()) -> None:
+        for item in error.errors():
+            loc = (*prefix, *item["loc"])
+            problems.append(Problem(_describe(model, item, loc), path, line_of(data, loc)))
+
+    entries: dict[str, list[Located]] = {}
+    for key, entry_model in (("tools", ToolEntry), ("domains", DomainEntry)):
+        raw = plain.pop(key, None) or []
+        entries[key] = []
+        if not isinstance(raw, list):
+            problems.append(
+                Problem(f"{key}: must be a list of entries", path, line_of(data, [key]))
+            )
+            continue
+        for index, item in enumerate(raw):
+            try:
+                entry = entry_model.model_validate(item)
+            except ValidationError as error:
+                report(error, (key, index))
+                continue
+            entry._source = SourceLocation(path, line_of(data, [key, index]))
+            entry._node = data[key][index]
+            entries[key].append(entry)
+    try:
+        validated = model.model_validate(plain)
+    except ValidationError as error:
+        report(error)
+        for item in error.errors():
+            plain.pop(str(item["loc"][0]), None)
+        validated = model.model_validate(plain)
+    validated.tools = [e for e in entries["tools"] if isinstance(e, ToolEntry)]
+    validated.domains = [e for e in entries["domains"] if isinstance(e, DomainEntry)]
+    validated._source = SourceLocation(path, 1)
+    validated._node = data
+    return validated, problems
+
+
+def line_of(node: Any, loc: Sequence[str | int]) -> int | None:
+    """The 1-based line of the deepest part of ``loc`` that exists in the ruamel tree."""
+    line = node.lc.line + 1 if isinstance(node, CommentedMap | CommentedSeq) else None
+    for key in loc:
+        if isinstance(node, CommentedMap) and key in node:
+            line = node.lc.key(key)[0] + 1
+            node = node[key]
+        elif isinstance(node, CommentedSeq) and isinstance(key, int) and 0 <= key < len(node):
+            line = node.lc.item(key)[0] + 1
+            node = node[key]
+        else:
+            break
+    return line
+
+
+def to_plain(node: Any) -> Any:
+    """ruamel's round-trip nodes as plain dicts, lists and scalars."""
+    if isinstance(node, Mapping):
+        return {str(key): to_plain(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [to_plain(item) for item in node]
+    for kind in (bool, int, float, str):
+        if isinstance(node, kind):
+            return kind(node)
+    return node
+
+
+def _describe(model: type[BaseModel], item: Any, loc: tuple[str | int, ...]) -> str:
+    where = format_loc(loc)
+    if item["type"] == "extra_forbidden":
+        allowed = _field_names(_model_at(model, loc[:-1]))
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"unknown key {loc[-1]!r}; {hint}allowed keys: {', '.join(allowed)}"
+    if item["type"] == "missing":
+        return f"{where}: required key is missing"
+    return f"{where}: {item['msg']}" if where else str(item["msg"])
+
+
+def format_loc(loc: Sequence[str | int]) -> str:
+    """``("tools", 0, "priority")`` → ``"tools[0].priority"``."""
+    text = ""
+    for key in loc:
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else str(key))
+    return text
+
+
+def _field_names(model: type[BaseModel] | None) -> list[str]:
+    if model is None:
+        return []
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
+    current: type[BaseModel] | None = model
+    for key in loc:
+        if current is None:
+            return None
+        if isinstance(key, int):
+            continue
+        field = next(
+            (info for name, info in current.model_fields.items() if key in (name, info.alias)),
+            None,
+        )
+        current = _model_in(field.annotation) if field is not None else None
+    return current
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is not None:
+        for argument in typing.get_args(annotation):
+            found = _model_in(argument)
+            if found is not None:
+                return found
+    return None

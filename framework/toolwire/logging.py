@@ -1,0 +1,66 @@
+"""structlog, configured once: JSON lines when logs go to a pipe, readable lines on a terminal.
+
+Logs are written to stderr so that command output on stdout (``toolwire tools --json``) stays
+clean. ``TOOLWIRE_LOG_LEVEL`` (default ``warning``) sets the threshold; build steps
+(``plugin_loaded``, ``tool_registered``, ``tool_wired``) are ``info`` events.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+import structlog
+
+LOG_LEVEL_ENV = "TOOLWIRE_LOG_LEVEL"
+
+
+def configure_logging(
+    *,
+    stream: TextIO | None = None,
+    force: bool = False,
+    default_level: str = "warning",
+    extra_processors: Sequence[structlog.typing.Processor] = (),
+) -> None:
+    """Configure structlog for toolwire unless the host application already did (or ``force``).
+
+    ``default_level`` applies when ``TOOLWIRE_LOG_LEVEL`` is unset (the server logs access events
+    at ``info``); ``extra_processors`` run on every event just before it is rendered.
+    """
+    if structlog.is_configured() and not force:
+        return
+    explicit = stream is not None
+    stream = sys.stderr if stream is None else stream
+    level_name = os.environ.get(LOG_LEVEL_ENV, default_level).upper()
+    level = logging.getLevelNamesMapping().get(level_name, logging.WARNING)
+    renderer: structlog.typing.Processor
+    if stream.isatty():
+        renderer = structlog.dev.ConsoleRenderer()
+    else:
+        renderer = structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            *extra_processors,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=_stream_logger_factory(stream if explicit else None),
+        cache_logger_on_first_use=False,  # so structlog.testing.capture_logs() sees events
+    )
+
+
+def _stream_logger_factory(stream: TextIO | None) -> Callable[..., structlog.PrintLogger]:
+    """Loggers writing to ``stream``, or to whatever ``sys.stderr`` is at the time of the event
+    (test runners and CLIs swap it)."""
+
+    def factory(*args: Any) -> structlog.PrintLogger:
+        return structlog.PrintLogger(stream if stream is not None else sys.stderr)
+
+    return factory

@@ -1,0 +1,345 @@
+"""Plugin discovery: installed distributions' ``toolwire`` entry points plus explicit objects.
+
+Every plugin goes through one path: registered with pluggy, checked against the hook
+specifications, then asked for its contributions hook by hook. A plugin that fails to import or
+raises inside a hook is reported as ``PluginInfo(name, error=...)`` and contributes nothing; the
+others still load. A hook implementation that matches no specification (a misspelt hook) is a
+``PluginError`` at start, as pluggy's ``check_pending()`` intends.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
+
+import pluggy
+import structlog
+
+from toolwire import hookspecs
+from toolwire.errors import PluginError, ToolDeclarationError
+from toolwire.registry import DomainSpec
+from toolwire.tools import AgentCoordinator, ChatbotTool, validate_tool_class
+
+log = structlog.get_logger(__name__)
+
+ENTRY_POINT_GROUP = hookspecs.PROJECT_NAME
+PLUGINS_ENV = "TOOLWIRE_PLUGINS"
+"""Comma-separated entry-point names: when set (even empty), only these installed plugins load.
+Plugin objects passed to ``App.load(plugins=...)`` always load."""
+
+HOOK_ORDER = (
+    "register_domains",
+    "register_tools",
+    "register_coordinators",
+    "register_config_files",
+)
+
+
+class RegisterDomain(Protocol):
+    def __call__(self, domain: DomainSpec) -> None: ...
+
+
+class RegisterTool(Protocol):
+    def __call__(
+        self,
+        tool_class: type[ChatbotTool[Any]],
+        *,
+        name: str | None = None,
+        domain: str | None = None,
+        priority: int | None = None,
+    ) -> None: ...
+
+
+class RegisterCoordinator(Protocol):
+    def __call__(
+        self,
+        tool_class: type[ChatbotTool[Any]],
+        *,
+        domain: str,
+        name: str | None = None,
+        priority: int | None = None,
+    ) -> None: ...
+
+
+class RegisterConfigFile(Protocol):
+    def __call__(self, path: str | os.PathLike[str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """What ``toolwire plugins`` shows for one plugin."""
+
+    name: str
+    version: str | None = None
+    domains: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolContribution:
+    """A tool class a plugin registered through a hook (YAML may still override it)."""
+
+    plugin: str
+    tool_class: type[ChatbotTool[Any]]
+    domain: str
+    name: str | None = None
+    priority: int | None = None
+
+
+@dataclass(frozen=True)
+class ConfigFileContribution:
+    plugin: str
+    path: Path
+
+
+@dataclass
+class PluginSet:
+    """Everything the loaded plugins contributed, in plugin load order."""
+
+    plugins: list[PluginInfo] = field(default_factory=list)
+    domains: list[DomainSpec] = field(default_factory=list)
+    tools: list[ToolContribution] = field(default_factory=list)
+    config_files: list[ConfigFileContribution] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[PluginInfo]:
+        return [info for info in self.plugins if info.error is not None]
+
+
+@dataclass
+class _Candidate:
+    name: str
+    version: str | None
+    plugin: object
+
+
+@dataclass
+class _Contribution:
+    """One plugin's contributions, kept apart until all its hooks succeeded."""
+
+    domains: list[DomainSpec] = field(default_factory=list)
+    tools: list[tuple[type[ChatbotTool[Any]], str | None, str | None, int | None]] = field(
+        default_factory=list
+    )
+    coordinators: list[ToolContribution] = field(default_factory=list)
+    config_files: list[Path] = field(default_factory=list)
+
+
+def plugin_name(plugin: object) -> str:
+    """The name an explicit plugin object is registered under (module or class name)."""
+    if isinstance(plugin, ModuleType | type):
+        return plugin.__name__
+    return type(plugin).__name__
+
+
+def discover(
+    plugins: Sequence[object] = (),
+    *,
+    load_entry_points: bool = True,
+    environ: Mapping[str, str] | None = None,
+) -> PluginSet:
+    """Load explicit plugin objects, then installed entry points, and collect contributions."""
+    environ = os.environ if environ is None else environ
+    result = PluginSet()
+    candidates = [_Candidate(plugin_name(p), getattr(p, "__version__", None), p) for p in plugins]
+    if load_entry_points:
+        candidates += _load_entry_points(result, _allowed_names(environ))
+
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    registered: list[_Candidate] = []
+    for candidate in candidates:
+        if pm.has_plugin(candidate.name):
+            _fail(result, candidate.name, candidate.version, "another plugin has the same name")
+            continue
+        try:
+            pm.register(candidate.plugin, name=candidate.name)
+        except pluggy.PluginValidationError as error:
+            detail = str(error).replace("\n", "; ")
+            raise PluginError(candidate.name, f"{detail}; fix the hook implementation") from error
+        registered.append(candidate)
+    _check_hook_names(pm)
+
+    for candidate in registered:
+        _collect(pm, candidate, result)
+    return result
+
+
+def _allowed_names(environ: Mapping[str, str]) -> set[str] | None:
+    value = environ.get(PLUGINS_ENV)
+    if value is None:
+        return None
+    return {name.strip() for name in value.split(",") if name.strip()}
+
+
+def _load_entry_points(result: PluginSet, allowed: set[str] | None) -> list[_Candidate]:
+    loaded: list[_Candidate] = []
+    seen: set[str] = set()
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if entry_point.name in seen or (allowed is not None and entry_point.name not in allowed):
+            continue
+        seen.add(entry_point.name)
+        version = entry_point.dist.version if entry_point.dist is not None else None
+        try:
+            plugin = entry_point.load()
+        except Exception as error:  # any import-time failure is the plugin's, not ours
+            _fail(result, entry_point.name, version, f"failed to import: {_describe(error)}")
+            continue
+        loaded.append(_Candidate(entry_point.name, version, plugin))
+    for name in sorted((allowed or set()) - seen):
+        _fail(result, name, None, f"named in {PLUGINS_ENV} but no installed plugin has this name")
+    return loaded
+
+
+def _check_hook_names(pm: pluggy.PluginManager) -> None:
+    """A hook implementation with no specification is a misspelt hook: fail now, clearly."""
+    known = list(HOOK_ORDER)
+    for hook_name, caller in vars(pm.hook).items():
+        if not isinstance(caller, pluggy.HookCaller) or caller.has_spec():
+            continue
+        for impl in caller.get_hookimpls():
+            if impl.optionalhook:
+                continue
+            close = difflib.get_close_matches(hook_name, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise PluginError(
+                impl.plugin_name,
+                f"implements unknown hook {hook_name!r}; {hint}"
+                f"the toolwire hooks are {', '.join(known)}",
+            )
+    pm.check_pending()
+
+
+def _collect(pm: pluggy.PluginManager, candidate: _Candidate, result: PluginSet) -> None:
+    contribution = _Contribution()
+    callbacks: dict[str, Callable[..., None]] = {
+        "register_domains": _domain_registrar(contribution, candidate.name),
+        "register_tools": _tool_registrar(contribution),
+        "register_coordinators": _coordinator_registrar(contribution, candidate.name),
+        "register_config_files": _config_file_registrar(contribution, candidate.plugin),
+    }
+    try:
+        for hook_name in HOOK_ORDER:
+            caller: pluggy.HookCaller = getattr(pm.hook, hook_name)
+            for impl in caller.get_hookimpls():
+                if impl.plugin_name != candidate.name:
+                    continue
+                if impl.hookwrapper or impl.wrapper:
+                    raise PluginError(candidate.name, f"{hook_name} may not be a hook wrapper")
+                kwargs = {"register": callbacks[hook_name]}
+                impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+        tools = _place_tools(contribution, candidate.name)
+    except Exception as error:  # a plugin's bug must not stop the other plugins
+        _fail(result, candidate.name, candidate.version, f"raised {_describe(error)}")
+        pm.unregister(name=candidate.name)
+        return
+    result.domains += contribution.domains
+    result.tools += tools + contribution.coordinators
+    result.config_files += [
+        ConfigFileContribution(candidate.name, p) for p in contribution.config_files
+    ]
+    domains = tuple(domain.name for domain in contribution.domains)
+    result.plugins.append(PluginInfo(candidate.name, candidate.version, domains))
+    log.info(
+        "plugin_loaded",
+        plugin=candidate.name,
+        version=candidate.version,
+        domains=list(domains),
+        tools=len(tools) + len(contribution.coordinators),
+    )
+
+
+def _place_tools(contribution: _Contribution, plugin: str) -> list[ToolContribution]:
+    """A tool registered without a domain goes to the plugin's only domain."""
+    placed = []
+    for tool_class, name, domain, priority in contribution.tools:
+        if domain is None:
+            if len(contribution.domains) != 1:
+                raise ToolDeclarationError(
+                    f"tool {tool_class.__qualname__} was registered without a domain and the "
+                    f"plugin declares {len(contribution.domains)} domains; pass domain=..."
+                )
+            domain = contribution.domains[0].name
+        placed.append(ToolContribution(plugin, tool_class, domain, name, priority))
+    return placed
+
+
+def _domain_registrar(contribution: _Contribution, plugin: str) -> RegisterDomain:
+    def register(domain: DomainSpec) -> None:
+        if not isinstance(domain, DomainSpec):
+            raise TypeError(f"register_domains expects a toolwire DomainSpec, got {domain!r}")
+        contribution.domains.append(domain.model_copy(update={"plugin": plugin}))
+
+    return register
+
+
+def _tool_registrar(contribution: _Contribution) -> RegisterTool:
+    def register(
+        tool_class: type[ChatbotTool[Any]],
+        *,
+        name: str | None = None,
+        domain: str | None = None,
+        priority: int | None = None,
+    ) -> None:
+        validated = validate_tool_class(tool_class, where="register_tools")
+        contribution.tools.append((validated, name, domain, priority))
+
+    return register
+
+
+def _coordinator_registrar(contribution: _Contribution, plugin: str) -> RegisterCoordinator:
+    def register(
+        tool_class: type[ChatbotTool[Any]],
+        *,
+        domain: str,
+        name: str | None = None,
+        priority: int | None = None,
+    ) -> None:
+        validated = validate_tool_class(tool_class, where="register_coordinators")
+        if not issubclass(validated, AgentCoordinator):
+            raise ToolDeclarationError(
+                f"{validated.__qualname__} was registered as a coordinator but does not "
+                "implement toolwire.AgentCoordinator; register it with register_tools instead"
+            )
+        contribution.coordinators.append(
+            ToolContribution(plugin, validated, domain, name, priority)
+        )
+
+    return register
+
+
+def _config_file_registrar(contribution: _Contribution, plugin: object) -> RegisterConfigFile:
+    def register(path: str | os.PathLike[str]) -> None:
+        resolved = Path(path)
+        if not resolved.is_absolute():
+            resolved = _package_dir(plugin) / resolved
+        if not resolved.is_file():
+            raise FileNotFoundError(f"register_config_files: no file at {resolved}")
+        contribution.config_files.append(resolved)
+
+    return register
+
+
+def _package_dir(plugin: object) -> Path:
+    """Relative YAML paths are relative to the plugin module's own directory."""
+    module_file = getattr(plugin, "__file__", None)
+    if module_file is None:
+        module = getattr(plugin, "__module__", None)
+        module_file = getattr(sys.modules.get(module or ""), "__file__", None)
+    return Path(module_file).parent if module_file else Path.cwd()
+
+
+def _fail(result: PluginSet, name: str, version: str | None, error: str) -> None:
+    result.plugins.append(PluginInfo(name, version, (), error))
+    log.warning("plugin_failed", plugin=name, version=version, error=error)
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"

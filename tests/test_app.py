@@ -1,0 +1,340 @@
+"""App.load: plugins → YAML → registry → container, merge order, and every build failure."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+import toolwire
+from _build_samples import AnswerTool, LookupTool, PlanTool, Query, make_plugin
+from conftest import WriteFile
+from toolwire import App, ConfigError, PluginError, WiringError
+from toolwire.llm.base import LanguageModel
+
+
+def shop_plugin(*files: Path) -> object:
+    return make_plugin(
+        "shop", domains=("shop",), tools=(LookupTool, AnswerTool),
+        config_files=tuple(str(f) for f in files),
+    )
+
+
+def load(config: Path | None = None, *plugins: object, **kwargs: Any) -> App:
+    return App.load(config, plugins=plugins or (shop_plugin(),), load_entry_points=False,
+                    **kwargs)
+
+
+def problems(raised: pytest.ExceptionInfo[ConfigError]) -> list[str]:
+    return [str(problem) for problem in raised.value.problems]
+
+
+def test_builds_singletons_and_injects_by_type(isolated: Path) -> None:
+    app = load()
+    assert set(app.domains) == {"shop"}
+    assert [r.qualified_name for r in app.registry] == ["shop.lookup", "shop.answer"]
+    answer = app.tool("answer", "shop")
+    assert isinstance(answer, AnswerTool)
+    assert answer.lookup is app.tool("shop.lookup")
+    assert app.tool("shop.answer") is answer
+    assert app.tools == {"shop.lookup": app.tool("lookup", "shop"), "shop.answer": answer}
+    assert answer.domain == "shop" and answer.qualified_name == "shop.answer"
+    assert answer.execute_with_result(Query(text="hi"), "hi").text == "HI, HI, HI"
+    assert app.container.graph() == {"shop.lookup": [], "shop.answer": ["shop.lookup"]}
+
+
+def test_short_names_default_to_the_default_domain(isolated: Path, write_file: WriteFile) -> None:
+    app = load(write_file("app.yaml", "default_domain: shop\n"))
+    assert isinstance(app.tool("lookup"), LookupTool)
+
+
+def test_merge_order_plugin_hooks_then_plugin_yaml_then_app_yaml(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    shipped = write_file("shipped.yaml", (
+        "tools:\n"
+        "  - {name: lookup, priority: 7, settings: {limit: 5}}\n"
+        "  - {name: plan, class: '_build_samples:PlanTool'}\n"
+    ))
+    app_yaml = write_file("app.yaml", (
+        "domains:\n"
+        "  - {name: shop, description: overridden}\n"
+        "tools:\n"
+        "  - {name: lookup, domain: shop, settings: {limit: 2}}\n"
+        "  - {name: plan, domain: shop, enabled: false}\n"
+    ))
+    app = load(app_yaml, shop_plugin(shipped))
+    lookup = next(r for r in app.registry if r.short_name == "lookup")
+    assert lookup.priority == 7 and dict(lookup.settings) == {"limit": 2}
+    assert lookup.source is not None and lookup.source.path == str(app_yaml)
+    assert app.tool("shop.lookup").limit == 2  # type: ignore[attr-defined]
+    plan = next(r for r in app.registry if r.short_name == "plan")
+    assert (plan.tool_class, plan.enabled, plan.plugin) == (PlanTool, False, "shop")
+    assert "shop.plan" not in app.tools
+    assert app.domains["shop"].description == "overridden"
+    assert app.domains["shop"].plugin == "shop"
+
+
+def test_app_yaml_declares_new_tools_and_domains(isolated: Path, write_file: WriteFile) -> None:
+    app_yaml = write_file("app.yaml", (
+        "default_domain: desk\n"
+        "domains: [{name: desk}]\n"
+        "tools:\n"
+        "  - {class: '_build_samples:LookupTool', name: finder}\n"
+        "  - {class: '_build_samples:AnswerTool', inject: {lookup: desk.finder}, priority: 1}\n"
+    ))
+    app = App.load(app_yaml, load_entry_points=False)
+    assert [(r.qualified_name, r.plugin, r.priority) for r in app.registry] == [
+        ("desk.finder", "config", 100), ("desk.answer", "config", 1)
+    ]
+    assert app.tool("answer").lookup is app.tool("finder")  # type: ignore[attr-defined]
+
+
+def test_missing_class_and_wrong_type_are_located(isolated: Path, write_file: WriteFile) -> None:
+    path = write_file("app.yaml", (
+        "default_domain: shop\n"
+        "tools:\n"
+        "  - name: a\n"
+        "    class: no_such_module_xyz:Tool\n"         # 4
+        "  - name: b\n"
+        "    class: _build_samples:Missing\n"          # 6
+        "  - name: c\n"
+        "    class: _build_samples:NotATool\n"         # 8
+        "  - name: d\n"
+        "    class: just_a_module\n"                   # 10
+        "  - {name: nothing_declared}\n"               # 11
+        "  - {priority: 3}\n"                          # 12
+    ))
+    with pytest.raises(ConfigError) as raised:
+        load(path)
+    got = problems(raised)
+    assert got[0].startswith(f"{path}:4: class 'no_such_module_xyz:Tool': cannot import module")
+    assert got[1] == (
+        f"{path}:6: class '_build_samples:Missing': module '_build_samples' has no 'Missing'"
+    )
+    assert got[2].startswith(f"{path}:8: class '_build_samples:NotATool':")
+    assert "is not a ChatbotTool subclass" in got[2]
+    assert got[3] == f"{path}:10: class 'just_a_module' must be written 'package.module:ClassName'"
+    assert got[4].startswith(f"{path}:11: no tool 'shop.nothing_declared' was declared earlier")
+    assert got[5].startswith(f"{path}:12: a tool entry needs 'class:")
+    assert len(got) == 6
+
+
+def test_duplicates_in_one_file_and_across_plugins(isolated: Path, write_file: WriteFile) -> None:
+    same_file = write_file("dup.yaml", (
+        "tools:\n"
+        "  - {name: x, class: '_build_samples:LookupTool', domain: shop}\n"
+        "  - {name: x, class: '_build_samples:PlanTool', domain: shop}\n"
+    ))
+    other = make_plugin("other", tools=(LookupTool), config_files=())  # registers no domain
+    intruder = write_file("intruder.yaml",
+                          "tools:\n  - {name: lookup, class: '_build_samples:LookupTool', "
+                          "domain: shop}\n")
+    guest = make_plugin("guest", config_files=(str(intruder),))
+    with pytest.raises(ConfigError) as raised:
+        load(same_file, shop_plugin(), guest)
+    got = problems(raised)
+    assert f"{intruder}:2: duplicate tool 'shop.lookup': declared by plugin 'shop' and again " \
+           f"by plugin 'guest' at {intruder}:2" in got[0]
+    assert got[1].startswith(f"{same_file}:3: duplicate tool 'shop.x' in this file "
+                             "(first declared at line 2)")
+    assert other is not None
+
+
+def test_settings_are_validated_against_the_settings_model(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    path = write_file("app.yaml", (
+        "tools:\n"
+        "  - name: lookup\n"
+        "    domain: shop\n"
+        "    settings:\n"
+        "      limit: 0\n"                           # 5
+        "  - name: answer\n"
+        "    domain: shop\n"
+        "    settings: {colour: red}\n"             # 8
+    ))
+    with pytest.raises(ConfigError) as raised:
+        load(path)
+    assert problems(raised) == [
+        f"{path}:5: tool 'shop.lookup': settings.limit: Input should be greater than or equal to 1",
+        f"{path}:8: tool 'shop.answer' takes no settings (AnswerTool has no settings_model)",
+    ]
+
+
+def test_unknown_domains_and_unresolvable_domain_references(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    path = write_file("app.yaml", (
+        "default_domain: nowhere\n"
+        "domains:\n"
+        "  - {name: shop, rag_tool: serch}\n"
+        "tools:\n"
+        "  - {name: lost, class: '_build_samples:LookupTool', domain: elsewhere}\n"
+    ))
+    with pytest.raises(ConfigError) as raised:
+        load(path)
+    assert problems(raised) == [
+        f"{path}:5: tool 'elsewhere.lost' names unknown domain 'elsewhere'; declared domains: shop",
+        f"{path}:3: domain 'shop': unknown tool 'serch' (looked in domain 'shop' and by prefixed "
+        "name); did you mean answer?",
+        f"{path}:1: default_domain 'nowhere' is not a declared domain; declared domains: shop",
+    ]
+
+
+def test_config_problems_and_build_problems_come_together(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    path = write_file("app.yaml", (
+        "llm: {timeout_s: soon}\n"
+        "tools:\n"
+        "  - {name: x, class: 'nowhere_mod:X', domain: shop}\n"
+    ))
+    with pytest.raises(ConfigError) as raised:
+        load(path)
+    assert [p.line for p in raised.value.problems] == [1, 3]
+
+
+def test_ambiguous_autowiring_is_a_wiring_error(isolated: Path, write_file: WriteFile) -> None:
+    path = write_file("app.yaml", (
+        "tools:\n"
+        "  - {name: second_lookup, class: '_build_samples:LookupTool', domain: shop}\n"
+    ))
+    with pytest.raises(WiringError, match="answer"):
+        load(path)
+
+
+def test_ambiguous_short_name_in_app_tool(isolated: Path, write_file: WriteFile) -> None:
+    other = make_plugin("desk", domains=("desk",), tools=(LookupTool,))
+    app = load(None, shop_plugin(), other)
+    with pytest.raises(toolwire.AmbiguousToolError, match=r"desk\.lookup, shop\.lookup"):
+        app.tool("lookup")
+    assert app.tool("lookup", "desk") is app.tool("desk.lookup")
+
+
+def test_broken_plugin_is_reported_and_the_app_still_builds(isolated: Path) -> None:
+    broken = make_plugin("broken", tools=(LookupTool,))  # no domain to put the tool in
+    app = load(None, broken, shop_plugin())
+    assert [(p.name, p.error is None) for p in app.plugins] == [("broken", False), ("shop", True)]
+    assert len(app.registry) == 2
+
+
+def test_unknown_hookimpl_stops_the_build(isolated: Path) -> None:
+    plugin = make_plugin("typo")
+
+    @toolwire.hookimpl
+    def register_domain(register):  # type: ignore[no-untyped-def]
+        """Misspelt."""
+
+    plugin.register_domain = register_domain  # type: ignore[attr-defined]
+    with pytest.raises(PluginError, match="did you mean 'register_domains'"):
+        load(None, plugin)
+
+
+@pytest.mark.usefixtures("info_logs")
+def test_build_logs_one_event_per_step(isolated: Path) -> None:
+    with capture_logs() as logs:
+        load()
+    events = [(e["event"], e.get("tool") or e.get("plugin")) for e in logs]
+    assert ("plugin_loaded", "shop") in events
+    assert ("tool_registered", "shop.lookup") in events
+    assert ("tool_wired", "shop.answer") in events
+    registered = next(e for e in logs if e["event"] == "tool_registered")
+    assert registered["plugin"] == "shop" and registered["domain"] == "shop"
+
+
+class FakeModel:
+    closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+class ModelUser(toolwire.OrchestratorActivatedTool[Query]):
+    def __init__(self, llm: LanguageModel) -> None:
+        self.llm = llm
+
+    def executable_instruction(self) -> str:
+        return "x"
+
+
+def test_the_model_is_created_on_first_use_only(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created: list[object] = []
+
+    def create(settings: object) -> FakeModel:
+        created.append(settings)
+        return FakeModel()
+
+    monkeypatch.setattr("toolwire.llm.create_language_model", create)
+    plugin = make_plugin("modelled", domains=("m",), tools=(ModelUser,))
+    app = load(None, plugin)
+    tool = app.tool("m.model_user")
+    assert created == []
+    assert tool.llm.closed is False  # type: ignore[attr-defined]
+    assert created == [app.config.llm]
+    assert app.llm is app.llm
+
+
+async def test_passed_in_model_and_store_are_used_and_not_closed(isolated: Path) -> None:
+    model, store = FakeModel(), FakeModel()
+    plugin = make_plugin("modelled", domains=("m",), tools=(ModelUser,))
+    app = load(None, plugin, llm=model, session_store=store)  # type: ignore[arg-type]
+    assert app.tool("m.model_user").llm is model  # type: ignore[attr-defined]
+    assert app.llm is model and app.session_store is store
+    await app.aclose()
+    assert not model.closed and not store.closed
+
+
+async def test_owned_model_and_store_are_closed(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, store = FakeModel(), FakeModel()
+    monkeypatch.setattr("toolwire.llm.create_language_model", lambda settings: model)
+    monkeypatch.setattr("toolwire.sessions.create_session_store", lambda settings: store,
+                        raising=False)
+    app = load()
+    assert app.llm is model and app.session_store is store
+    await app.aclose()
+    assert model.closed and store.closed
+
+
+async def test_ask_delegates_and_the_question_path_loads_nothing(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, write_file: WriteFile
+) -> None:
+    calls: list[tuple[str, Any]] = []
+
+    class FakeService:
+        def __init__(self, **kwargs: Any) -> None:
+            calls.append(("init", kwargs))
+
+        async def ask(self, message: str, domain: str | None, session_id: str | None) -> str:
+            calls.append(("ask", (message, domain, session_id)))
+            return "answer"
+
+    monkeypatch.setattr("toolwire.orchestrator.ConversationService", FakeService)
+    model, store = FakeModel(), FakeModel()
+    app = load(write_file("app.yaml", "default_domain: shop\n"), llm=model,  # type: ignore[arg-type]
+               session_store=store)
+    assert await app.ask("first?") == "answer"
+    modules = set(sys.modules)
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the question path must not discover plugins or read files")
+
+    monkeypatch.setattr("toolwire.app.discover", forbidden)
+    monkeypatch.setattr("toolwire.app.parse_app_config", forbidden)
+    monkeypatch.setattr(Path, "read_text", forbidden)
+    assert await app.ask("second?", "shop", "s-1") == "answer"
+    assert set(sys.modules) == modules
+    init = calls[0][1]
+    assert init["registry"] is app.registry and init["domains"] is app.domains
+    assert init["llm"] is model and init["store"] is store
+    assert init["default_domain"] == "shop" and init["settings"] is app.config.orchestrator
+    assert set(init["tools"]) == {"shop.lookup", "shop.answer"}
+    assert [c for c in calls if c[0] == "init"] == [calls[0]]
+    assert calls[-1] == ("ask", ("second?", "shop", "s-1"))

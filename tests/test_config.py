@@ -1,0 +1,178 @@
+"""YAML → AppConfig: every problem located by file and line, all problems of a file at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import WriteFile
+from toolwire import ConfigError
+from toolwire.config import (
+    AppConfig,
+    DomainEntry,
+    PluginConfigFile,
+    format_loc,
+    load_app_config,
+    load_file,
+    parse_app_config,
+)
+from toolwire.registry import DomainSpec
+
+GOOD = """\
+default_domain: shop
+llm:
+  model: tiny
+  timeout_s: 5
+sessions:
+  store: memory
+domains:
+  - name: shop
+    description: A shop
+tools:
+  - name: lookup
+    class: _build_samples:LookupTool
+    domain: shop
+    settings:
+      limit: 2
+    inject: {}
+"""
+
+
+def problems_of(raised: pytest.ExceptionInfo[ConfigError]) -> list[str]:
+    return [str(problem) for problem in raised.value.problems]
+
+
+def test_a_good_file_becomes_the_app_config(isolated: Path, write_file: WriteFile) -> None:
+    path = write_file("app.yaml", GOOD)
+    config = load_app_config(path)
+    assert config.default_domain == "shop"
+    assert config.llm.model == "tiny" and config.llm.timeout_s == 5
+    assert config.sessions.store == "memory"
+    assert config.path == str(path)
+    (tool,) = config.tools
+    assert (tool.name, tool.class_, tool.settings) == ("lookup", "_build_samples:LookupTool",
+                                                      {"limit": 2})
+    assert tool.source is not None and tool.source.line == 11
+    assert tool.line_of("settings", "limit") == 15
+    assert config.domains[0].source is not None and config.domains[0].source.line == 8
+
+
+def test_missing_default_file_means_defaults(isolated: Path) -> None:
+    assert load_app_config() == AppConfig()
+    assert AppConfig().path is None
+
+
+def test_lookup_order_explicit_then_env_then_default(
+    isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_file("config/toolwire.yaml", "default_domain: from_default\n")
+    assert load_app_config().default_domain == "from_default"
+    monkeypatch.setenv("TOOLWIRE_CONFIG", str(write_file("env.yaml", "default_domain: env\n")))
+    assert load_app_config().default_domain == "env"
+    explicit = write_file("explicit.yaml", "default_domain: explicit\n")
+    assert load_app_config(explicit).default_domain == "explicit"
+
+
+def test_a_named_file_that_does_not_exist_is_an_error(isolated: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing.yaml: cannot read configuration"):
+        load_app_config("missing.yaml")
+
+
+def test_bad_yaml_syntax_names_its_line(isolated: Path, write_file: WriteFile) -> None:
+    path = write_file("bad.yaml", "tools:\n  - name: x\n    class: [unclosed\n")
+    with pytest.raises(ConfigError) as raised:
+        load_app_config(path)
+    (problem,) = raised.value.problems
+    assert problem.path == str(path) and problem.line == 4
+    assert problem.message.startswith("invalid YAML:")
+
+
+def test_duplicate_yaml_key_is_a_syntax_problem(isolated: Path, write_file: WriteFile) -> None:
+    path = write_file("dup.yaml", "default_domain: a\ndefault_domain: b\n")
+    with pytest.raises(ConfigError) as raised:
+        load_app_config(path)
+    assert raised.value.problems[0].line == 2
+    assert "duplicate key" in raised.value.problems[0].message
+
+
+def test_top_level_must_be_a_mapping(isolated: Path, write_file: WriteFile) -> None:
+    with pytest.raises(ConfigError, match="must contain a mapping at its top level"):
+        load_app_config(write_file("list.yaml", "- a\n- b\n"))
+
+
+def test_every_problem_of_a_file_is_reported_with_its_line(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    path = write_file(
+        "many.yaml",
+        "defualt_domain: shop\n"            # 1 unknown top-level key
+        "llm:\n"
+        "  timeout_s: -1\n"                 # 3 out of range
+        "tools:\n"
+        "  - name: a\n"
+        "    clas: x:Y\n"                   # 6 unknown key with a suggestion
+        "  - name: b\n"
+        "    class: x:Y\n"
+        "    priority: high\n"              # 9 wrong type
+        "domains:\n"
+        "  - description: nameless\n",      # 11 missing required key
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_app_config(path)
+    assert sorted(problems_of(raised)) == sorted([
+        f"{path}:1: unknown key 'defualt_domain'; did you mean 'default_domain'? allowed keys: "
+        "domains, tools, llm, orchestrator, sessions, server, default_domain",
+        f"{path}:3: llm.timeout_s: Input should be greater than 0",
+        f"{path}:6: unknown key 'clas'; did you mean 'class'? allowed keys: name, class, "
+        "domain, priority, enabled, settings, inject",
+        f"{path}:9: tools[1].priority: Input should be a valid integer, unable to parse string "
+        "as an integer",
+        f"{path}:11: domains[0].name: required key is missing",
+    ])
+
+
+def test_valid_part_survives_next_to_the_problems(isolated: Path, write_file: WriteFile) -> None:
+    path = write_file(
+        "partial.yaml",
+        "llm: {timeout_s: nope}\ntools:\n  - {name: bad, priority: x}\n  - {name: good}\n",
+    )
+    config, problems = parse_app_config(path)
+    assert len(problems) == 2
+    assert [tool.name for tool in config.tools] == ["good"]
+    assert config.llm.timeout_s == 60
+
+
+def test_tools_must_be_a_list(isolated: Path, write_file: WriteFile) -> None:
+    path = write_file("notlist.yaml", "default_domain: x\ntools:\n  name: a\n")
+    with pytest.raises(ConfigError) as raised:
+        load_app_config(path)
+    assert problems_of(raised) == [f"{path}:2: tools: must be a list of entries"]
+
+
+def test_plugin_files_may_not_configure_run_time(isolated: Path, write_file: WriteFile) -> None:
+    path = write_file("shipped.yaml", "llm:\n  model: mine\ntools: []\n")
+    with pytest.raises(ConfigError) as raised:
+        load_file(path, PluginConfigFile)
+    assert problems_of(raised) == [
+        f"{path}:1: unknown key 'llm'; allowed keys: domains, tools"
+    ]
+
+
+def test_empty_file_is_the_defaults(isolated: Path, write_file: WriteFile) -> None:
+    assert load_app_config(write_file("empty.yaml", "# nothing yet\n")).tools == []
+
+
+def test_domain_entry_mirrors_domain_spec() -> None:
+    assert set(DomainEntry.model_fields) == set(DomainSpec.model_fields) - {"plugin"}
+
+
+def test_format_loc() -> None:
+    assert format_loc(("tools", 0, "settings", "limit")) == "tools[0].settings.limit"
+    assert format_loc(()) == ""
+
+
+def test_the_repository_config_is_valid() -> None:
+    config = load_app_config(Path(__file__).parents[1] / "config" / "toolwire.yaml")
+    assert config.default_domain == "pharma"
+    assert config.sessions.store == "sqlite"

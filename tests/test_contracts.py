@@ -1,0 +1,140 @@
+"""The contracts of SPEC §2 that a plugin author writes against."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel
+
+from toolwire import (
+    AGENT_COORDINATOR_MARKER,
+    AgentCoordinator,
+    ChatbotTool,
+    ClarifiableContextConsumerTool,
+    ContextConsumerTool,
+    OrchestratorActivatedTool,
+    TaskInfo,
+    ToolDeclarationError,
+    ToolExecutionResult,
+    extract_coordinator_original,
+    extract_coordinator_task,
+)
+from toolwire.tools import ResultKind, tool_kinds, validate_tool_class
+
+
+class Params(BaseModel):
+    city: str = ""
+
+
+class GenericTool(OrchestratorActivatedTool[Params]):
+    def executable_instruction(self) -> str:
+        return "Is it about a city?"
+
+
+class AttributeTool(ChatbotTool):  # type: ignore[type-arg]
+    params_model = Params
+
+    def executable_instruction(self) -> str:
+        return "x"
+
+
+class WeatherForecastTool(GenericTool):
+    """Inherits its parameter model from the generic argument of a base class."""
+
+
+def test_marker_helpers_split_an_execution_text() -> None:
+    text = f"What about Paris?{AGENT_COORDINATOR_MARKER}Find the weather in Paris"
+    assert extract_coordinator_task(text) == "Find the weather in Paris"
+    assert extract_coordinator_original(text) == "What about Paris?"
+    assert GenericTool().is_coordinator_requested(text)
+
+
+def test_marker_helpers_leave_a_plain_message_alone() -> None:
+    assert extract_coordinator_task("just a question") == "just a question"
+    assert extract_coordinator_original("just a question") == "just a question"
+    assert not GenericTool().is_coordinator_requested("just a question")
+
+
+def test_json_original_round_trips_verbatim() -> None:
+    original = json.dumps({"products": ["Advil", "Coumadin"], "note": "a\nb"})
+    task = TaskInfo(task_no="1.1", task_prompt="check the pair", prompt_context=original)
+    text = task.execution_text()
+    assert json.loads(extract_coordinator_original(text)) == json.loads(original)
+    assert extract_coordinator_task(text) == "check the pair"
+
+
+def test_params_model_from_generic_or_class_attribute() -> None:
+    assert GenericTool.params_model is Params
+    assert AttributeTool.params_model is Params
+    assert WeatherForecastTool.params_model is Params
+
+
+def test_default_name_is_snake_case_without_tool_suffix() -> None:
+    assert WeatherForecastTool.name == "weather_forecast"
+    assert GenericTool.name == "generic"
+
+
+def test_validate_tool_class_accepts_a_good_class() -> None:
+    assert validate_tool_class(GenericTool) is GenericTool
+
+
+@pytest.mark.parametrize(
+    ("candidate", "message"),
+    [
+        (int, "is not a ChatbotTool subclass"),
+        ("pkg:Tool", "is not a ChatbotTool subclass"),
+    ],
+)
+def test_validate_tool_class_rejects_non_tools(candidate: object, message: str) -> None:
+    with pytest.raises(ToolDeclarationError, match=message):
+        validate_tool_class(candidate, where="here.yaml:3")
+
+
+def test_validate_tool_class_lists_every_problem() -> None:
+    class Bad(ChatbotTool):  # type: ignore[type-arg]
+        name = "Bad-Name"
+        settings_model = dict  # type: ignore[assignment]
+
+    with pytest.raises(ToolDeclarationError) as raised:
+        validate_tool_class(Bad)
+    message = str(raised.value)
+    assert "abstract methods unimplemented: executable_instruction" in message
+    assert "no parameter model" in message
+    assert "settings_model must be a pydantic BaseModel" in message
+    assert "'Bad-Name' is not lower snake case" in message
+
+
+def test_tool_kinds() -> None:
+    class Plan(OrchestratorActivatedTool[Params], AgentCoordinator):
+        def executable_instruction(self) -> str:
+            return "x"
+
+        def decompose_into_subtasks(self, task: TaskInfo) -> TaskInfo:
+            return task
+
+    class Reader(ClarifiableContextConsumerTool[Params]):
+        def executable_instruction(self) -> str:
+            return "x"
+
+        def execute_with_prior_context(self, params, text, prior_context):  # type: ignore[no-untyped-def]
+            return ToolExecutionResult.context("")
+
+        def execute_with_clarification_and_prior_context(  # type: ignore[no-untyped-def]
+            self, params, text, clarification, prior_context
+        ):
+            return ToolExecutionResult.context("")
+
+    assert tool_kinds(AttributeTool) == []
+    assert tool_kinds(Plan) == ["activated", "coordinator"]
+    assert tool_kinds(Reader) == ["context_consumer", "clarifiable"]
+    assert issubclass(Reader, ContextConsumerTool)
+    with pytest.raises(TypeError, match="execute_with_prior_context"):
+        Reader().execute_with_result(Params(), "text")
+
+
+def test_results_say_what_they_are() -> None:
+    assert ToolExecutionResult.as_guaranteed_context("x").kind is ResultKind.GUARANTEED
+    assert ToolExecutionResult.clarifying_question("which?").kind is ResultKind.CLARIFICATION
+    assert ToolExecutionResult.terminal("done").kind is ResultKind.TERMINAL
+    assert ToolExecutionResult.context("c").kind is ResultKind.CONTEXT

@@ -1,0 +1,66 @@
+"""Meta-tests that keep promises: hooks documented and tested, the public API listed."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import toolwire
+from toolwire import hookspecs
+
+TESTS = Path(__file__).parent
+
+
+def hook_names() -> list[str]:
+    return [
+        name
+        for name, function in inspect.getmembers(hookspecs, inspect.isfunction)
+        if hasattr(function, "toolwire_spec")
+    ]
+
+
+def test_the_hooks_are_the_documented_four() -> None:
+    assert sorted(hook_names()) == sorted(
+        ["register_domains", "register_tools", "register_config_files", "register_coordinators"]
+    )
+
+
+def test_every_hook_has_a_one_line_docstring() -> None:
+    for name in hook_names():
+        doc = getattr(hookspecs, name).__doc__
+        assert doc and doc.strip() and "\n" not in doc.strip(), name
+
+
+def test_every_hook_takes_a_register_callback() -> None:
+    for name in hook_names():
+        assert list(inspect.signature(getattr(hookspecs, name)).parameters) == ["register"]
+
+
+def test_every_hook_is_exercised_by_a_test() -> None:
+    sources = "".join(
+        path.read_text(encoding="utf-8")
+        for path in TESTS.glob("*.py")
+        if path.name != Path(__file__).name
+    )
+    for name in hook_names():
+        assert f"def {name}(register)" in sources, f"no test implements the hook {name}"
+
+
+def test_every_hook_is_documented_for_plugin_authors() -> None:
+    guide = (TESTS.parent / "docs" / "plugins.md").read_text(encoding="utf-8")
+    for name in hook_names():
+        assert name in guide, name
+
+
+def test_hookimpl_is_exported() -> None:
+    assert toolwire.hookimpl is hookspecs.hookimpl
+
+
+def test_all_is_sorted_and_equals_the_public_names() -> None:
+    public = {
+        name
+        for name, value in vars(toolwire).items()
+        if not name.startswith("_") and not inspect.ismodule(value)
+    }
+    assert toolwire.__all__ == sorted(toolwire.__all__)
+    assert set(toolwire.__all__) == public

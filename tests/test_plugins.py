@@ -1,0 +1,239 @@
+"""Plugin discovery: entry points, explicit objects, and every way a plugin can fail."""
+
+from __future__ import annotations
+
+import types
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+import toolwire
+from _build_samples import AnswerTool, LookupTool, NotATool, PlanTool, make_plugin
+from toolwire import PluginError
+from toolwire import plugins as plugins_module
+from toolwire.plugins import PluginInfo, discover
+
+
+def fake_entry_points(monkeypatch: pytest.MonkeyPatch, *points: EntryPoint) -> None:
+    def entry_points(group: str) -> list[EntryPoint]:
+        assert group == "toolwire"
+        return list(points)
+
+    monkeypatch.setattr(plugins_module.metadata, "entry_points", entry_points)
+
+
+def write_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str) -> None:
+    (tmp_path / f"{name}.py").write_text(text, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_explicit_plugin_contributes_domains_tools_and_files(tmp_path: Path) -> None:
+    yaml_file = tmp_path / "shipped.yaml"
+    yaml_file.write_text("tools: []\n")
+    plugin = make_plugin(
+        "alpha", domains=("alpha",), tools=(LookupTool, AnswerTool),
+        config_files=(str(yaml_file),), version="1.2",
+    )
+    found = discover([plugin], load_entry_points=False)
+    assert found.plugins == [PluginInfo("alpha", "1.2", ("alpha",), None)]
+    assert [d.name for d in found.domains] == ["alpha"]
+    assert [(t.tool_class, t.domain, t.plugin) for t in found.tools] == [
+        (LookupTool, "alpha", "alpha"),
+        (AnswerTool, "alpha", "alpha"),
+    ]
+    assert [(f.plugin, f.path) for f in found.config_files] == [("alpha", yaml_file)]
+
+
+def test_register_tools_takes_name_domain_and_priority() -> None:
+    plugin = types.ModuleType("named")
+
+    @toolwire.hookimpl
+    def register_domains(register):  # type: ignore[no-untyped-def]
+        register(toolwire.DomainSpec(name="one"))
+        register(toolwire.DomainSpec(name="two"))
+
+    @toolwire.hookimpl
+    def register_tools(register):  # type: ignore[no-untyped-def]
+        register(LookupTool, name="finder", domain="two", priority=5)
+
+    plugin.register_domains = register_domains  # type: ignore[attr-defined]
+    plugin.register_tools = register_tools  # type: ignore[attr-defined]
+    (tool,) = discover([plugin], load_entry_points=False).tools
+    assert (tool.name, tool.domain, tool.priority) == ("finder", "two", 5)
+
+
+def test_relative_config_file_is_relative_to_the_plugin_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_module(tmp_path, monkeypatch, "shipping_plugin", (
+        "import toolwire\n"
+        "@toolwire.hookimpl\n"
+        "def register_config_files(register):\n"
+        "    register('shipped.yaml')\n"
+    ))
+    (tmp_path / "shipped.yaml").write_text("tools: []\n")
+    import shipping_plugin  # type: ignore[import-not-found]
+
+    found = discover([shipping_plugin], load_entry_points=False)
+    assert [f.path for f in found.config_files] == [tmp_path / "shipped.yaml"]
+
+
+@pytest.mark.usefixtures("info_logs")
+def test_entry_points_load_and_a_broken_one_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_module(tmp_path, monkeypatch, "good_plugin", (
+        "import toolwire\n"
+        "@toolwire.hookimpl\n"
+        "def register_domains(register):\n"
+        "    register(toolwire.DomainSpec(name='good'))\n"
+    ))
+    write_module(tmp_path, monkeypatch, "broken_plugin", "raise RuntimeError('boom at import')\n")
+    fake_entry_points(
+        monkeypatch,
+        EntryPoint("broken", "broken_plugin", "toolwire"),
+        EntryPoint("missing", "no_such_module_here", "toolwire"),
+        EntryPoint("good", "good_plugin", "toolwire"),
+    )
+    with capture_logs() as logs:
+        found = discover()
+    by_name = {info.name: info for info in found.plugins}
+    assert by_name["good"].error is None and by_name["good"].domains == ("good",)
+    assert by_name["broken"].error == "failed to import: RuntimeError: boom at import"
+    assert "ModuleNotFoundError" in (by_name["missing"].error or "")
+    assert [d.name for d in found.domains] == ["good"]
+    events = [(e["event"], e["plugin"]) for e in logs]
+    assert ("plugin_failed", "broken") in events
+    assert ("plugin_loaded", "good") in events
+
+
+def test_toolwire_plugins_limits_entry_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_module(tmp_path, monkeypatch, "broken_plugin2", "raise RuntimeError('never imported')\n")
+    fake_entry_points(
+        monkeypatch,
+        EntryPoint("pharma", "toolwire_pharma.plugin", "toolwire"),
+        EntryPoint("broken", "broken_plugin2", "toolwire"),
+    )
+    found = discover(environ={"TOOLWIRE_PLUGINS": "pharma, ghost"})
+    assert [(p.name, p.error is None) for p in found.plugins] == [
+        ("ghost", False),
+        ("pharma", True),
+    ]
+    assert "named in TOOLWIRE_PLUGINS but no installed plugin" in (found.plugins[0].error or "")
+    assert discover(environ={"TOOLWIRE_PLUGINS": ""}).plugins == []
+
+
+def test_explicit_plugins_load_even_when_the_variable_is_empty() -> None:
+    plugin = make_plugin("explicit", domains=("explicit",))
+    found = discover([plugin], environ={"TOOLWIRE_PLUGINS": ""})
+    assert [p.name for p in found.plugins] == ["explicit"]
+
+
+def test_plugin_raising_in_a_hook_is_reported_and_the_others_count() -> None:
+    failing = types.ModuleType("failing")
+
+    @toolwire.hookimpl
+    def register_domains(register):  # type: ignore[no-untyped-def]
+        register(toolwire.DomainSpec(name="half"))
+
+    @toolwire.hookimpl
+    def register_tools(register):  # type: ignore[no-untyped-def]
+        raise ValueError("database unreachable")
+
+    failing.register_domains = register_domains  # type: ignore[attr-defined]
+    failing.register_tools = register_tools  # type: ignore[attr-defined]
+    healthy = make_plugin("healthy", domains=("healthy",), tools=(LookupTool,))
+    found = discover([failing, healthy], load_entry_points=False)
+    assert found.plugins[0] == PluginInfo(
+        "failing", None, (), "raised ValueError: database unreachable"
+    )
+    assert found.failed == [found.plugins[0]]
+    # nothing of the failing plugin survives, not even what it registered before raising
+    assert [d.name for d in found.domains] == ["healthy"]
+    assert [t.plugin for t in found.tools] == ["healthy"]
+
+
+def test_registering_something_that_is_not_a_tool_fails_the_plugin() -> None:
+    plugin = make_plugin("sloppy", domains=("sloppy",), tools=(NotATool,))  # type: ignore[arg-type]
+    (info,) = discover([plugin], load_entry_points=False).plugins
+    assert info.error is not None
+    assert "ToolDeclarationError" in info.error and "not a ChatbotTool subclass" in info.error
+
+
+def test_tool_without_domain_needs_a_single_plugin_domain() -> None:
+    plugin = make_plugin("two_domains", domains=("one", "two"), tools=(LookupTool,))
+    (info,) = discover([plugin], load_entry_points=False).plugins
+    assert "registered without a domain and the plugin declares 2 domains" in (info.error or "")
+
+
+def test_coordinators_join_another_plugins_domain() -> None:
+    owner = make_plugin("owner", domains=("shop",))
+    guest = make_plugin("guest", coordinators=((PlanTool, "shop"),))
+    found = discover([owner, guest], load_entry_points=False)
+    (tool,) = found.tools
+    assert (tool.plugin, tool.domain, tool.tool_class) == ("guest", "shop", PlanTool)
+
+
+def test_a_non_coordinator_registered_as_coordinator_fails_the_plugin() -> None:
+    plugin = make_plugin("wrong", coordinators=((LookupTool, "shop"),))
+    (info,) = discover([plugin], load_entry_points=False).plugins
+    assert "does not implement toolwire.AgentCoordinator" in (info.error or "")
+
+
+def test_missing_config_file_fails_the_plugin(tmp_path: Path) -> None:
+    plugin = make_plugin("lost", config_files=(str(tmp_path / "nowhere.yaml"),))
+    (info,) = discover([plugin], load_entry_points=False).plugins
+    assert "FileNotFoundError" in (info.error or "")
+
+
+def test_register_domains_insists_on_a_domain_spec() -> None:
+    plugin = types.ModuleType("stringy")
+
+    @toolwire.hookimpl
+    def register_domains(register):  # type: ignore[no-untyped-def]
+        register("pharma")
+
+    plugin.register_domains = register_domains  # type: ignore[attr-defined]
+    (info,) = discover([plugin], load_entry_points=False).plugins
+    assert "expects a toolwire DomainSpec" in (info.error or "")
+
+
+def test_unknown_hook_implementation_fails_at_start_with_a_suggestion() -> None:
+    plugin = types.ModuleType("typo")
+
+    @toolwire.hookimpl
+    def register_tool(register):  # type: ignore[no-untyped-def]
+        """Misspelt: the hook is register_tools."""
+
+    plugin.register_tool = register_tool  # type: ignore[attr-defined]
+    with pytest.raises(PluginError) as raised:
+        discover([plugin], load_entry_points=False)
+    assert raised.value.plugin == "typo"
+    assert "unknown hook 'register_tool'; did you mean 'register_tools'?" in str(raised.value)
+
+
+def test_hook_implementation_with_a_wrong_argument_fails_at_start() -> None:
+    plugin = types.ModuleType("wrong_args")
+
+    @toolwire.hookimpl
+    def register_tools(registrar):  # type: ignore[no-untyped-def]
+        """The argument must be called ``register``."""
+
+    plugin.register_tools = register_tools  # type: ignore[attr-defined]
+    with pytest.raises(PluginError, match=r"wrong_args.*registrar"):
+        discover([plugin], load_entry_points=False)
+
+
+def test_two_plugins_with_one_name_report_the_second() -> None:
+    first = make_plugin("same", domains=("first",))
+    second = make_plugin("same", domains=("second",))
+    found = discover([first, second], load_entry_points=False)
+    assert [(p.name, p.error) for p in found.plugins] == [
+        ("same", "another plugin has the same name"),
+        ("same", None),
+    ]
+    assert [d.name for d in found.domains] == ["first"]
