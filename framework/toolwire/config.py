@@ -3,8 +3,9 @@
 Two kinds of file share one vocabulary: the app's own ``config/toolwire.yaml`` (``AppConfig``:
 run-time sections, ``default_domain``, ``domains``, ``tools``) and the YAML a plugin ships inside
 its package (``PluginConfigFile``: only ``domains`` and ``tools``). A file is read with
-ruamel.yaml, which keeps line numbers, and validated as a whole: every problem of the file is
-collected into one ``ConfigError``, never a traceback. How declarations from several files are
+ruamel.yaml's safe loader (its C parser when installed), whose node tree keeps line numbers,
+and validated as a whole: every problem of the file is collected into one ``ConfigError``,
+never a traceback. How declarations from several files are
 merged is described in ``toolwire.build``.
 """
 
@@ -15,13 +16,14 @@ import os
 import types
 import typing
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from toolwire.errors import ConfigError, Problem
 from toolwire.registry import SourceLocation
@@ -155,15 +157,36 @@ def parse_file(path: Path, model: type[F]) -> tuple[F, list[Problem]]:
     return validate_node(read_yaml(path), model, str(path))
 
 
-def read_yaml(path: Path) -> Any:
-    """The file's top-level mapping as ruamel nodes (which carry line numbers)."""
+@dataclass(frozen=True)
+class YamlDocument:
+    """A file's top-level mapping twice: as plain data and as the node tree it was built from.
+
+    The plain data (dicts, lists, scalars resolved like ``yaml.safe_load``) is what gets
+    validated; the nodes are kept only for their ``start_mark`` line numbers.
+    """
+
+    data: dict[str, Any]
+    node: MappingNode | None
+    """None for an empty file."""
+
+
+def read_yaml(path: Path) -> YamlDocument:
+    """Read one YAML file with the safe loader, keeping the node tree for line numbers.
+
+    The C parser from ruamel.yaml.clib is used when it is installed (ruamel falls back to its
+    pure-Python parser otherwise); the round-trip loader is avoided because it is several
+    times slower and only its line information was ever used.
+    """
     where = str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(Problem(f"cannot read configuration: {error.strerror}", where)) from None
+    yaml = YAML(typ="safe", pure=False)
     try:
-        data = YAML(typ="rt").load(text)
+        node = yaml.compose(text)
+        # Constructing also rejects duplicate keys and unknown tags, both located by line.
+        data = yaml.constructor.construct_document(node) if node is not None else None
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -171,26 +194,29 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(Problem(f"invalid YAML: {message}", where, line)) from None
     except YAMLError as error:
         raise ConfigError(Problem(f"invalid YAML: {error}", where)) from None
-    if data is None:
-        return CommentedMap()
-    if not isinstance(data, CommentedMap):
+    if node is None:
+        return YamlDocument({}, None)
+    if not isinstance(node, MappingNode) or not isinstance(data, dict):
         raise ConfigError(Problem("the file must contain a mapping at its top level", where, 1))
-    return data
+    return YamlDocument(to_plain(data), node)
 
 
-def validate_node(data: CommentedMap, model: type[F], path: str) -> tuple[F, list[Problem]]:
-    """Validate a file's ruamel tree entry by entry, so one bad entry hides no other problem.
+def validate_node(
+    document: YamlDocument, model: type[F], path: str
+) -> tuple[F, list[Problem]]:
+    """Validate a file entry by entry, so one bad entry hides no other problem.
 
     Returns the valid part (invalid entries and sections left out) and every problem, each
     located at ``path:line``.
     """
-    plain = to_plain(data)
+    plain = dict(document.data)
+    node = document.node
     problems: list[Problem] = []
 
     def report(error: ValidationError, prefix: tuple[str | int, ...] = ()) -> None:
         for item in error.errors():
             loc = (*prefix, *item["loc"])
-            problems.append(Problem(_describe(model, item, loc), path, line_of(data, loc)))
+            problems.append(Problem(_describe(model, item, loc), path, line_of(node, loc)))
 
     entries: dict[str, list[Located]] = {}
     for key, entry_model in (("tools", ToolEntry), ("domains", DomainEntry)):
@@ -198,7 +224,7 @@ def validate_node(data: CommentedMap, model: type[F], path: str) -> tuple[F, lis
         entries[key] = []
         if not isinstance(raw, list):
             problems.append(
-                Problem(f"{key}: must be a list of entries", path, line_of(data, [key]))
+                Problem(f"{key}: must be a list of entries", path, line_of(node, [key]))
             )
             continue
         for index, item in enumerate(raw):
@@ -207,8 +233,8 @@ def validate_node(data: CommentedMap, model: type[F], path: str) -> tuple[F, lis
             except ValidationError as error:
                 report(error, (key, index))
                 continue
-            entry._source = SourceLocation(path, line_of(data, [key, index]))
-            entry._node = data[key][index]
+            entry._source = SourceLocation(path, line_of(node, [key, index]))
+            entry._node = node_at(node, [key, index])
             entries[key].append(entry)
     try:
         validated = model.model_validate(plain)
@@ -220,34 +246,56 @@ def validate_node(data: CommentedMap, model: type[F], path: str) -> tuple[F, lis
     validated.tools = [e for e in entries["tools"] if isinstance(e, ToolEntry)]
     validated.domains = [e for e in entries["domains"] if isinstance(e, DomainEntry)]
     validated._source = SourceLocation(path, 1)
-    validated._node = data
+    validated._node = node
     return validated, problems
 
 
-def line_of(node: Any, loc: Sequence[str | int]) -> int | None:
-    """The 1-based line of the deepest part of ``loc`` that exists in the ruamel tree."""
-    line = node.lc.line + 1 if isinstance(node, CommentedMap | CommentedSeq) else None
+def _child(node: Node, key: str | int) -> tuple[Node, Node] | None:
+    """The (located part, value) for ``key`` in a mapping or sequence node, if present.
+
+    In a mapping the located part is the key's node (its line is where the key is written);
+    the last occurrence wins, as in the constructed data.
+    """
+    if isinstance(node, MappingNode):
+        for key_node, value_node in reversed(node.value):
+            if isinstance(key_node, ScalarNode) and key_node.value == str(key):
+                return key_node, value_node
+    elif isinstance(node, SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+        item: Node = node.value[key]
+        return item, item
+    return None
+
+
+def node_at(node: Node | None, loc: Sequence[str | int]) -> Node | None:
+    """The node at ``loc`` (None when some part of it does not exist)."""
     for key in loc:
-        if isinstance(node, CommentedMap) and key in node:
-            line = node.lc.key(key)[0] + 1
-            node = node[key]
-        elif isinstance(node, CommentedSeq) and isinstance(key, int) and 0 <= key < len(node):
-            line = node.lc.item(key)[0] + 1
-            node = node[key]
-        else:
+        found = _child(node, key) if node is not None else None
+        if found is None:
+            return None
+        node = found[1]
+    return node
+
+
+def line_of(node: Node | None, loc: Sequence[str | int]) -> int | None:
+    """The 1-based line of the deepest part of ``loc`` that exists in the node tree."""
+    if not isinstance(node, MappingNode | SequenceNode):
+        return None
+    line: int = node.start_mark.line + 1
+    for key in loc:
+        found = _child(node, key)
+        if found is None:
             break
+        line = found[0].start_mark.line + 1
+        node = found[1]
     return line
 
 
 def to_plain(node: Any) -> Any:
-    """ruamel's round-trip nodes as plain dicts, lists and scalars."""
+    """Constructed YAML with every mapping key as a string (``1: x`` → ``{"1": "x"}``)."""
     if isinstance(node, Mapping):
         return {str(key): to_plain(value) for key, value in node.items()}
     if isinstance(node, list):
         return [to_plain(item) for item in node]
-    for kind in (bool, int, float, str):
-        if isinstance(node, kind):
-            return kind(node)
     return node
 
 

@@ -321,10 +321,16 @@ class _Planner:
     def _tools_of_type(self, wanted: object) -> list[ToolRegistration]:
         """Registered tools (enabled or not) whose class is ``wanted`` or derives from it.
 
-        Cached per annotation: a build asks for few distinct types, so this keeps planning linear.
+        Every real subclass has ``wanted`` in its MRO, so an index of the registered classes' MROs
+        answers in constant time; only a type no MRO contains (a protocol, an ABC with virtually
+        registered classes) falls back to ``issubclass`` over all tools, cached per annotation.
         """
-        if not isinstance(wanted, type):
+        if not isinstance(wanted, type) or wanted is object:
             return []
+        if not self._by_type:
+            for reg in self.registry:
+                for klass in reg.tool_class.__mro__:
+                    self._by_type.setdefault(klass, []).append(reg)
         if wanted not in self._by_type:
             self._by_type[wanted] = [
                 reg for reg in self.registry if _is_subclass(reg.tool_class, wanted)
