@@ -10,10 +10,12 @@
     │   │   └── AmbiguousToolError
     │   └── WiringError                the container cannot build a singleton (cycle, unsatisfiable)
     ├── PluginError                    a plugin failed to import or raised in a hook
+    ├── UnknownDomainError             a question named no installed domain (and no default)
     ├── ModelError                     a language-model call failed after its retries
     └── SessionError                   a conversation's stored state cannot be used
         ├── UnknownSessionError
-        └── SessionConflictError       another process applied the same round first
+        ├── SessionConflictError       another process applied the same round first
+        └── SessionStoreUnavailableError  the store cannot be reached (retry later)
 
 Every message says what is wrong, shows the offender, then how to fix it.
 """
@@ -88,11 +90,16 @@ class PluginError(ToolwireError):
         super().__init__(f"plugin {plugin!r}: {message}")
 
 
+class UnknownDomainError(ToolwireError):
+    """A question names a domain that is not installed, or none while no default is set."""
+
+
 class ModelError(ToolwireError):
     """A language-model call failed (transport, timeout, invalid output) after its retries."""
 
     def __init__(self, purpose: str, message: str) -> None:
         self.purpose = purpose
+        self.detail = message
         super().__init__(f"model call for {purpose!r} failed: {message}")
 
 
@@ -123,3 +130,7 @@ class SessionConflictError(SessionError):
             f"(expected version {expected_version}, found {actual_version}); "
             "reload the conversation and send the message again"
         )
+
+
+class SessionStoreUnavailableError(SessionError):
+    """The session store cannot be reached or failed; nothing was changed, retry later."""

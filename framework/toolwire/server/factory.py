@@ -1,0 +1,252 @@
+"""The FastAPI application: one toolwire ``App`` per process, shared by every request.
+
+Requests run concurrently: nothing serialises questions, because the tools are stateless
+singletons, each question's state lives on its own task tree, and the session store's versions
+settle two replicas resuming one conversation (the loser gets 409, the stored task is unchanged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from toolwire.app import App
+from toolwire.errors import UnknownSessionError
+from toolwire.orchestrator import Answer
+from toolwire.server.auth import read_token, require_token
+from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
+from toolwire.server.problems import ApiError, install_error_handlers
+from toolwire.server.progress import tracking_progress
+from toolwire.server.schemas import AskRequest, DomainInfo, ErrorBody, Health, ToolInfo
+from toolwire.settings import ServerSettings
+from toolwire.tools import tool_kinds
+
+log = structlog.get_logger(__name__)
+
+READINESS_PROBE_SESSION = "toolwire-readiness-probe"
+"""A session id that never exists: loading it proves the store answers."""
+READINESS_TIMEOUT_S = 2.0
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "Missing or wrong bearer token."},
+    413: {"model": ErrorBody, "description": "Request body larger than server.max_body_bytes."},
+    422: {"model": ErrorBody, "description": "Invalid body, or message over the length limit."},
+}
+_ASK_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_ERRORS,
+    400: {"model": ErrorBody, "description": "Unknown domain or tool name."},
+    404: {"model": ErrorBody, "description": "No conversation under this session id."},
+    409: {
+        "model": ErrorBody,
+        "description": "Another request applied this round first; the conversation is intact.",
+    },
+    502: {"model": ErrorBody, "description": "The language model failed."},
+    503: {"model": ErrorBody, "description": "The session store is unreachable."},
+    504: {"model": ErrorBody, "description": "Time limit hit; the body names the step."},
+}
+
+
+@dataclass
+class ServerState:
+    """What the routes share: the app (built at startup), the settings, the expected token."""
+
+    app: App | None
+    settings: ServerSettings | None
+    config_path: str | os.PathLike[str] | None = None
+    token: str | None = None
+    owns_app: bool = False
+
+    def ready_app(self) -> App:
+        if self.app is None:
+            raise ApiError(503, "not_ready", "the server is still starting; retry shortly")
+        return self.app
+
+    def ready_settings(self) -> ServerSettings:
+        return self.settings if self.settings is not None else ServerSettings()
+
+
+def create_app(
+    app: App | None = None,
+    settings: ServerSettings | None = None,
+    *,
+    config_path: str | os.PathLike[str] | None = None,
+) -> FastAPI:
+    """The HTTP service for ``app``, or for ``App.load(config_path)`` built at startup.
+
+    ``settings`` default to the app's ``server`` configuration section. An app passed in stays
+    the caller's to close; one built here is closed at shutdown.
+    """
+    state = ServerState(app=app, settings=settings, config_path=config_path)
+
+    @asynccontextmanager
+    async def lifespan(_api: FastAPI) -> AsyncIterator[None]:
+        if state.app is None:
+            state.app = App.load(state.config_path)
+            state.owns_app = True
+        if state.settings is None:
+            state.settings = state.app.config.server
+        state.token = read_token(state.settings.token_env)
+        log.info(
+            "server_started",
+            domains=sorted(state.app.domains),
+            tools=len(state.app.registry),
+            authentication=state.token is not None,
+            session_store=state.app.config.sessions.store,
+        )
+        try:
+            yield
+        finally:
+            if state.owns_app:
+                await state.app.aclose()
+            log.info("server_stopped")
+
+    api = FastAPI(
+        title="toolwire",
+        summary="Domain chatbots built out of tools.",
+        description=(
+            "Ask a question with `POST /v1/ask`. When the answer carries a clarifying question, "
+            "send the user's reply with the answer's `session_id`; any replica sharing the "
+            "session store can take it. The `/v1` endpoints need `Authorization: Bearer <token>` "
+            "when the server's token variable is set."
+        ),
+        version="1",
+        lifespan=lifespan,
+    )
+    api.state.toolwire = state
+    install_error_handlers(api)
+    api.add_middleware(BodyLimitMiddleware, limit=lambda: state.ready_settings().max_body_bytes)
+    api.add_middleware(RequestContextMiddleware)  # added last: outermost, sees every response
+    api.include_router(_health_router())
+    api.include_router(_api_router())
+    return api
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.toolwire
+    return state
+
+
+def _health_router() -> APIRouter:
+    router = APIRouter(tags=["health"])
+
+    @router.get("/healthz", response_model=Health)
+    async def healthz() -> Health:
+        """The process is alive and serving (no dependency is checked)."""
+        return Health(status="ok")
+
+    @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
+    async def readyz(request: Request) -> Health | JSONResponse:
+        """The app is built and the session store answers; a load balancer routes here."""
+        state = _state(request)
+        if state.app is None:
+            return JSONResponse(Health(status="starting").model_dump(), status_code=503)
+        try:
+            async with asyncio.timeout(READINESS_TIMEOUT_S):
+                await state.app.session_store.load(READINESS_PROBE_SESSION)
+        except UnknownSessionError:
+            store = state.app.config.sessions.store
+            return Health(status="ready", detail=f"session store: {store}")
+        except Exception as error:  # any failure of the probe means "not ready", with the reason
+            detail = f"session store unreachable: {error or type(error).__name__}"
+            log.warning("readiness_failed", detail=detail)
+            return JSONResponse(
+                Health(status="unavailable", detail=detail).model_dump(), status_code=503
+            )
+        return Health(status="ready")
+
+    return router
+
+
+def _api_router() -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["chat"], dependencies=[Depends(require_token)])
+
+    @router.post("/ask", response_model=Answer, responses=_ASK_ERRORS)
+    async def ask(body: AskRequest, request: Request) -> Answer:
+        """Answer a message, or continue the conversation named by ``session_id``."""
+        state = _state(request)
+        app, settings = state.ready_app(), state.ready_settings()
+        if len(body.message) > settings.max_message_chars:
+            raise ApiError(
+                422,
+                "message_too_long",
+                f"the message has {len(body.message)} characters; the limit is "
+                f"{settings.max_message_chars} (server.max_message_chars); shorten it",
+                details={"length": len(body.message), "limit": settings.max_message_chars},
+            )
+        limit = settings.request_timeout_s
+        with (
+            structlog.contextvars.bound_contextvars(session_id=body.session_id),
+            tracking_progress() as progress,
+        ):
+            timer = asyncio.timeout(limit)
+            try:
+                async with timer:
+                    return await app.ask(body.message, body.domain, body.session_id)
+            except TimeoutError:
+                if not timer.expired():
+                    raise
+                step = progress.describe()
+                details = {
+                    "timeout_s": limit,
+                    "step": progress.last_event,
+                    "step_logged_after_s": round(progress.last_event_at, 3),
+                    **progress.details,
+                }
+                log.warning("request_timed_out", timeout_s=limit, last_step=step)
+                raise ApiError(
+                    504,
+                    "timeout",
+                    f"the question did not finish within {limit:g} s "
+                    f"(server.request_timeout_s); the last step it logged was {step}. "
+                    "Nothing was stored for this round: a waiting conversation can be continued "
+                    "by sending the message again",
+                    details=details,
+                ) from None
+
+    @router.get("/domains", response_model=list[DomainInfo], responses=_ERRORS)
+    async def domains(request: Request) -> list[DomainInfo]:
+        """The domains this server answers for."""
+        app = _state(request).ready_app()
+        return [
+            DomainInfo(
+                name=spec.name,
+                description=spec.description,
+                plugin=spec.plugin,
+                prompt_types=spec.prompt_types,
+                tools=[reg.qualified_name for reg in app.registry.in_domain(spec.name)],
+                default=spec.name == app.config.default_domain,
+            )
+            for spec in app.domains.values()
+        ]
+
+    @router.get("/tools", response_model=list[ToolInfo], responses=_ERRORS)
+    async def tools(request: Request) -> list[ToolInfo]:
+        """Every registered tool, in registry order."""
+        app = _state(request).ready_app()
+        instances = app.tools
+        result = []
+        for reg in app.registry:
+            instance = instances.get(reg.qualified_name)
+            result.append(
+                ToolInfo(
+                    name=reg.qualified_name,
+                    short_name=reg.short_name,
+                    domain=reg.domain,
+                    plugin=reg.plugin,
+                    priority=reg.priority,
+                    enabled=reg.enabled,
+                    kinds=[str(kind) for kind in tool_kinds(reg.tool_class)],
+                    instruction=instance.executable_instruction() if instance else None,
+                )
+            )
+        return result
+
+    return router

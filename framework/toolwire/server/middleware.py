@@ -1,0 +1,175 @@
+"""ASGI middleware: request ids and access logs, and the request body size limit.
+
+Both are plain ASGI (not ``BaseHTTPMiddleware``) so that the request id bound into structlog's
+context variables is seen by every event the request logs, in the handler and in the tasks the
+orchestrator starts, and so that an over-long body is refused before the application sees it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolwire.server.schemas import ErrorBody
+
+log = structlog.get_logger("toolwire.server.access")
+
+REQUEST_ID_HEADER = "x-request-id"
+_VALID_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def _header(scope: Scope, name: str) -> str | None:
+    wanted = name.encode("latin-1")
+    for key, value in scope.get("headers", ()):
+        if key.lower() == wanted:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+async def send_error(
+    send: Send, status: int, error: str, message: str, request_id: str | None, **details: Any
+) -> None:
+    """Send a complete JSON ``ErrorBody`` response from middleware."""
+    body = ErrorBody(error=error, message=message, request_id=request_id, details=details)
+    payload = body.model_dump_json().encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+class RequestContextMiddleware:
+    """Give every request an id (``X-Request-ID`` in and out), bind it into structlog's context,
+    log one ``http_request`` access event, and answer a crash with a JSON 500 instead of a bare
+    text page."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = _header(scope, REQUEST_ID_HEADER)
+        if incoming is not None and _VALID_REQUEST_ID.fullmatch(incoming):
+            request_id = incoming
+        else:
+            request_id = uuid.uuid4().hex
+        status = 500
+        started = False
+        begin = time.perf_counter()
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, started
+            if message["type"] == "http.response.start":
+                started = True
+                status = int(message["status"])
+                headers = [
+                    (key, value)
+                    for key, value in message.get("headers", [])
+                    if key.lower() != REQUEST_ID_HEADER.encode()
+                ]
+                headers.append((REQUEST_ID_HEADER.encode(), request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        with structlog.contextvars.bound_contextvars(request_id=request_id):
+            try:
+                await self.app(scope, receive, send_with_id)
+            except Exception:
+                log.exception("request_crashed", method=scope["method"], path=scope["path"])
+                if not started:
+                    await send_error(
+                        send_with_id,
+                        500,
+                        "internal_error",
+                        "the server failed while handling this request; the request id finds "
+                        "the traceback in the server's log",
+                        request_id,
+                    )
+            finally:
+                client = scope.get("client")
+                log.info(
+                    "http_request",
+                    method=scope["method"],
+                    path=scope["path"],
+                    status=status,
+                    duration_ms=round((time.perf_counter() - begin) * 1000, 2),
+                    client=f"{client[0]}:{client[1]}" if client else None,
+                )
+
+
+class BodyLimitMiddleware:
+    """Refuse a request body larger than the limit with 413, whether or not it declares its
+    length; the body is read (at most ``limit`` bytes) before the application runs."""
+
+    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit()
+        declared = _header(scope, "content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._too_large(send, limit, int(declared))
+            return
+
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                await self.app(scope, _replay([message], receive), send)
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await self._too_large(send, limit, None)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replay([body], receive), send)
+
+    @staticmethod
+    async def _too_large(send: Send, limit: int, declared: int | None) -> None:
+        size = f"{declared} bytes" if declared is not None else "more than that"
+        request_id = structlog.contextvars.get_contextvars().get("request_id")
+        await send_error(
+            send,
+            413,
+            "body_too_large",
+            f"the request body is {size}; the limit is {limit} bytes (server.max_body_bytes); "
+            "send a shorter message",
+            request_id,
+            limit_bytes=limit,
+        )
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that returns the buffered messages first, then the real ones."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed

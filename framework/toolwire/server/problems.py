@@ -1,0 +1,143 @@
+"""Every failure becomes a JSON ``ErrorBody`` with a fitting status code.
+
+toolwire's own errors map by kind: a missing session is 404, a round another replica applied
+first is 409, a domain, tool name or session the request got wrong is 400, a failed model call is
+502, an unreachable session store is 503, a configuration mistake is 500. The request id is in
+every body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from toolwire.errors import (
+    ConfigError,
+    ModelError,
+    SessionConflictError,
+    SessionError,
+    SessionStoreUnavailableError,
+    ToolNameError,
+    ToolwireError,
+    UnknownDomainError,
+    UnknownSessionError,
+)
+from toolwire.server.schemas import ErrorBody
+
+log = structlog.get_logger(__name__)
+
+
+class ApiError(Exception):
+    """An error response the server decides on itself (auth, limits, time, unknown domain)."""
+
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+        self.details = details or {}
+        self.headers = headers
+
+
+def error_response(
+    request_id: str | None,
+    status: int,
+    error: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    body = ErrorBody(error=error, message=message, request_id=request_id, details=details or {})
+    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def current_request_id() -> str | None:
+    """The id the request middleware bound for the request being handled."""
+    value = structlog.contextvars.get_contextvars().get("request_id")
+    return value if isinstance(value, str) else None
+
+
+def toolwire_error_status(error: ToolwireError) -> tuple[int, str, dict[str, Any]]:
+    """Status, code and details of one of toolwire's own errors."""
+    if isinstance(error, UnknownSessionError):
+        return 404, "unknown_session", {"session_id": error.session_id}
+    if isinstance(error, SessionConflictError):
+        return 409, "session_conflict", {
+            "session_id": error.session_id,
+            "expected_version": error.expected_version,
+            "actual_version": error.actual_version,
+        }
+    if isinstance(error, SessionStoreUnavailableError):
+        return 503, "session_store_unavailable", {}
+    if isinstance(error, SessionError):
+        return 400, "session_error", {}
+    if isinstance(error, UnknownDomainError):
+        return 400, "unknown_domain", {}
+    if isinstance(error, ToolNameError):
+        return 400, "unknown_tool", {"name": error.name, "candidates": error.candidates}
+    if isinstance(error, ConfigError):
+        return 500, "configuration_error", {"problems": [str(p) for p in error.problems]}
+    if isinstance(error, ModelError):
+        return 502, "model_error", {"purpose": error.purpose}
+    return 500, "toolwire_error", {"type": type(error).__name__}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that turn exceptions into ``ErrorBody`` responses."""
+
+    async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return error_response(
+            current_request_id(), exc.status, exc.error, exc.message, exc.details, exc.headers
+        )
+
+    async def on_toolwire_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ToolwireError)
+        status, code, details = toolwire_error_status(exc)
+        event = log.error if status >= 500 else log.info
+        event("request_error", error=code, status=status, message=str(exc))
+        return error_response(current_request_id(), status, code, str(exc), details)
+
+    async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = [
+            {
+                "location": ".".join(str(part) for part in problem.get("loc", ())),
+                "message": str(problem.get("msg", "")),
+            }
+            for problem in exc.errors()
+        ]
+        summary = "; ".join(f"{p['location']}: {p['message']}" for p in problems)
+        return error_response(
+            current_request_id(),
+            422,
+            "invalid_request",
+            f"the request body is not valid: {summary}",
+            {"problems": problems},
+        )
+
+    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(
+            current_request_id(), exc.status_code, code, str(exc.detail), None, exc.headers
+        )
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(ToolwireError, on_toolwire_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)

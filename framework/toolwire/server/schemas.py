@@ -1,0 +1,58 @@
+"""Request and response bodies of the HTTP API (they make up the OpenAPI document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class AskRequest(BaseModel):
+    """A user's message: a new question, or the reply to a clarifying question."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = Field(
+        min_length=1, description="The user's message (at most server.max_message_chars)."
+    )
+    domain: str | None = Field(
+        default=None, description="The domain to ask; the configured default_domain when omitted."
+    )
+    session_id: str | None = Field(
+        default=None,
+        description="The session id of an answer that asked a clarifying question, to reply to it.",
+    )
+
+
+class ErrorBody(BaseModel):
+    """Every error response: a stable code, a sentence saying what to do, the request id."""
+
+    error: str = Field(description="A stable, machine-readable code such as 'session_conflict'.")
+    message: str = Field(description="What went wrong and how to fix it.")
+    request_id: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class DomainInfo(BaseModel):
+    name: str
+    description: str
+    plugin: str
+    prompt_types: list[str]
+    tools: list[str] = Field(description="Domain-prefixed names of the domain's tools.")
+    default: bool = Field(description="Whether questions without a domain go here.")
+
+
+class ToolInfo(BaseModel):
+    name: str = Field(description="The domain-prefixed name, e.g. 'pharma.substance_lookup'.")
+    short_name: str
+    domain: str
+    plugin: str
+    priority: int
+    enabled: bool
+    kinds: list[str]
+    instruction: str | None = Field(description="The suitability question, for activated tools.")
+
+
+class Health(BaseModel):
+    status: str
+    detail: str = ""

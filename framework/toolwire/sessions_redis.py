@@ -1,0 +1,175 @@
+"""The Redis session store (``toolwire[redis]``): one store shared by every replica.
+
+Each conversation is a hash ``<prefix><session id>`` with the fields ``domain``, ``task`` (the root
+task as JSON) and ``version``. Creating and saving run as Lua scripts, so the version check and the
+write are one atomic step on the Redis server: of two replicas saving the same round, exactly one
+succeeds and the other gets ``SessionConflictError`` while the stored task stays as the winner left
+it. Every write renews the key's time to live (``SessionSettings.ttl_s``), so an unanswered
+clarification is forgotten ``ttl_s`` seconds after its last round.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio as redis_asyncio
+import structlog
+from redis.exceptions import RedisError
+
+from toolwire.errors import (
+    SessionConflictError,
+    SessionError,
+    SessionStoreUnavailableError,
+    UnknownSessionError,
+)
+from toolwire.sessions import StoredSession, new_session_id
+from toolwire.settings import SessionSettings
+from toolwire.task import TaskInfo
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_KEY_PREFIX = "toolwire:session:"
+
+# KEYS[1] session key; ARGV: domain, task JSON, ttl seconds. Returns 1 when created, 0 when the key
+# already exists (a session id collision, retried with a fresh id).
+_CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'domain', ARGV[1], 'task', ARGV[2], 'version', 1)
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+return 1
+"""
+
+# KEYS[1] session key; ARGV: expected version, task JSON, ttl seconds.
+# Returns {0, new version} when saved, {1, stored version} on a conflict, {2, 0} when missing.
+_SAVE = """
+local stored = redis.call('HGET', KEYS[1], 'version')
+if not stored then
+  return {2, 0}
+end
+stored = tonumber(stored)
+if stored ~= tonumber(ARGV[1]) then
+  return {1, stored}
+end
+redis.call('HSET', KEYS[1], 'task', ARGV[2], 'version', stored + 1)
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+return {0, stored + 1}
+"""
+
+_SAVED, _CONFLICT, _MISSING = 0, 1, 2
+_MAX_ID_ATTEMPTS = 5
+
+
+class RedisSessionStore:
+    """A ``SessionStore`` on Redis, safe to share between processes and hosts."""
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        ttl_s: int = 86_400,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        client: redis_asyncio.Redis | None = None,
+    ) -> None:
+        if ttl_s <= 0:
+            raise ValueError(f"ttl_s must be positive, got {ttl_s}")
+        self._client: redis_asyncio.Redis = client or redis_asyncio.Redis.from_url(url)
+        self._ttl_s = ttl_s
+        self._prefix = key_prefix
+        self._url = url
+        self._create = self._client.register_script(_CREATE)
+        self._save = self._client.register_script(_SAVE)
+
+    @classmethod
+    def from_settings(cls, settings: SessionSettings) -> RedisSessionStore:
+        """The store the ``sessions`` section of the configuration describes."""
+        return cls(settings.redis_url, ttl_s=settings.ttl_s)
+
+    def _key(self, session_id: str) -> str:
+        return f"{self._prefix}{session_id}"
+
+    async def create(self, domain: str, task: TaskInfo) -> StoredSession:
+        payload = task.model_dump_json()
+        for _ in range(_MAX_ID_ATTEMPTS):
+            session_id = new_session_id()
+            created = await self._call(
+                self._create, [self._key(session_id)], [domain, payload, self._ttl_s]
+            )
+            if created == 1:
+                log.debug("session_created", session_id=session_id, store="redis")
+                return StoredSession(session_id=session_id, domain=domain, task=task, version=1)
+        raise SessionError(
+            f"could not find an unused session id in {_MAX_ID_ATTEMPTS} attempts; "
+            f"check that nothing else writes keys under the prefix {self._prefix!r}"
+        )
+
+    async def load(self, session_id: str) -> StoredSession:
+        try:
+            raw = await self._client.hgetall(self._key(session_id))
+        except RedisError as error:
+            raise self._unreachable(error) from error
+        if not raw:
+            raise UnknownSessionError(session_id)
+        fields = {_text(name): _text(value) for name, value in raw.items()}
+        return StoredSession(
+            session_id=session_id,
+            domain=fields["domain"],
+            task=TaskInfo.model_validate_json(fields["task"]),
+            version=int(fields["version"]),
+        )
+
+    async def save(self, session: StoredSession) -> StoredSession:
+        status, version = await self._call(
+            self._save,
+            [self._key(session.session_id)],
+            [session.version, session.task.model_dump_json(), self._ttl_s],
+        )
+        if status == _MISSING:
+            raise UnknownSessionError(session.session_id)
+        if status == _CONFLICT:
+            log.info(
+                "session_conflict",
+                session_id=session.session_id,
+                expected_version=session.version,
+                actual_version=version,
+                store="redis",
+            )
+            raise SessionConflictError(session.session_id, session.version, int(version))
+        return session.model_copy(update={"version": int(version)})
+
+    async def delete(self, session_id: str) -> None:
+        try:
+            await self._client.delete(self._key(session_id))
+        except RedisError as error:
+            raise self._unreachable(error) from error
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return await script(keys=keys, args=args)
+        except RedisError as error:
+            raise self._unreachable(error) from error
+
+    def _unreachable(self, error: RedisError) -> SessionStoreUnavailableError:
+        return SessionStoreUnavailableError(
+            f"the Redis session store at {_redacted(self._url)} failed: {error}; "
+            "check that Redis is running and sessions.redis_url is right"
+        )
+
+
+def _text(value: bytes | str) -> str:
+    """A field name or value as text, whether or not the client decodes responses."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _redacted(url: str) -> str:
+    """The URL without a password, for messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = credentials.partition(":")[0]
+    return f"{scheme}{sep}{user}:***@{host}" if user else f"{scheme}{sep}***@{host}"

@@ -1,0 +1,271 @@
+"""The HTTP service over real HTTP on 127.0.0.1: one server process (``server_support.launch``,
+which runs what ``toolwire serve`` runs) with the test plugin and a deterministic model."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from server_support.processes import ServerProcess, write_config
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+LIMITS = {"max_body_bytes": 2048, "max_message_chars": 300, "request_timeout_s": 1.0}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    workdir = tmp_path_factory.mktemp("server")
+    config = write_config(
+        workdir / "toolwire.yaml",
+        sessions={"store": "sqlite", "path": str(workdir / "sessions.sqlite3")},
+        server=LIMITS,
+    )
+    process = ServerProcess(
+        config,
+        workdir / "server.log",
+        env={"TOOLWIRE_API_TOKEN": TOKEN, "TOOLWIRE_TEST_SIGNAL_DIR": str(workdir)},
+    ).start()
+    yield process
+    process.stop()
+
+
+def ask(server: ServerProcess, body: dict[str, Any], **kwargs: Any) -> httpx.Response:
+    headers = {**AUTH, **kwargs.pop("headers", {})}
+    return httpx.post(f"{server.url}/v1/ask", json=body, headers=headers, timeout=10, **kwargs)
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    assert body["error"] == code
+    assert body["message"]
+    assert body["request_id"] == response.headers["x-request-id"]
+    return body
+
+
+# -- health and authentication ---------------------------------------------------------------
+
+
+def test_health_endpoints_are_open(server: ServerProcess) -> None:
+    assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok", "detail": ""}
+    ready = httpx.get(f"{server.url}/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["status"] == "ready"
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({}, "needs an 'Authorization: Bearer <token>' header"),
+        ({"Authorization": "Bearer wrong"}, "bearer token is not valid"),
+        ({"Authorization": f"Basic {TOKEN}"}, "needs an 'Authorization: Bearer <token>' header"),
+    ],
+)
+@pytest.mark.parametrize("path", ["/v1/domains", "/v1/tools"])
+def test_api_needs_the_bearer_token(
+    server: ServerProcess, path: str, headers: dict[str, str], message: str
+) -> None:
+    response = httpx.get(f"{server.url}{path}", headers=headers)
+    body = assert_error(response, 401, "unauthorized")
+    assert message in body["message"]
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_ask_without_token_is_refused_before_anything_runs(server: ServerProcess) -> None:
+    response = httpx.post(f"{server.url}/v1/ask", json={"message": "book city=Oslo"})
+    assert_error(response, 401, "unauthorized")
+
+
+# -- catalogue and OpenAPI -------------------------------------------------------------------
+
+
+def test_domains_and_tools(server: ServerProcess) -> None:
+    domains = httpx.get(f"{server.url}/v1/domains", headers=AUTH).json()
+    for domain in domains:
+        domain.pop("plugin")  # provenance is the build's business, tested there
+    assert domains == [
+        {
+            "name": "trip",
+            "description": "Table booking (test plugin).",
+            "prompt_types": [],
+            "tools": ["trip.booking"],
+            "default": True,
+        }
+    ]
+    tools = httpx.get(f"{server.url}/v1/tools", headers=AUTH).json()
+    assert [(t["name"], t["short_name"], t["kinds"]) for t in tools] == [
+        ("trip.booking", "booking", ["activated"])
+    ]
+    assert tools[0]["instruction"] == "Does the user want to book a table?"
+
+
+def test_openapi_documents_the_api(server: ServerProcess) -> None:
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+
+    assert set(spec["paths"]) == {"/v1/ask", "/v1/domains", "/v1/tools", "/healthz", "/readyz"}
+    ask_op = spec["paths"]["/v1/ask"]["post"]
+    assert {"200", "401", "404", "409", "413", "422", "504"} <= set(ask_op["responses"])
+    assert ask_op["security"] == [{"HTTPBearer": []}]
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    assert {"Answer", "AskRequest", "ErrorBody"} <= set(spec["components"]["schemas"])
+    assert "security" not in spec["paths"]["/healthz"]["get"]
+    assert httpx.get(f"{server.url}/docs").status_code == 200
+
+
+# -- limits ----------------------------------------------------------------------------------
+
+
+def test_a_body_over_the_limit_is_413(server: ServerProcess) -> None:
+    response = ask(server, {"message": "x" * 3000})
+    body = assert_error(response, 413, "body_too_large")
+    assert body["details"]["limit_bytes"] == 2048
+    assert "server.max_body_bytes" in body["message"]
+
+
+def test_a_chunked_body_over_the_limit_is_413(server: ServerProcess) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"message": "'
+        for _ in range(30):
+            yield b"y" * 100
+        yield b'"}'
+
+    response = httpx.post(
+        f"{server.url}/v1/ask",
+        content=chunks(),
+        headers={**AUTH, "content-type": "application/json"},
+    )
+    assert "content-length" not in response.request.headers
+    assert_error(response, 413, "body_too_large")
+
+
+def test_a_message_over_the_length_limit_is_422(server: ServerProcess) -> None:
+    body = assert_error(ask(server, {"message": "é" * 301}), 422, "message_too_long")
+    assert body["details"] == {"length": 301, "limit": 300}
+    assert "server.max_message_chars" in body["message"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "location"),
+    [
+        ({"message": ""}, "body.message"),
+        ({}, "body.message"),
+        ({"message": "hi", "colour": "red"}, "body.colour"),
+    ],
+)
+def test_an_invalid_body_is_422_naming_the_field(
+    server: ServerProcess, payload: dict[str, Any], location: str
+) -> None:
+    body = assert_error(ask(server, payload), 422, "invalid_request")
+    assert location in [problem["location"] for problem in body["details"]["problems"]]
+    assert location in body["message"]
+
+
+def test_broken_json_is_422(server: ServerProcess) -> None:
+    response = httpx.post(
+        f"{server.url}/v1/ask",
+        content=b'{"message": ',
+        headers={**AUTH, "content-type": "application/json"},
+    )
+    assert_error(response, 422, "invalid_request")
+
+
+# -- conversations and errors ----------------------------------------------------------------
+
+
+def test_a_clarification_round_trip(server: ServerProcess) -> None:
+    first = ask(server, {"message": "book a table"}).json()
+    assert first["kind"] == "clarification"
+    assert first["text"] == "Which city?"
+    assert first["domain"] == "trip"
+
+    second = ask(server, {"message": "city=Szeged", "session_id": first["session_id"]}).json()
+    assert second["kind"] == "answer"
+    assert "Table booked in Szeged" in second["text"]
+    assert second["session_id"] is None
+
+    gone = ask(server, {"message": "city=Pécs", "session_id": first["session_id"]})
+    assert assert_error(gone, 404, "unknown_session")["details"] == {
+        "session_id": first["session_id"]
+    }
+
+
+def test_unknown_domain_is_400(server: ServerProcess) -> None:
+    body = assert_error(ask(server, {"message": "hi", "domain": "space"}), 400, "unknown_domain")
+    assert "'space'" in body["message"] and "trip" in body["message"]
+
+
+def test_unknown_route_is_a_json_404(server: ServerProcess) -> None:
+    assert_error(httpx.get(f"{server.url}/v2/ask", headers=AUTH), 404, "not_found")
+
+
+def test_time_limit_is_504_naming_the_step_and_keeps_the_conversation(
+    server: ServerProcess,
+) -> None:
+    waiting = ask(server, {"message": "book a table"}).json()
+
+    slow = ask(server, {"message": "city=Rome sleep=5", "session_id": waiting["session_id"]})
+
+    body = assert_error(slow, 504, "timeout")
+    assert "within 1 s (server.request_timeout_s)" in body["message"]
+    step = "last step it logged was tool_activated (tool=trip.booking, task_no=1)"
+    assert step in body["message"]
+    assert body["details"]["step"] == "tool_activated"
+    assert body["details"]["tool"] == "trip.booking"
+    assert 0 <= body["details"]["step_logged_after_s"] < 1
+    resumed = ask(server, {"message": "city=Rome", "session_id": waiting["session_id"]}).json()
+    assert resumed["kind"] == "answer" and "Rome" in resumed["text"]
+
+
+def test_questions_run_concurrently(server: ServerProcess) -> None:
+    """Five questions that each sleep 0.6 s take far less than 5 × 0.6 s: no global lock."""
+    begin = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        responses = list(
+            pool.map(lambda n: ask(server, {"message": f"city=C{n} sleep=0.6"}), range(5))
+        )
+    elapsed = time.monotonic() - begin
+    assert [r.status_code for r in responses] == [200] * 5
+    assert elapsed < 2.0, f"five concurrent questions took {elapsed:.2f} s"
+
+
+# -- request ids and access logs -------------------------------------------------------------
+
+
+def test_request_id_is_echoed_and_in_every_event_of_the_request(server: ServerProcess) -> None:
+    response = ask(server, {"message": "city=Oslo"}, headers={"X-Request-ID": "trace-42"})
+    assert response.headers["x-request-id"] == "trace-42"
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        events = [e for e in server.events() if e.get("request_id") == "trace-42"]
+        if any(e["event"] == "http_request" for e in events):
+            break
+        time.sleep(0.05)
+    names = [event["event"] for event in events]
+    assert {"tool_activated", "question_answered", "http_request"} <= set(names)
+    access = next(event for event in events if event["event"] == "http_request")
+    assert (access["method"], access["path"], access["status"]) == ("POST", "/v1/ask", 200)
+    assert access["duration_ms"] > 0
+
+
+def test_a_malformed_request_id_is_replaced(server: ServerProcess) -> None:
+    response = httpx.get(f"{server.url}/healthz", headers={"X-Request-ID": "bad id\twith spaces"})
+    assert response.headers["x-request-id"] != "bad id\twith spaces"
+    assert len(response.headers["x-request-id"]) == 32
+
+
+def test_an_empty_token_variable_stops_the_server(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "toolwire.yaml", sessions={"store": "memory"}, server=LIMITS
+    )
+    process = ServerProcess(config, tmp_path / "server.log", env={"TOOLWIRE_API_TOKEN": " "})
+    with pytest.raises(RuntimeError, match=r"TOOLWIRE_API_TOKEN \(server.token_env\) is set"):
+        process.start(timeout_s=20)
+    process.stop()
