@@ -7,11 +7,31 @@ Implementations: in-memory (tests), SQLite (the embedded default), Redis (``tool
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import asyncio
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
+from toolwire.errors import (
+    ConfigError,
+    SessionConflictError,
+    SessionStoreUnavailableError,
+    UnknownSessionError,
+)
+from toolwire.settings import SessionSettings
 from toolwire.task import TaskInfo
+
+SESSION_ID_BYTES = 24
+"""Entropy of a session id (``secrets.token_urlsafe``): 192 bits, unguessable."""
+
+Clock = Callable[[], float]
+T = TypeVar("T")
 
 
 class StoredSession(BaseModel):
@@ -51,3 +71,227 @@ class SessionStore(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+def new_session_id() -> str:
+    """A fresh, unguessable session id."""
+    return secrets.token_urlsafe(SESSION_ID_BYTES)
+
+
+class MemorySessionStore:
+    """Sessions in this process's memory (tests, one-shot scripts); gone when the process ends.
+
+    Tasks are stored as JSON, so a caller changing a loaded task never changes the stored one.
+    """
+
+    def __init__(self, ttl_s: float = 86_400, *, clock: Clock = time.monotonic) -> None:
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._rows: dict[str, tuple[str, str, int, float]] = {}
+
+    async def create(self, domain: str, task: TaskInfo) -> StoredSession:
+        session_id = new_session_id()
+        self._rows[session_id] = (domain, task.model_dump_json(), 1, self._expiry())
+        return StoredSession(session_id=session_id, domain=domain, task=task, version=1)
+
+    async def load(self, session_id: str) -> StoredSession:
+        domain, task_json, version, _ = self._row(session_id)
+        return StoredSession(
+            session_id=session_id,
+            domain=domain,
+            task=TaskInfo.model_validate_json(task_json),
+            version=version,
+        )
+
+    async def save(self, session: StoredSession) -> StoredSession:
+        domain, _, version, _ = self._row(session.session_id)
+        if version != session.version:
+            raise SessionConflictError(session.session_id, session.version, version)
+        new_version = version + 1
+        self._rows[session.session_id] = (
+            domain,
+            session.task.model_dump_json(),
+            new_version,
+            self._expiry(),
+        )
+        return session.model_copy(update={"version": new_version})
+
+    async def delete(self, session_id: str) -> None:
+        self._rows.pop(session_id, None)
+
+    async def aclose(self) -> None:
+        self._rows.clear()
+
+    def _expiry(self) -> float:
+        return self._clock() + self.ttl_s
+
+    def _row(self, session_id: str) -> tuple[str, str, int, float]:
+        row = self._rows.get(session_id)
+        if row is None or row[3] <= self._clock():
+            self._rows.pop(session_id, None)
+            raise UnknownSessionError(session_id)
+        return row
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS toolwire_sessions (
+    session_id TEXT PRIMARY KEY,
+    domain TEXT NOT NULL,
+    task TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    expires_at REAL NOT NULL
+)
+"""
+
+
+class SQLiteSessionStore:
+    """Sessions in a SQLite file (the embedded default): they survive a restart of the process
+    and are shared by processes on one machine.
+
+    Operations run in a worker thread on one connection per store (stdlib ``sqlite3``); a save is
+    one ``UPDATE ... WHERE version = ?`` (compare-and-set), so of two processes saving the same
+    round exactly one wins. Expired rows (``ttl_s`` after their last round) are treated as gone
+    and purged on the next create.
+    """
+
+    def __init__(
+        self, path: str | Path, ttl_s: float = 86_400, *, clock: Clock = time.time
+    ) -> None:
+        self.path = Path(path)
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+
+    async def create(self, domain: str, task: TaskInfo) -> StoredSession:
+        session_id = new_session_id()
+        task_json = task.model_dump_json()
+
+        def insert(connection: sqlite3.Connection) -> None:
+            now = self._clock()
+            connection.execute("DELETE FROM toolwire_sessions WHERE expires_at <= ?", (now,))
+            connection.execute(
+                "INSERT INTO toolwire_sessions VALUES (?, ?, ?, 1, ?)",
+                (session_id, domain, task_json, now + self.ttl_s),
+            )
+
+        await self._run(insert)
+        return StoredSession(session_id=session_id, domain=domain, task=task, version=1)
+
+    async def load(self, session_id: str) -> StoredSession:
+        def select(connection: sqlite3.Connection) -> tuple[str, str, int] | None:
+            row = connection.execute(
+                "SELECT domain, task, version FROM toolwire_sessions "
+                "WHERE session_id = ? AND expires_at > ?",
+                (session_id, self._clock()),
+            ).fetchone()
+            return None if row is None else (str(row[0]), str(row[1]), int(row[2]))
+
+        row = await self._run(select)
+        if row is None:
+            raise UnknownSessionError(session_id)
+        domain, task_json, version = row
+        return StoredSession(
+            session_id=session_id,
+            domain=domain,
+            task=TaskInfo.model_validate_json(task_json),
+            version=version,
+        )
+
+    async def save(self, session: StoredSession) -> StoredSession:
+        task_json = session.task.model_dump_json()
+
+        def update(connection: sqlite3.Connection) -> int | None:
+            now = self._clock()
+            cursor = connection.execute(
+                "UPDATE toolwire_sessions SET task = ?, version = version + 1, expires_at = ? "
+                "WHERE session_id = ? AND version = ? AND expires_at > ?",
+                (task_json, now + self.ttl_s, session.session_id, session.version, now),
+            )
+            if cursor.rowcount == 1:
+                return None
+            row = connection.execute(
+                "SELECT version FROM toolwire_sessions WHERE session_id = ? AND expires_at > ?",
+                (session.session_id, now),
+            ).fetchone()
+            return -1 if row is None else int(row[0])
+
+        stored_version = await self._run(update)
+        if stored_version == -1:
+            raise UnknownSessionError(session.session_id)
+        if stored_version is not None:
+            raise SessionConflictError(session.session_id, session.version, stored_version)
+        return session.model_copy(update={"version": session.version + 1})
+
+    async def delete(self, session_id: str) -> None:
+        def remove(connection: sqlite3.Connection) -> None:
+            connection.execute("DELETE FROM toolwire_sessions WHERE session_id = ?", (session_id,))
+
+        await self._run(remove)
+
+    async def aclose(self) -> None:
+        """Close the connection (the next operation opens a new one)."""
+        await asyncio.to_thread(self._close)
+
+    async def _run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.to_thread(self._in_transaction, operation)
+
+    def _in_transaction(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            try:
+                connection = self._open()
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    result = operation(connection)
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+                return result
+            except sqlite3.Error as error:
+                raise SessionStoreUnavailableError(
+                    f"session store {str(self.path)!r} failed: {error}; check that the file is "
+                    "writable and not corrupted (sessions.path in the configuration)"
+                ) from error
+
+    def _open(self) -> sqlite3.Connection:
+        """The store's one connection, opened on first use (closing the last connection of a
+        WAL database checkpoints it with an fsync, so connections are not opened per call)."""
+        if self._connection is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(
+                self.path, timeout=10.0, isolation_level=None, check_same_thread=False
+            )
+            try:
+                # WAL with synchronous=NORMAL: a commit survives a crash of the process without
+                # an fsync per round; readers never block the writer.
+                connection.execute("PRAGMA journal_mode=WAL")
+                connection.execute("PRAGMA synchronous=NORMAL")
+                connection.execute(_SCHEMA)
+            except BaseException:
+                connection.close()
+                raise
+            self._connection = connection
+        return self._connection
+
+    def _close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+
+def create_session_store(settings: SessionSettings) -> SessionStore:
+    """The store the settings name: memory, SQLite (``path``) or Redis (``redis_url``)."""
+    if settings.store == "memory":
+        return MemorySessionStore(settings.ttl_s)
+    if settings.store == "sqlite":
+        return SQLiteSessionStore(settings.path, settings.ttl_s)
+    try:
+        from toolwire.sessions_redis import RedisSessionStore
+    except ImportError as error:
+        raise ConfigError(
+            f"sessions.store is 'redis' but the Redis client is missing ({error}); "
+            "install toolwire[redis]"
+        ) from error
+    return RedisSessionStore.from_settings(settings)

@@ -7,7 +7,7 @@ clarification on the task itself, and the session store persists the root task b
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -71,13 +71,27 @@ class Clarification(BaseModel):
 
 
 class ToolRunRecord(BaseModel):
-    """One tool activation on one task, as the trace shows it."""
+    """One tool activation on one task, as the trace shows it.
+
+    Recorded as ``pending`` when the tool is activated and updated when it has run, so a resumed
+    round knows which activated tools still have to run.
+    """
 
     tool_name: str
     reason: Literal["required", "suitability", "rag", "deep_fallback"]
-    outcome: Literal["context", "guaranteed", "clarification", "terminal", "error", "skipped"] = (
-        "context"
-    )
+    outcome: Literal[
+        "pending", "context", "guaranteed", "clarification", "terminal", "error", "skipped"
+    ] = "context"
+    detail: str = ""
+    params: dict[str, Any] | None = None
+    """The extracted parameters (JSON form), kept so a resumed round does not extract them again."""
+
+
+class CoordinatorRunRecord(BaseModel):
+    """One coordinator's chance to decompose a task, as the trace shows it."""
+
+    coordinator_name: str
+    outcome: Literal["decomposed", "unchanged", "error"]
     detail: str = ""
 
 
@@ -106,6 +120,14 @@ class TaskInfo(BaseModel):
     results: list[PromptAndContext] = Field(default_factory=list)
     pending_clarification: Clarification | None = None
     tool_runs: list[ToolRunRecord] = Field(default_factory=list)
+    coordinator_runs: list[CoordinatorRunRecord] = Field(default_factory=list)
+    decision: SubtaskDecision | None = None
+    """The owner coordinator's decision on this conditional subtask, once taken."""
+    gatekeeper_missing: list[str] = Field(default_factory=list)
+    """What the context gatekeeper found missing, set just before the deep fallback tool runs."""
+    failures: list[str] = Field(default_factory=list)
+    """What went wrong on this task (a tool or coordinator raised, a model call failed, the depth
+    limit was reached); the answer reports them."""
     notes: list[str] = Field(default_factory=list)
     """Human-readable trace lines: coordinator failures, conditional decisions, depth limit."""
 

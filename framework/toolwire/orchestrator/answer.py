@@ -1,0 +1,75 @@
+"""What ``ask`` returns: the answer or a clarifying question, the task tree's trace, usage."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from toolwire.llm.base import Usage
+from toolwire.task import (
+    CoordinatorRunRecord,
+    SubtaskDecision,
+    TaskInfo,
+    TaskStatus,
+    ToolRunRecord,
+)
+
+
+class TaskTrace(BaseModel):
+    """One task of the tree as the trace shows it."""
+
+    task_no: str
+    task_prompt: str
+    status: TaskStatus
+    prompt_type: str = ""
+    conditional: bool = False
+    owner_coordinator_name: str | None = None
+    required_tool_names: list[str] = Field(default_factory=list)
+    applied_coordinator_names: list[str] = Field(default_factory=list)
+    decision: SubtaskDecision | None = None
+    """The owner coordinator's decision, for a conditional subtask."""
+    coordinators: list[CoordinatorRunRecord] = Field(default_factory=list)
+    tools: list[ToolRunRecord] = Field(default_factory=list)
+    """Each tool activated, why (required, suitability, rag, deep_fallback) and its outcome."""
+    failures: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    sub_tasks: list[TaskTrace] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, task: TaskInfo) -> TaskTrace:
+        return cls(
+            task_no=task.task_no,
+            task_prompt=task.task_prompt,
+            status=task.status,
+            prompt_type=task.prompt_type,
+            conditional=task.conditional,
+            owner_coordinator_name=task.owner_coordinator_name,
+            required_tool_names=sorted(task.required_tool_names),
+            applied_coordinator_names=sorted(task.applied_coordinator_names),
+            decision=task.decision,
+            coordinators=[run.model_copy() for run in task.coordinator_runs],
+            tools=[run.model_copy() for run in task.tool_runs],
+            failures=list(task.failures),
+            notes=list(task.notes),
+            sub_tasks=[cls.of(sub_task) for sub_task in task.sub_tasks],
+        )
+
+
+class Answer(BaseModel):
+    """The reply to one message: an answer, or a clarifying question to reply to.
+
+    For a clarification, send the user's reply with the same ``session_id``.
+    """
+
+    kind: Literal["answer", "clarification"]
+    text: str
+    session_id: str | None = None
+    """Set while the conversation waits for a reply (``kind == "clarification"``)."""
+    domain: str
+    guaranteed_contexts: list[str] = Field(default_factory=list)
+    """Finished answers tools produced, verbatim (seed 6.6)."""
+    failures: list[str] = Field(default_factory=list)
+    """What failed while answering (``"task 1.2: tool pharma.lookup raised ..."``)."""
+    trace: TaskTrace
+    usage: Usage = Field(default_factory=Usage)

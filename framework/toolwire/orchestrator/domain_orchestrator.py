@@ -1,0 +1,410 @@
+"""The per-domain orchestrator: SPEC §3 (seed 000, sections 6.1-6.8 and the 6.10 hook).
+
+One round walks the task tree depth-first. For each task that is not closed: the coordinator
+chain (step 1-2), its open subtasks in order (3-4), activation (5), its tools in priority order
+(6-7), then the gatekeeper and the deep fallback (8). Every piece of state lives on the tasks, so
+a round that stops for a clarifying question resumes exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import structlog
+from pydantic import BaseModel
+
+from toolwire.errors import ModelError, ToolNameError, UnknownToolError
+from toolwire.llm.base import GatekeeperVerdict, LanguageModel, Purpose
+from toolwire.orchestrator.activation import Candidate, choose_tools, classify
+from toolwire.orchestrator.buffer import buffer_of, siblings_so_far, snapshot, subtree_results
+from toolwire.orchestrator.coordinators import (
+    NamedCoordinator,
+    apply_coordinators,
+    decide_conditional,
+)
+from toolwire.orchestrator.execution import clarified_text, execute, extract_params
+from toolwire.orchestrator.invoke import call_model, describe
+from toolwire.registry import DomainSpec, ToolRegistry
+from toolwire.settings import OrchestratorSettings
+from toolwire.task import (
+    Clarification,
+    PromptAndContext,
+    SubtaskDecision,
+    TaskInfo,
+    TaskStatus,
+    ToolRunRecord,
+)
+from toolwire.tools import AgentCoordinator, ChatbotTool, OrchestratorActivatedTool, ResultKind
+
+log = structlog.get_logger(__name__)
+
+DETAIL_CHARS = 200
+"""How much of a tool's result the trace keeps."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a round stopped before the answer: a clarifying question or a terminal answer."""
+
+    kind: Literal["clarification", "terminal"]
+    text: str
+    task_no: str
+    tool_name: str
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What one round produced for the caller."""
+
+    kind: Literal["answer", "clarification"]
+    text: str
+    guaranteed_contexts: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+class DomainOrchestrator:
+    """Runs SPEC §3 for one domain; shared by all conversations, so it holds no per-question state.
+
+    ``tools`` maps prefixed names to the singletons; the registry resolves short and prefixed
+    names. Subclass and override :meth:`get_deep_fallback_tool` to choose the deep fallback in
+    code; by default it comes from the domain's ``deep_fallback`` mapping.
+    """
+
+    def __init__(
+        self,
+        domain: DomainSpec,
+        registry: ToolRegistry,
+        tools: Mapping[str, ChatbotTool[Any]],
+        llm: LanguageModel,
+        settings: OrchestratorSettings | None = None,
+    ) -> None:
+        self.domain = domain
+        self.registry = registry
+        self.llm = llm
+        self.settings = settings or OrchestratorSettings()
+        self._tools = dict(tools)
+        self._order = {reg.qualified_name: index for index, reg in enumerate(registry)}
+        self._excluded = frozenset(
+            registry.resolve(name, domain.name).qualified_name for name in domain.excluded_tools
+        )
+        self._rag = self._candidate(domain.rag_tool) if domain.rag_tool else None
+        for fallback_name in domain.deep_fallback.values():
+            self._candidate(fallback_name)  # a misspelt fallback fails here, not mid-question
+        activatable = [
+            Candidate(reg.qualified_name, self._tools[reg.qualified_name], index)
+            for index, reg in enumerate(registry)
+            if reg.domain == domain.name
+            and reg.qualified_name in self._tools
+            and isinstance(self._tools[reg.qualified_name], OrchestratorActivatedTool)
+            and reg.qualified_name not in self._excluded
+        ]
+        rag_name = self._rag.qualified_name if self._rag else None
+        self._suitability_candidates = [c for c in activatable if c.qualified_name != rag_name]
+        self._coordinators = [
+            NamedCoordinator.of(c.tool)
+            for c in sorted(activatable, key=lambda c: c.sort_key)
+            if isinstance(c.tool, AgentCoordinator)
+        ]
+
+    def _candidate(self, name: str) -> Candidate:
+        """A built tool by short or prefixed name (resolved in this domain first)."""
+        qualified = self.registry.resolve(name, self.domain.name).qualified_name
+        if qualified not in self._tools:
+            raise UnknownToolError(
+                f"tool {qualified!r} is disabled or was not built", name=name, candidates=[]
+            )
+        return Candidate(qualified, self._tools[qualified], self._order[qualified])
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    def get_deep_fallback_tool(self, prompt_type: str) -> ChatbotTool[Any] | None:
+        """The deep search tool for a prompt type (None: no deep search for it; seed 6.10).
+
+        Looks the type up in the domain's ``deep_fallback`` mapping, then ``"*"``.
+        """
+        name = self.domain.deep_fallback.get(prompt_type) or self.domain.deep_fallback.get("*")
+        if name is None:
+            return None
+        return self._candidate(name).tool
+
+    # -- a conversation's rounds ------------------------------------------------------------
+
+    async def new_task(self, message: str) -> TaskInfo:
+        """Task "1" for a user's message, classified into the domain's prompt types."""
+        task = TaskInfo(task_no="1", task_prompt=message)
+        await classify(self.llm, task, self.domain.prompt_types, self.settings.model_attempts)
+        return task
+
+    async def run_round(self, root: TaskInfo) -> RoundResult:
+        """Process the tree (fresh or resumed) and compose the answer unless the round stopped."""
+        stop = await self.process(root, depth=0)
+        if stop is not None and stop.kind == "clarification":
+            return RoundResult("clarification", stop.text, failures=root_failures(root))
+        results = subtree_results(root)
+        guaranteed = [result.context for result in results if result.guaranteed]
+        text = stop.text if stop is not None else await self._compose(root, results, guaranteed)
+        return RoundResult("answer", text, guaranteed, root_failures(root))
+
+    async def process(self, task: TaskInfo, depth: int) -> Stop | None:
+        """SPEC §3 steps 1-8 on one task; returns why it stopped, or None once it is closed."""
+        if task.status.is_closed:
+            return None
+        await apply_coordinators(task, self._coordinators)
+        stop = await self._process_subtasks(task, depth)
+        if stop is not None:
+            return stop
+        if task.status is TaskStatus.PENDING and not task.tool_runs:
+            task.tool_runs.extend(await self._choose_tools(task))
+        stop = await self._run_pending(task)
+        if stop is not None:
+            return stop
+        stop = await self._deep_fallback(task, depth)
+        if stop is not None:
+            return stop
+        task.status = TaskStatus.DONE
+        return None
+
+    # -- step 3: subtasks -------------------------------------------------------------------
+
+    async def _process_subtasks(self, task: TaskInfo, depth: int) -> Stop | None:
+        for sub_task in task.sub_tasks:
+            if sub_task.status.is_closed:
+                continue
+            if depth + 1 > self.settings.max_depth:
+                sub_task.status = TaskStatus.FAILED
+                message = (
+                    f"subtask {sub_task.task_no} not processed: depth limit "
+                    f"{self.settings.max_depth} reached"
+                )
+                sub_task.failures.append(message)
+                log.warning("depth_limit_reached", task_no=sub_task.task_no)
+                continue
+            if sub_task.conditional and sub_task.decision is None:
+                owner = self._owner(sub_task)
+                decision, why = await decide_conditional(
+                    owner, task, sub_task, snapshot(siblings_so_far(task, sub_task))
+                )
+                sub_task.decision = decision
+                sub_task.notes.append(f"conditional: {why}")
+                log.info("conditional_decided", task_no=sub_task.task_no, decision=decision.value)
+                if decision is SubtaskDecision.SKIP:
+                    sub_task.status = TaskStatus.SKIPPED
+                    continue
+            stop = await self.process(sub_task, depth + 1)
+            if stop is not None:
+                return stop
+        return None
+
+    def _owner(self, sub_task: TaskInfo) -> AgentCoordinator | None:
+        if sub_task.owner_coordinator_name is None:
+            return None
+        try:
+            tool = self._candidate(sub_task.owner_coordinator_name).tool
+        except ToolNameError:
+            return None
+        return tool if isinstance(tool, AgentCoordinator) else None
+
+    # -- steps 5-7: activation and running --------------------------------------------------
+
+    async def _choose_tools(self, task: TaskInfo) -> list[ToolRunRecord]:
+        return await choose_tools(
+            task,
+            llm=self.llm,
+            registry=self.registry,
+            domain=self.domain.name,
+            tools=self._tools,
+            order=self._order,
+            suitability_candidates=self._suitability_candidates,
+            rag=self._rag,
+            excluded=self._excluded,
+            attempts=self.settings.model_attempts,
+        )
+
+    async def _run_pending(self, task: TaskInfo) -> Stop | None:
+        """Run the task's activated tools that have not run yet, in their (priority) order."""
+        waiting = [r for r in task.tool_runs if r.outcome in ("pending", "clarification")]
+        await asyncio.gather(*(self._prepare(task, record) for record in waiting))
+        for record in waiting:
+            if record.outcome == "error":
+                continue
+            stop = await self._run_one(task, record)
+            if stop is not None:
+                if stop.kind == "terminal":
+                    for later in task.tool_runs:
+                        if later.outcome == "pending":
+                            later.outcome = "skipped"
+                            later.detail = "not run: an earlier tool gave a terminal answer"
+                return stop
+        return None
+
+    async def _prepare(self, task: TaskInfo, record: ToolRunRecord) -> None:
+        """Extract parameters for a pending record (kept on it) unless it has them."""
+        if record.params is not None and record.outcome == "pending":
+            return
+        tool = self._tools[record.tool_name]
+        text = task.execution_text()
+        clarification = task.pending_clarification if record.outcome == "clarification" else None
+        if clarification is not None:
+            text = clarified_text(clarification.execution_text, clarification)
+        try:
+            params = await extract_params(self.llm, tool, text, self.settings.model_attempts)
+        except ModelError as error:
+            self._fail(task, record, f"parameters could not be extracted: {error}")
+            return
+        record.params = params.model_dump(mode="json")
+
+    async def _run_one(self, task: TaskInfo, record: ToolRunRecord) -> Stop | None:
+        tool = self._tools[record.tool_name]
+        text = task.execution_text()
+        clarification = None
+        if record.outcome == "clarification" and task.pending_clarification is not None:
+            clarification = task.pending_clarification
+            text = clarification.execution_text
+        params: BaseModel = tool.params_model.model_validate(record.params or {})
+        prior_context = snapshot(buffer_of(subtree_results(task)))
+        log.info(
+            "tool_activated", task_no=task.task_no, tool=record.tool_name, reason=record.reason
+        )
+        asked = ""
+        if clarification is not None:
+            task.pending_clarification = None
+            task.status = TaskStatus.PENDING
+            asked = f"asked {clarification.question!r}, reply {clarification.reply!r}; "
+        try:
+            result = await execute(tool, params, text, prior_context, clarification)
+        except Exception as error:
+            self._fail(task, record, f"{asked}tool {record.tool_name} raised {describe(error)}")
+            return None
+        record.outcome = result.kind.value
+        record.detail = asked + result.text[:DETAIL_CHARS]
+        if result.kind is ResultKind.CLARIFICATION:
+            task.pending_clarification = Clarification(
+                tool_name=record.tool_name, question=result.text, execution_text=text
+            )
+            task.status = TaskStatus.WAITING_FOR_USER
+            return Stop("clarification", result.text, task.task_no, record.tool_name)
+        if result.kind is ResultKind.TERMINAL:
+            task.status = TaskStatus.DONE
+            return Stop("terminal", result.text, task.task_no, record.tool_name)
+        task.results.append(
+            PromptAndContext(
+                prompt=text,
+                context=result.text,
+                tool_name=tool.name,
+                task_no=task.task_no,
+                guaranteed=result.kind is ResultKind.GUARANTEED,
+            )
+        )
+        return None
+
+    def _fail(self, task: TaskInfo, record: ToolRunRecord, problem: str) -> None:
+        record.outcome = "error"
+        record.detail = problem
+        task.failures.append(problem)
+        log.warning("tool_failed", task_no=task.task_no, tool=record.tool_name, problem=problem)
+
+    # -- step 8: gatekeeper and deep fallback ------------------------------------------------
+
+    async def _deep_fallback(self, task: TaskInfo, depth: int) -> Stop | None:
+        """Judge the primary retrieval's context; while it falls short, run the deep fallback.
+
+        Only where the RAG tool ran on the task, and only when a deep fallback tool exists for
+        the prompt type (otherwise the verdict would change nothing). Each round: the gatekeeper
+        judges the task's buffer; if insufficient, ``gatekeeper_missing`` says what is missing, a
+        coordinator fallback decomposes the task into search subtasks, they run, and the fallback
+        then runs on the task as a tool (a context consumer sees their results). At most
+        ``deep_search_max_rounds`` rounds; a later round that adds no subtask ends the search.
+        A round interrupted by a clarification is finished by :meth:`process` before this runs.
+        """
+        if self._rag is None or not any(
+            r.reason == "rag" and r.outcome != "error" for r in task.tool_runs
+        ):
+            return None
+        fallback = self.get_deep_fallback_tool(task.prompt_type)
+        if fallback is None:
+            return None
+        self._tools.setdefault(fallback.qualified_name, fallback)  # an overridden hook's tool
+        while True:
+            rounds = sum(r.reason == "deep_fallback" for r in task.tool_runs)
+            if rounds >= self.settings.deep_search_max_rounds:
+                return None
+            try:
+                verdict = await self._judge(task)
+            except ModelError as error:
+                task.failures.append(f"context gatekeeper failed, no deep fallback: {error}")
+                return None
+            log.info(
+                "gatekeeper_judged",
+                task_no=task.task_no,
+                sufficient=verdict.sufficient,
+                missing=verdict.missing,
+            )
+            if verdict.sufficient:
+                task.notes.append("gatekeeper: context sufficient")
+                return None
+            task.notes.append(f"gatekeeper: context insufficient, missing {verdict.missing}")
+            task.gatekeeper_missing = list(verdict.missing) or [task.task_prompt]
+            if isinstance(fallback, AgentCoordinator):
+                before = len(task.sub_tasks)
+                await apply_coordinators(task, [NamedCoordinator.of(fallback)], force=True)
+                if rounds and len(task.sub_tasks) == before:
+                    task.notes.append("deep fallback: nothing new to search")
+                    return None
+            task.tool_runs.append(
+                ToolRunRecord(
+                    tool_name=fallback.qualified_name, reason="deep_fallback", outcome="pending"
+                )
+            )
+            stop = await self._process_subtasks(task, depth)
+            if stop is None:
+                stop = await self._run_pending(task)
+            if stop is not None:
+                return stop
+
+    async def _judge(self, task: TaskInfo) -> GatekeeperVerdict:
+        contexts = [result for result in subtree_results(task) if result.context]
+        return await call_model(
+            Purpose.GATEKEEPER.value,
+            self.settings.model_attempts,
+            lambda: self.llm.judge_context(task.task_prompt, contexts),
+        )
+
+    # -- step 9: the answer -----------------------------------------------------------------
+
+    async def _compose(
+        self,
+        root: TaskInfo,
+        results: list[PromptAndContext],
+        guaranteed: list[str],
+    ) -> str:
+        """The answer text: the model composes it from the buffer, except when every context
+        is a guaranteed one (finished answers need no composing)."""
+        contexts = [result for result in results if result.context]
+        if guaranteed and all(result.guaranteed for result in contexts):
+            text = "\n\n".join(guaranteed)
+        else:
+            try:
+                text = await call_model(
+                    Purpose.ANSWER.value,
+                    self.settings.model_attempts,
+                    lambda: self.llm.answer(root.task_prompt, contexts),
+                    is_valid=lambda answer: bool(answer.strip()),
+                )
+            except ModelError as error:
+                root.failures.append(f"answer composition failed: {error}")
+                text = "Sorry, I could not compose an answer: the language model failed."
+                if guaranteed:
+                    text += "\n\n" + "\n\n".join(guaranteed)
+        failures = root_failures(root)
+        if failures:
+            text += f"\n\n(Some steps failed, so this answer may be incomplete: {len(failures)} "
+            text += "problem(s); see the trace.)"
+        return text
+
+
+def root_failures(root: TaskInfo) -> list[str]:
+    """Every failure recorded in the tree, each prefixed with its task number."""
+    return [f"task {task.task_no}: {failure}" for task in root.walk() for failure in task.failures]

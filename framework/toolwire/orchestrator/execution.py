@@ -1,0 +1,74 @@
+"""SPEC §3 steps 6 and 7 for one tool: parameters from the execution text, then the right
+execution method (plain, context consumer, clarification round, clarifiable consumer)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from toolwire.llm.base import LanguageModel, Purpose
+from toolwire.orchestrator.invoke import call_model, call_plugin
+from toolwire.task import Clarification, ContextBuffer
+from toolwire.tools import (
+    ChatbotTool,
+    ClarifiableContextConsumerTool,
+    ContextConsumerTool,
+    ToolExecutionResult,
+)
+
+
+def clarified_text(execution_text: str, clarification: Clarification) -> str:
+    """The text parameters are extracted from after the user answered a clarifying question."""
+    return (
+        f"{execution_text}\n\nClarifying question: {clarification.question}\n"
+        f"User's reply: {clarification.reply or ''}"
+    )
+
+
+async def extract_params(
+    llm: LanguageModel, tool: ChatbotTool[Any], text: str, attempts: int
+) -> BaseModel:
+    """Fill the tool's parameter model from ``text``; a model without fields needs no call."""
+    model = tool.params_model
+    if not model.model_fields:
+        return model()
+    instruction = tool.executable_instruction()
+    return await call_model(
+        Purpose.PARAMETERS.value,
+        attempts,
+        lambda: llm.extract(model, text, instruction=instruction, purpose=Purpose.PARAMETERS),
+    )
+
+
+async def execute(
+    tool: ChatbotTool[Any],
+    params: BaseModel,
+    text: str,
+    prior_context: ContextBuffer,
+    clarification: Clarification | None,
+) -> ToolExecutionResult:
+    """Run the tool the way its kind requires; a consumer gets ``prior_context`` (a snapshot)."""
+    if clarification is not None:
+        if isinstance(tool, ClarifiableContextConsumerTool):
+            outcome = await call_plugin(
+                tool.execute_with_clarification_and_prior_context,
+                params,
+                text,
+                clarification,
+                prior_context,
+            )
+        else:
+            outcome = await call_plugin(
+                tool.execute_with_clarification, params, text, clarification
+            )
+    elif isinstance(tool, ContextConsumerTool):
+        outcome = await call_plugin(tool.execute_with_prior_context, params, text, prior_context)
+    else:
+        outcome = await call_plugin(tool.execute_with_result, params, text)
+    if not isinstance(outcome, ToolExecutionResult):
+        raise TypeError(
+            f"{type(tool).__name__} returned {type(outcome).__name__}; tools must return a "
+            "ToolExecutionResult (context, as_guaranteed_context, clarifying_question, terminal)"
+        )
+    return outcome

@@ -1,0 +1,142 @@
+"""Conversations: a message or a reply in, an ``Answer`` out, sessions between rounds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from toolwire.errors import (
+    SessionConflictError,
+    SessionError,
+    UnknownDomainError,
+    UnknownSessionError,
+)
+from toolwire.llm.base import LanguageModel, Usage, collect_calls
+from toolwire.orchestrator.answer import Answer, TaskTrace
+from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
+from toolwire.registry import DomainSpec, ToolRegistry
+from toolwire.sessions import SessionStore, StoredSession
+from toolwire.settings import OrchestratorSettings
+from toolwire.task import TaskInfo, TaskStatus
+from toolwire.tools import ChatbotTool
+
+log = structlog.get_logger(__name__)
+
+
+class ConversationService:
+    """``App.ask`` behind the scenes: one :class:`DomainOrchestrator` per domain, built once.
+
+    A fresh message becomes task "1" of the chosen domain (the default domain when none is
+    given, or the only one). A message with a ``session_id`` is the reply to the waiting
+    clarifying question: the stored tree resumes exactly where it stopped. A finished
+    conversation's session is deleted.
+    """
+
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry,
+        domains: Mapping[str, DomainSpec],
+        tools: Mapping[str, ChatbotTool[Any]],
+        llm: LanguageModel,
+        store: SessionStore,
+        default_domain: str | None = None,
+        settings: OrchestratorSettings | None = None,
+        orchestrators: Mapping[str, DomainOrchestrator] | None = None,
+    ) -> None:
+        self.store = store
+        self.default_domain = default_domain
+        self.orchestrators: dict[str, DomainOrchestrator] = {
+            name: DomainOrchestrator(spec, registry, tools, llm, settings)
+            for name, spec in domains.items()
+        }
+        self.orchestrators.update(orchestrators or {})
+
+    async def ask(
+        self, message: str, domain: str | None = None, session_id: str | None = None
+    ) -> Answer:
+        """Answer a message, or continue the conversation waiting under ``session_id``."""
+        with collect_calls() as calls:
+            if session_id is None:
+                orchestrator = self.orchestrator(domain)
+                stored: StoredSession | None = None
+                root = await orchestrator.new_task(message)
+            else:
+                stored = await self.store.load(session_id)
+                if domain is not None and domain != stored.domain:
+                    raise SessionError(
+                        f"session {session_id!r} belongs to domain {stored.domain!r}, not "
+                        f"{domain!r}; omit the domain when replying"
+                    )
+                orchestrator = self.orchestrator(stored.domain)
+                root = stored.task
+                _give_reply(root, message, session_id)
+            result = await orchestrator.run_round(root)
+            if result.kind == "clarification":
+                stored = await self._keep(stored, orchestrator.domain.name, root)
+            elif stored is not None:
+                await self._save_round(stored, root)  # claims the round before forgetting it
+                await self.store.delete(stored.session_id)
+        log.info(
+            "question_answered",
+            domain=orchestrator.domain.name,
+            kind=result.kind,
+            llm_calls=len(calls),
+            failures=len(result.failures),
+        )
+        return Answer(
+            kind=result.kind,
+            text=result.text,
+            session_id=stored.session_id if result.kind == "clarification" and stored else None,
+            domain=orchestrator.domain.name,
+            guaranteed_contexts=result.guaranteed_contexts,
+            failures=result.failures,
+            trace=TaskTrace.of(root),
+            usage=Usage.of(calls),
+        )
+
+    def orchestrator(self, domain: str | None) -> DomainOrchestrator:
+        """The orchestrator of ``domain``, the default domain, or the only domain."""
+        name = domain or self.default_domain
+        if name is None and len(self.orchestrators) == 1:
+            name = next(iter(self.orchestrators))
+        if name is None:
+            raise UnknownDomainError(
+                "several domains are installed and no default domain is configured "
+                f"({', '.join(sorted(self.orchestrators))}); pass a domain or set default_domain"
+            )
+        if name not in self.orchestrators:
+            known = ", ".join(sorted(self.orchestrators)) or "none"
+            raise UnknownDomainError(f"unknown domain {name!r}; installed domains: {known}")
+        return self.orchestrators[name]
+
+    async def _keep(
+        self, stored: StoredSession | None, domain: str, root: TaskInfo
+    ) -> StoredSession:
+        if stored is None:
+            return await self.store.create(domain, root)
+        return await self._save_round(stored, root)
+
+    async def _save_round(self, stored: StoredSession, root: TaskInfo) -> StoredSession:
+        """Apply a resumed round with optimistic concurrency: of two replicas resuming the same
+        session only the first save succeeds; the other gets ``SessionConflictError`` (also when
+        the first one already finished and deleted the conversation), and the store keeps what
+        the first one left."""
+        try:
+            return await self.store.save(stored.model_copy(update={"task": root}))
+        except UnknownSessionError:
+            raise SessionConflictError(
+                stored.session_id, stored.version, stored.version + 1
+            ) from None
+
+
+def _give_reply(root: TaskInfo, reply: str, session_id: str) -> None:
+    waiting = [task for task in root.walk() if task.status is TaskStatus.WAITING_FOR_USER]
+    if len(waiting) != 1 or waiting[0].pending_clarification is None:
+        raise SessionError(
+            f"session {session_id!r} holds no task waiting for a reply "
+            f"({len(waiting)} waiting); start a new conversation without a session id"
+        )
+    waiting[0].pending_clarification.reply = reply

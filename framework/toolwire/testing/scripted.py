@@ -1,0 +1,278 @@
+"""A language model driven by a script keyed on the *purpose* of each call.
+
+A test says what the model answers for suitability, for one parameter model, for the gatekeeper
+and for the answer; it never parses prompts. Every call is recorded (purpose and inputs) for
+assertions and as a ``CallRecord`` so ``Answer.usage`` counts it. A call the script does not cover
+raises :class:`UnscriptedCallError`, naming the purpose and the inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+from pydantic import BaseModel
+
+from toolwire.llm.base import (
+    CallRecord,
+    GatekeeperVerdict,
+    Purpose,
+    SuitabilityQuestion,
+    record_call,
+)
+from toolwire.task import PromptAndContext
+
+M = TypeVar("M", bound=BaseModel)
+
+SuitabilityScript = Mapping[str, bool] | Iterable[str]
+"""Tool name → yes/no, or the names that answer yes; short and prefixed names both match."""
+SuitabilityResponder = Callable[[str, list[str]], SuitabilityScript]
+ExtractResponder = Callable[[str, str], Any]
+ContextResponder = Callable[[str, list[PromptAndContext]], Any]
+
+SCRIPTED_MODEL_NAME = "scripted"
+
+
+class UnscriptedCallError(BaseException):
+    """The code under test made a model call that the test did not script.
+
+    Derives from ``BaseException`` (as pytest's own outcome exceptions do) so that handlers
+    which record a failing tool and carry on cannot swallow it: the test fails loudly.
+    """
+
+
+@dataclass(frozen=True)
+class ScriptedCall:
+    """One call the scripted model received."""
+
+    purpose: Purpose
+    inputs: dict[str, Any]
+
+
+@dataclass
+class _Rule:
+    response: Any
+    remaining: int | None
+
+    def take(self) -> Any:
+        if self.remaining is not None:
+            self.remaining -= 1
+        return self.response
+
+    @property
+    def available(self) -> bool:
+        return self.remaining is None or self.remaining > 0
+
+
+@dataclass
+class _Rules:
+    rules: list[_Rule] = field(default_factory=list)
+
+    def add(self, response: Any, times: int | None) -> None:
+        if times is not None and times < 1:
+            raise ValueError(f"times must be at least 1 (got {times})")
+        self.rules.append(_Rule(response, times))
+
+    def next(self) -> _Rule | None:
+        return next((rule for rule in self.rules if rule.available), None)
+
+
+def join_contexts(question: str, contexts: list[PromptAndContext]) -> str:
+    """A ready-made answer script: the contexts' texts, one per line (``on_answer()``'s default)."""
+    return "\n".join(pac.context for pac in contexts if pac.context)
+
+
+def _resolve(response: Any, *args: Any) -> Any:
+    if isinstance(response, BaseException):
+        raise response
+    if callable(response) and not isinstance(response, type):
+        response = response(*args)
+        if isinstance(response, BaseException):
+            raise response
+    return response
+
+
+class ScriptedModel:
+    """A :class:`~toolwire.llm.LanguageModel` answering from a script, for tests.
+
+    Each ``on_*`` method adds a rule; rules of one kind are used in the order they were added,
+    a rule with ``times=n`` only ``n`` times, a rule without ``times`` for ever. A response may be
+    a value, a callable receiving the call's inputs, or an exception instance to raise (for
+    example ``ModelError(...)`` to simulate a failing model).
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[ScriptedCall] = []
+        self.closed = False
+        self._suitability = _Rules()
+        self._extract: dict[tuple[type[BaseModel], Purpose | None], _Rules] = {}
+        self._classification = _Rules()
+        self._gatekeeper = _Rules()
+        self._answer = _Rules()
+
+    # -- scripting -------------------------------------------------------------------------
+
+    def on_suitability(
+        self, response: SuitabilityScript | SuitabilityResponder, *, times: int | None = None
+    ) -> ScriptedModel:
+        """Suitability answers: a mapping, the names that say yes, or ``f(prompt, names)``.
+
+        Tools the response does not mention answer no.
+        """
+        self._suitability.add(response, times)
+        return self
+
+    def on_extract(
+        self,
+        schema: type[BaseModel],
+        response: Any,
+        *,
+        purpose: Purpose | None = None,
+        times: int | None = None,
+    ) -> ScriptedModel:
+        """What ``extract(schema, ...)`` returns: an instance, a dict validated into ``schema``,
+        None (invalid output), or ``f(text, instruction)`` returning one of those.
+
+        With ``purpose`` the rule answers only calls of that purpose (and wins over a rule
+        without one).
+        """
+        self._extract.setdefault((schema, purpose), _Rules()).add(response, times)
+        return self
+
+    def on_classify(
+        self,
+        prompt_type: str | Callable[[str, list[str]], str],
+        important_words: Sequence[str] = (),
+        *,
+        times: int | None = None,
+    ) -> ScriptedModel:
+        """The prompt type (and important words) of the user's message; ``prompt_type`` may be
+        ``f(text, allowed_types)``."""
+        self._classification.add((prompt_type, list(important_words)), times)
+        return self
+
+    def on_gatekeeper(
+        self, response: GatekeeperVerdict | bool | ContextResponder, *, times: int | None = None
+    ) -> ScriptedModel:
+        """The context gatekeeper's verdict: a verdict, a bool, or ``f(question, contexts)``."""
+        self._gatekeeper.add(response, times)
+        return self
+
+    def on_answer(
+        self, response: str | ContextResponder = join_contexts, *, times: int | None = None
+    ) -> ScriptedModel:
+        """The composed answer: a text or ``f(question, contexts)``; by default the contexts
+        joined line by line."""
+        self._answer.add(response, times)
+        return self
+
+    # -- assertions ------------------------------------------------------------------------
+
+    def calls_for(self, purpose: Purpose) -> list[ScriptedCall]:
+        """The recorded calls of one purpose, in order."""
+        return [call for call in self.calls if call.purpose is purpose]
+
+    @property
+    def purposes(self) -> list[Purpose]:
+        """The purpose of every call, in order."""
+        return [call.purpose for call in self.calls]
+
+    # -- the LanguageModel protocol --------------------------------------------------------
+
+    async def suitability(
+        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
+    ) -> dict[str, bool]:
+        names = [question.tool_name for question in questions]
+        rule = self._begin(
+            Purpose.SUITABILITY,
+            self._suitability,
+            task_prompt=task_prompt,
+            tool_names=names,
+            questions=[question.question for question in questions],
+        )
+        script = _resolve(rule.take(), task_prompt, names)
+        if isinstance(script, Mapping):
+            chosen = {str(name) for name, yes in script.items() if yes}
+        else:
+            chosen = {str(name) for name in cast(Iterable[str], script)}
+        return {name: name in chosen or name.rpartition(".")[2] in chosen for name in names}
+
+    async def extract(
+        self,
+        schema: type[M],
+        text: str,
+        *,
+        instruction: str = "",
+        purpose: Purpose = Purpose.DECOMPOSITION,
+    ) -> M | None:
+        inputs: dict[str, Any] = {
+            "schema": schema.__name__,
+            "text": text,
+            "instruction": instruction,
+        }
+        if purpose is Purpose.CLASSIFICATION and self._classification.next() is not None:
+            rule = self._begin(purpose, self._classification, **inputs)
+            prompt_type, words = rule.take()
+            allowed = _allowed_prompt_types(schema)
+            chosen = _resolve(prompt_type, text, allowed)
+            return schema.model_validate({"prompt_type": chosen, "important_words": words})
+        rules = self._extract.get((schema, purpose))
+        if rules is None or rules.next() is None:
+            rules = self._extract.get((schema, None))
+        rule = self._begin(purpose, rules or _Rules(), **inputs)
+        value = _resolve(rule.take(), text, instruction)
+        if value is None or isinstance(value, schema):
+            return value
+        return schema.model_validate(value)
+
+    async def judge_context(
+        self, question: str, contexts: Sequence[PromptAndContext]
+    ) -> GatekeeperVerdict:
+        rule = self._begin(
+            Purpose.GATEKEEPER, self._gatekeeper, question=question, contexts=list(contexts)
+        )
+        verdict = _resolve(rule.take(), question, list(contexts))
+        if isinstance(verdict, bool):
+            return GatekeeperVerdict(sufficient=verdict)
+        return cast(GatekeeperVerdict, verdict)
+
+    async def answer(self, question: str, contexts: Sequence[PromptAndContext]) -> str:
+        rule = self._begin(Purpose.ANSWER, self._answer, question=question, contexts=list(contexts))
+        return str(_resolve(rule.take(), question, list(contexts)))
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _begin(self, purpose: Purpose, rules: _Rules, **inputs: Any) -> _Rule:
+        self.calls.append(ScriptedCall(purpose, inputs))
+        rule = rules.next()
+        if rule is None:
+            shown = ", ".join(f"{key}={value!r}" for key, value in inputs.items())
+            record_call(
+                CallRecord(
+                    purpose=purpose.value, model=SCRIPTED_MODEL_NAME, ok=False, error="unscripted"
+                )
+            )
+            raise UnscriptedCallError(
+                f"ScriptedModel received an unscripted {purpose.value!r} call ({shown}); "
+                f"script it with {_hint(purpose)}"
+            )
+        record_call(CallRecord(purpose=purpose.value, model=SCRIPTED_MODEL_NAME))
+        return rule
+
+
+def _hint(purpose: Purpose) -> str:
+    return {
+        Purpose.SUITABILITY: "model.on_suitability(...)",
+        Purpose.CLASSIFICATION: "model.on_classify(...)",
+        Purpose.GATEKEEPER: "model.on_gatekeeper(...)",
+        Purpose.ANSWER: "model.on_answer(...)",
+    }.get(purpose, "model.on_extract(Schema, ...) (or times=... ran out)")
+
+
+def _allowed_prompt_types(schema: type[BaseModel]) -> list[str]:
+    annotation = schema.model_fields["prompt_type"].annotation
+    return [str(arg) for arg in getattr(annotation, "__args__", ())]

@@ -1,0 +1,314 @@
+"""Every failure of issue 3 item 5: visible in the trace, never crashing the conversation."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestration_kit import Coordinator, EchoTool, Query, QueryTool, domain, subtask
+from toolwire import (
+    ModelError,
+    SubtaskDecision,
+    TaskInfo,
+    TaskStatus,
+    ToolExecutionResult,
+    UnknownSessionError,
+)
+from toolwire.errors import SessionError, UnknownDomainError
+from toolwire.llm import Purpose
+from toolwire.orchestrator import ConversationService
+from toolwire.registry import DomainSpec
+from toolwire.sessions import MemorySessionStore
+from toolwire.settings import OrchestratorSettings
+from toolwire.testing import (
+    ScriptedModel,
+    UnscriptedCallError,
+    conversation_for,
+    orchestrator_for,
+    registry_of,
+)
+
+
+async def test_a_tool_that_raises_is_reported_and_the_others_still_run(
+    scripted_model: ScriptedModel,
+) -> None:
+    broken = EchoTool("broken", RuntimeError("database is down"), priority=1)
+    fine = EchoTool("fine", "fine context", priority=2)
+    scripted_model.on_suitability(["broken", "fine"]).on_answer()
+    service = conversation_for(domain(), broken, fine, model=scripted_model)
+
+    answer = await service.ask("q")
+
+    assert answer.kind == "answer"
+    assert answer.text.startswith("fine context")
+    assert "Some steps failed" in answer.text
+    assert answer.failures == ["task 1: tool demo.broken raised RuntimeError: database is down"]
+    assert [(r.tool_name, r.outcome) for r in answer.trace.tools] == [
+        ("demo.broken", "error"),
+        ("demo.fine", "context"),
+    ]
+
+
+async def test_a_tool_returning_something_else_than_a_result_is_a_recorded_error(
+    scripted_model: ScriptedModel,
+) -> None:
+    sloppy = EchoTool("sloppy", lambda text: "just a string")  # type: ignore[arg-type,return-value]
+    scripted_model.on_answer("nothing")
+    orchestrator = orchestrator_for(domain(), sloppy, model=scripted_model)
+    task = TaskInfo(task_prompt="q", required_tool_names={"sloppy"})
+
+    result = await orchestrator.run_round(task)
+
+    assert result.kind == "answer"
+    assert "returned str; tools must return a ToolExecutionResult" in task.failures[0]
+
+
+async def test_a_failing_model_call_is_retried_a_bounded_number_of_times_then_recorded(
+    scripted_model: ScriptedModel,
+) -> None:
+    fine = EchoTool("fine", "ok")
+    scripted_model.on_suitability(ModelError("suitability", "timeout")).on_answer("composed")
+    service = conversation_for(
+        domain(), fine, model=scripted_model, settings=OrchestratorSettings(model_attempts=3)
+    )
+
+    answer = await service.ask("q")
+
+    assert len(scripted_model.calls_for(Purpose.SUITABILITY)) == 3
+    assert answer.kind == "answer" and answer.text.startswith("composed")
+    assert answer.failures == [
+        "task 1: suitability test failed, no tool activated by it: model call for "
+        "'suitability' failed: timeout (after 3 attempt(s))"
+    ]
+    assert fine.texts == []
+
+
+async def test_a_model_call_that_fails_once_succeeds_on_the_retry(
+    scripted_model: ScriptedModel,
+) -> None:
+    fine = EchoTool("fine", "ok")
+    scripted_model.on_suitability(ModelError("suitability", "reset"), times=1)
+    scripted_model.on_suitability(["fine"]).on_answer()
+    service = conversation_for(domain(), fine, model=scripted_model)
+
+    answer = await service.ask("q")
+
+    assert answer.failures == []
+    assert answer.text == "ok"
+
+
+async def test_invalid_model_output_for_parameters_is_recorded_and_the_tool_skipped(
+    scripted_model: ScriptedModel,
+) -> None:
+    lookup, other = QueryTool("lookup"), EchoTool("other", "other context")
+    scripted_model.on_suitability(["lookup", "other"]).on_extract(Query, None).on_answer()
+    service = conversation_for(domain(), lookup, other, model=scripted_model)
+
+    answer = await service.ask("q")
+
+    assert len(scripted_model.calls_for(Purpose.PARAMETERS)) == 2  # default: 2 attempts
+    assert lookup.calls == []
+    assert answer.trace.tools[0].outcome == "error"
+    assert "parameters could not be extracted" in answer.trace.tools[0].detail
+    assert "the model returned invalid output" in answer.failures[0]
+    assert answer.text.startswith("other context")
+
+
+async def test_incomplete_suitability_output_counts_as_invalid(
+    scripted_model: ScriptedModel,
+) -> None:
+    class Partial(ScriptedModel):
+        async def suitability(self, task_prompt, questions):  # type: ignore[no-untyped-def]
+            await super().suitability(task_prompt, questions)
+            return {}
+
+    model = Partial().on_suitability([]).on_answer("a")
+    service = conversation_for(domain(), EchoTool("one"), model=model)
+
+    answer = await service.ask("q")
+
+    assert len(model.calls_for(Purpose.SUITABILITY)) == 2
+    assert "invalid output" in answer.failures[0]
+
+
+async def test_a_failing_answer_composition_still_returns_an_answer(
+    scripted_model: ScriptedModel,
+) -> None:
+    scripted_model.on_suitability([]).on_answer(ModelError("answer", "server unreachable"))
+    service = conversation_for(domain(), EchoTool("one"), model=scripted_model)
+
+    answer = await service.ask("q")
+
+    assert answer.kind == "answer"
+    assert answer.text.startswith("Sorry, I could not compose an answer")
+    assert "answer composition failed" in answer.failures[0]
+
+
+async def test_a_failing_classification_leaves_the_prompt_type_empty(
+    scripted_model: ScriptedModel,
+) -> None:
+    scripted_model.on_classify(ModelError("classification", "down"))  # type: ignore[arg-type]
+    scripted_model.on_suitability([]).on_answer("a")
+    service = conversation_for(
+        domain(prompt_types=["a", "b"]), EchoTool("one"), model=scripted_model
+    )
+
+    answer = await service.ask("q")
+
+    assert answer.trace.prompt_type == ""
+    assert "prompt type classification failed" in answer.failures[0]
+
+
+async def test_a_coordinator_that_raises_or_returns_another_task_is_undone(
+    scripted_model: ScriptedModel,
+) -> None:
+    class Replacer(Coordinator):
+        def decompose_into_subtasks(self, task: TaskInfo) -> TaskInfo:
+            return TaskInfo(task_prompt="a different task")
+
+    class AsyncBreaker(Coordinator):
+        async def decompose_into_subtasks(self, task: TaskInfo) -> TaskInfo:  # type: ignore[override]
+            task.task_prompt = "half-changed"
+            raise ValueError("async boom")
+
+    scripted_model.on_suitability([]).on_answer("a")
+    service = conversation_for(
+        domain(),
+        Replacer("replacer", priority=1),
+        AsyncBreaker("breaker", priority=2),
+        model=scripted_model,
+    )
+
+    answer = await service.ask("q")
+
+    assert answer.trace.task_prompt == "q"
+    assert [(r.coordinator_name, r.outcome) for r in answer.trace.coordinators] == [
+        ("demo.replacer", "error"),
+        ("demo.breaker", "error"),
+    ]
+    assert "must return the TaskInfo instance it received" in answer.failures[0]
+    assert "ValueError: async boom" in answer.failures[1]
+
+
+async def test_a_conditional_decision_that_raises_runs_the_subtask(
+    scripted_model: ScriptedModel,
+) -> None:
+    def boom(parent: TaskInfo, nxt: TaskInfo, done: object) -> SubtaskDecision:
+        raise RuntimeError("cannot decide")
+
+    def split(task: TaskInfo) -> None:
+        task.sub_tasks = [subtask("1.1", "maybe", "maybe", conditional=True)]
+
+    maybe = EchoTool("maybe", "ran")
+    scripted_model.on_suitability([]).on_answer()
+    service = conversation_for(
+        domain(), Coordinator("c", split, decide=boom), maybe, model=scripted_model
+    )
+
+    answer = await service.ask("q")
+
+    assert maybe.texts and answer.trace.sub_tasks[0].decision is SubtaskDecision.RUN
+    assert answer.trace.sub_tasks[0].notes == [
+        "conditional: decision raised RuntimeError: cannot decide: run"
+    ]
+
+
+async def test_the_depth_limit_is_recorded_and_the_rest_goes_on(
+    scripted_model: ScriptedModel,
+) -> None:
+    chain = subtask("1.1", "one", "echo")
+    chain.sub_tasks = [subtask("1.1.1", "two", "echo")]
+    chain.sub_tasks[0].sub_tasks = [subtask("1.1.1.1", "three", "echo")]
+
+    def split(task: TaskInfo) -> None:
+        task.sub_tasks = [chain.model_copy(deep=True)]
+
+    echo = EchoTool("echo", "e")
+    scripted_model.on_suitability([]).on_answer()
+    service = conversation_for(
+        domain(),
+        Coordinator("c", split),
+        echo,
+        model=scripted_model,
+        settings=OrchestratorSettings(max_depth=2),
+    )
+
+    answer = await service.ask("q")
+
+    two = answer.trace.sub_tasks[0].sub_tasks[0]
+    assert two.status is TaskStatus.DONE
+    assert two.sub_tasks[0].status is TaskStatus.FAILED
+    assert len(echo.texts) == 2
+    assert answer.failures == ["task 1.1.1.1: subtask 1.1.1.1 not processed: depth limit 2 reached"]
+
+
+async def test_an_unknown_required_tool_name_is_an_error_naming_the_candidates(
+    scripted_model: ScriptedModel,
+) -> None:
+    lookup = EchoTool("lookup", "found")
+    scripted_model.on_answer()
+    orchestrator = orchestrator_for(domain(), lookup, model=scripted_model)
+    task = TaskInfo(task_prompt="q", required_tool_names={"lookpu", "lookup"})
+
+    result = await orchestrator.run_round(task)
+
+    assert result.text.startswith("found")
+    [failure] = task.failures
+    assert "required tool 'lookpu' cannot be activated" in failure
+    assert "did you mean" in failure and "demo.lookup" in failure
+    assert task.tool_runs[0].tool_name == "lookpu" and task.tool_runs[0].outcome == "error"
+
+
+async def test_an_unscripted_model_call_inside_a_tool_is_not_swallowed(
+    scripted_model: ScriptedModel,
+) -> None:
+    class Greedy(EchoTool):
+        def __init__(self, model: ScriptedModel) -> None:
+            super().__init__("greedy")
+            self.model = model
+
+        async def execute_with_result(self, params, text):  # type: ignore[no-untyped-def,override]
+            await self.model.judge_context(text, [])
+            return ToolExecutionResult.context("never")
+
+    orchestrator = orchestrator_for(domain(), Greedy(scripted_model), model=scripted_model)
+
+    with pytest.raises(UnscriptedCallError, match="unscripted 'gatekeeper' call"):
+        await orchestrator.run_round(TaskInfo(task_prompt="q", required_tool_names={"greedy"}))
+
+
+async def test_conversation_errors_are_clear(scripted_model: ScriptedModel) -> None:
+    registry, tools = registry_of("a", EchoTool("x"))
+    service = ConversationService(
+        registry=registry,
+        domains={"a": DomainSpec(name="a"), "b": DomainSpec(name="b")},
+        tools=tools,
+        llm=scripted_model,
+        store=MemorySessionStore(),
+    )
+
+    with pytest.raises(UnknownDomainError, match="no default domain is configured"):
+        await service.ask("q")
+    with pytest.raises(UnknownDomainError, match="unknown domain 'c'; installed domains: a, b"):
+        await service.ask("q", domain="c")
+    with pytest.raises(UnknownSessionError, match="no conversation is stored"):
+        await service.ask("reply", session_id="made-up")
+
+    stored = await service.store.create("a", TaskInfo(task_prompt="q"))
+    with pytest.raises(SessionError, match="belongs to domain 'a', not 'b'"):
+        await service.ask("reply", domain="b", session_id=stored.session_id)
+    with pytest.raises(SessionError, match="holds no task waiting for a reply"):
+        await service.ask("reply", session_id=stored.session_id)
+
+
+def test_misspelt_domain_tool_names_fail_when_the_orchestrator_is_built(
+    scripted_model: ScriptedModel,
+) -> None:
+    from toolwire import UnknownToolError
+
+    for spec in (
+        domain(rag_tool="rga"),
+        domain(deep_fallback={"*": "deeep"}),
+        domain(excluded_tools=["nope"]),
+    ):
+        with pytest.raises(UnknownToolError, match="unknown tool"):
+            orchestrator_for(spec, EchoTool("rag"), EchoTool("deep"), model=scripted_model)

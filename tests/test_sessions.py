@@ -1,0 +1,180 @@
+"""The memory and SQLite session stores, and a clarification surviving a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from orchestration_kit import AskingTool, Query, domain
+from toolwire import SessionConflictError, TaskInfo, UnknownSessionError
+from toolwire.errors import SessionError
+from toolwire.sessions import (
+    MemorySessionStore,
+    SessionStore,
+    SQLiteSessionStore,
+    create_session_store,
+)
+from toolwire.settings import SessionSettings
+from toolwire.testing import ScriptedModel, conversation_for
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+    def make(clock: Clock | None = None, ttl_s: float = 60) -> SessionStore:
+        kwargs = {"clock": clock} if clock else {}
+        if request.param == "memory":
+            return MemorySessionStore(ttl_s, **kwargs)
+        return SQLiteSessionStore(tmp_path / "state" / "sessions.sqlite3", ttl_s, **kwargs)
+
+    return make
+
+
+async def test_create_load_save_delete_round_trip(make_store) -> None:  # type: ignore[no-untyped-def]
+    store = make_store()
+    task = TaskInfo(task_prompt="q", applied_coordinator_names={"demo.c"})
+
+    created = await store.create("demo", task)
+    loaded = await store.load(created.session_id)
+
+    assert created.version == loaded.version == 1
+    assert loaded.task == task and loaded.domain == "demo"
+    loaded.task.task_prompt = "changed"
+    saved = await store.save(loaded)
+    assert saved.version == 2
+    assert (await store.load(created.session_id)).task.task_prompt == "changed"
+    await store.delete(created.session_id)
+    await store.delete(created.session_id)  # already gone: no error
+    with pytest.raises(UnknownSessionError):
+        await store.load(created.session_id)
+
+
+async def test_session_ids_are_unguessable_and_distinct(make_store) -> None:  # type: ignore[no-untyped-def]
+    store = make_store()
+    ids = {(await store.create("demo", TaskInfo(task_prompt="q"))).session_id for _ in range(20)}
+    assert len(ids) == 20
+    assert all(len(session_id) >= 32 for session_id in ids)
+
+
+async def test_a_stale_version_is_a_conflict_and_the_winner_stays(make_store) -> None:  # type: ignore[no-untyped-def]
+    store = make_store()
+    created = await store.create("demo", TaskInfo(task_prompt="q"))
+    replica_a = await store.load(created.session_id)
+    replica_b = await store.load(created.session_id)
+
+    replica_a.task.task_prompt = "a"
+    replica_b.task.task_prompt = "b"
+    await store.save(replica_a)
+    with pytest.raises(SessionConflictError, match="expected version 1, found 2"):
+        await store.save(replica_b)
+    assert (await store.load(created.session_id)).task.task_prompt == "a"
+
+
+async def test_concurrent_saves_of_one_round_let_exactly_one_win(make_store) -> None:  # type: ignore[no-untyped-def]
+    store = make_store()
+    created = await store.create("demo", TaskInfo(task_prompt="q"))
+    copies = [await store.load(created.session_id) for _ in range(5)]
+
+    outcomes = await asyncio.gather(*(store.save(c) for c in copies), return_exceptions=True)
+
+    assert sum(not isinstance(o, BaseException) for o in outcomes) == 1
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    assert all(isinstance(o, SessionConflictError) for o in failures)
+
+
+async def test_sessions_are_isolated_from_each_other_and_from_callers(make_store) -> None:  # type: ignore[no-untyped-def]
+    store = make_store()
+    one = await store.create("demo", TaskInfo(task_prompt="one"))
+    two = await store.create("demo", TaskInfo(task_prompt="two"))
+    one.task.task_prompt = "changed by the caller after create"
+
+    assert (await store.load(one.session_id)).task.task_prompt in {"one"}
+    assert (await store.load(two.session_id)).task.task_prompt == "two"
+
+
+async def test_unknown_and_expired_sessions_are_clear_errors(make_store) -> None:  # type: ignore[no-untyped-def]
+    clock = Clock()
+    store = make_store(clock, ttl_s=10)
+    created = await store.create("demo", TaskInfo(task_prompt="q"))
+
+    with pytest.raises(UnknownSessionError, match="no conversation is stored under session id"):
+        await store.load("not-a-session")
+    with pytest.raises(UnknownSessionError):
+        await store.save(created.model_copy(update={"session_id": "not-a-session"}))
+    clock.now += 11
+    with pytest.raises(UnknownSessionError):
+        await store.load(created.session_id)
+
+
+async def test_sqlite_sessions_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    created = await SQLiteSessionStore(path).create("demo", TaskInfo(task_prompt="q"))
+
+    after_restart = SQLiteSessionStore(path)  # a new process: a new store on the same file
+
+    assert (await after_restart.load(created.session_id)).task.task_prompt == "q"
+
+
+async def test_a_clarification_is_answered_after_a_restart(
+    tmp_path: Path, scripted_model: ScriptedModel
+) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    scripted_model.on_extract(Query, {"query": "red"}).on_answer()
+    before = conversation_for(
+        domain(), AskingTool("asker"), model=scripted_model, store=SQLiteSessionStore(path)
+    )
+    root = TaskInfo(task_prompt="q", required_tool_names={"asker"})
+    question_round = await before.orchestrator(None).run_round(root)
+    stored = await before.store.create("demo", root)
+    assert question_round.kind == "clarification"
+
+    restarted_tool = AskingTool("asker")
+    after = conversation_for(
+        domain(), restarted_tool, model=scripted_model, store=SQLiteSessionStore(path)
+    )
+    answer = await after.ask("the red one", session_id=stored.session_id)
+
+    assert answer.text == "asker resolved red"
+    assert restarted_tool.runs == []  # resumed, not re-run
+    with pytest.raises(UnknownSessionError):
+        await after.store.load(stored.session_id)
+
+
+async def test_an_unusable_sqlite_file_is_a_session_error(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    path.write_bytes(b"this is not a database" * 100)
+
+    with pytest.raises(SessionError, match=r"session store .* failed"):
+        await SQLiteSessionStore(path).create("demo", TaskInfo(task_prompt="q"))
+
+
+def test_create_session_store_follows_the_settings(tmp_path: Path) -> None:
+    assert isinstance(create_session_store(SessionSettings(store="memory")), MemorySessionStore)
+    sqlite = create_session_store(SessionSettings(store="sqlite", path=str(tmp_path / "s.db")))
+    assert isinstance(sqlite, SQLiteSessionStore)
+    assert sqlite.path == tmp_path / "s.db"
+
+
+async def test_two_processes_on_one_sqlite_file_cannot_both_apply_a_round(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    replica_a, replica_b = SQLiteSessionStore(path), SQLiteSessionStore(path)
+    created = await replica_a.create("demo", TaskInfo(task_prompt="q"))
+    round_a = await replica_a.load(created.session_id)
+    round_b = await replica_b.load(created.session_id)
+
+    outcomes = await asyncio.gather(
+        replica_a.save(round_a), replica_b.save(round_b), return_exceptions=True
+    )
+
+    assert sorted(type(o).__name__ for o in outcomes) == ["SessionConflictError", "StoredSession"]
+    await replica_a.aclose()
+    await replica_b.aclose()

@@ -1,0 +1,173 @@
+"""toolwire.testing: the scripted model, the request guard, the fixtures, the conformance mixin."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+import toolwire
+import toolwire.llm as llm_package
+from toolwire import ModelError, OrchestratorActivatedTool, PromptAndContext, ToolExecutionResult
+from toolwire.llm import (
+    ModelRequestsBlockedError,
+    Purpose,
+    SuitabilityQuestion,
+    collect_calls,
+    ensure_model_requests_allowed,
+)
+from toolwire.plugins import RegisterDomain, RegisterTool
+from toolwire.registry import DomainSpec
+from toolwire.testing import (
+    ScriptedModel,
+    ToolConformance,
+    UnscriptedCallError,
+    block_model_requests,
+)
+from toolwire.testing.pytest_plugin import AppFactory
+
+
+class Topic(BaseModel):
+    topic: str
+
+
+def _questions(*names: str) -> list[SuitabilityQuestion]:
+    return [SuitabilityQuestion(tool_name=name, question=f"{name}?") for name in names]
+
+
+async def test_an_unscripted_call_fails_loudly_naming_purpose_and_inputs() -> None:
+    model = ScriptedModel()
+
+    with pytest.raises(UnscriptedCallError) as raised:
+        await model.extract(Topic, "tell me about owls", instruction="find the topic")
+
+    message = str(raised.value)
+    assert "unscripted 'decomposition' call" in message
+    assert "schema='Topic'" in message and "text='tell me about owls'" in message
+    assert "model.on_extract(Schema, ...)" in message
+    assert not isinstance(raised.value, Exception)  # `except Exception` cannot swallow it
+
+
+async def test_suitability_answers_by_short_or_prefixed_name_and_by_function() -> None:
+    model = ScriptedModel().on_suitability({"alpha": True, "demo.beta": True}, times=1)
+    model.on_suitability(lambda prompt, names: [n for n in names if prompt in n])
+
+    first = await model.suitability("x", _questions("demo.alpha", "demo.beta", "demo.gamma"))
+    second = await model.suitability("gamma", _questions("demo.alpha", "demo.gamma"))
+
+    assert first == {"demo.alpha": True, "demo.beta": True, "demo.gamma": False}
+    assert second == {"demo.alpha": False, "demo.gamma": True}
+    assert [call.inputs["tool_names"] for call in model.calls_for(Purpose.SUITABILITY)] == [
+        ["demo.alpha", "demo.beta", "demo.gamma"],
+        ["demo.alpha", "demo.gamma"],
+    ]
+
+
+async def test_extract_rules_by_schema_purpose_times_and_errors() -> None:
+    model = ScriptedModel()
+    model.on_extract(Topic, ModelError("parameters", "down"), times=1)
+    model.on_extract(Topic, {"topic": "owls"})
+    model.on_extract(
+        Topic, lambda text, instruction: Topic(topic=text.upper()), purpose=Purpose.PARAMETERS
+    )
+
+    with pytest.raises(ModelError):
+        await model.extract(Topic, "a")
+    assert await model.extract(Topic, "b") == Topic(topic="owls")
+    assert await model.extract(Topic, "c", purpose=Purpose.PARAMETERS) == Topic(topic="C")
+
+
+async def test_gatekeeper_answer_and_classification_scripts() -> None:
+    from toolwire.orchestrator.activation import classification_schema
+
+    model = ScriptedModel().on_gatekeeper(False).on_answer("composed")
+    model.on_classify(lambda text, allowed: allowed[-1], ["w"])
+    context = [PromptAndContext(prompt="p", context="c", tool_name="t", task_no="1")]
+
+    verdict = await model.judge_context("q", context)
+    classified = await model.extract(
+        classification_schema(("a", "b")), "q", purpose=Purpose.CLASSIFICATION
+    )
+
+    assert verdict.sufficient is False
+    assert await model.answer("q", context) == "composed"
+    assert classified.model_dump() == {"prompt_type": "b", "important_words": ["w"]}
+    assert model.purposes == [Purpose.GATEKEEPER, Purpose.CLASSIFICATION, Purpose.ANSWER]
+
+
+async def test_every_scripted_call_is_recorded_for_usage() -> None:
+    model = ScriptedModel().on_answer("a")
+
+    with collect_calls() as calls:
+        await model.answer("q", [])
+        with pytest.raises(UnscriptedCallError):
+            await model.judge_context("q", [])
+
+    assert [(call.purpose, call.ok) for call in calls] == [("answer", True), ("gatekeeper", False)]
+
+
+def test_block_model_requests_switches_the_flag_and_restores_it() -> None:
+    assert llm_package.ALLOW_MODEL_REQUESTS is True
+    with block_model_requests():
+        assert llm_package.ALLOW_MODEL_REQUESTS is False
+        with pytest.raises(ModelRequestsBlockedError, match="real model request for 'answer'"):
+            ensure_model_requests_allowed("answer")
+    assert llm_package.ALLOW_MODEL_REQUESTS is True
+    ensure_model_requests_allowed("answer")
+
+
+def test_the_block_model_requests_fixture_blocks(block_model_requests: None) -> None:
+    with pytest.raises(ModelRequestsBlockedError):
+        ensure_model_requests_allowed("suitability")
+
+
+# -- a plugin registered for one test only -------------------------------------------------
+
+
+class Owls(OrchestratorActivatedTool[Topic]):
+    name = "owls"
+
+    def executable_instruction(self) -> str:
+        return "Is the question about owls?"
+
+    def execute_with_result(self, params: Topic, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.context(f"Owls hunt at night ({params.topic}).")
+
+
+class OwlPlugin:
+    @toolwire.hookimpl
+    def register_domains(self, register: RegisterDomain) -> None:
+        register(DomainSpec(name="birds"))
+
+    @toolwire.hookimpl
+    def register_tools(self, register: RegisterTool) -> None:
+        register(Owls, domain="birds")
+
+
+async def test_the_app_answers_through_the_orchestrator_with_a_test_plugin(
+    toolwire_app_factory: AppFactory, scripted_model: ScriptedModel
+) -> None:
+    scripted_model.on_suitability(["owls"]).on_extract(Topic, {"topic": "hunting"}).on_answer()
+    app = toolwire_app_factory(
+        plugins=[OwlPlugin()],
+        config="default_domain: birds\nsessions:\n  store: memory\n",
+        llm=scripted_model,
+    )
+
+    answer = await app.ask("when do owls hunt?")
+
+    assert answer.kind == "answer"
+    assert answer.domain == "birds"
+    assert answer.text == "Owls hunt at night (hunting)."
+    assert [(run.tool_name, run.reason) for run in answer.trace.tools] == [
+        ("birds.owls", "suitability")
+    ]
+    assert answer.usage.llm_calls == 3
+
+
+def test_a_test_plugin_does_not_leak_into_the_next_app(toolwire_app_factory: AppFactory) -> None:
+    app = toolwire_app_factory(config="sessions:\n  store: memory\n")
+    assert "birds" not in app.domains
+
+
+class TestOwlsConform(ToolConformance):
+    tool_class = Owls
