@@ -1,8 +1,7 @@
 """The ``toolwire`` command line: one typer app; each command module adds its commands.
 
-Command modules expose ``register(app: typer.Typer) -> None``. ``ask_commands`` and
-``serve_command`` are optional: when the module itself is absent its commands are simply not
-offered; any other import failure is a bug and surfaces.
+Command modules expose ``register(app: typer.Typer) -> None``; they import heavy optional
+dependencies (FastAPI for ``serve``) only when their command runs.
 """
 
 from __future__ import annotations
@@ -16,12 +15,15 @@ import typer
 from toolwire.cli.state import CliState
 from toolwire.logging import configure_logging
 
-COMMAND_MODULES = ("toolwire.cli.build_commands",)
-OPTIONAL_COMMAND_MODULES = ("toolwire.cli.ask_commands", "toolwire.cli.serve_command")
+COMMAND_MODULES = (
+    "toolwire.cli.build_commands",
+    "toolwire.cli.ask_commands",
+    "toolwire.cli.serve_command",
+)
 
 app = typer.Typer(
     name="toolwire",
-    help="Build domain chatbots out of tools: inspect plugins, tools and configuration.",
+    help="Build domain chatbots out of tools: ask, chat, serve, and inspect plugins and tools.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -45,14 +47,6 @@ def _options(
 def _register_commands() -> None:
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(app)
-    for module_name in OPTIONAL_COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name == module_name:
-                continue
-            raise
-        module.register(app)
 
 
 _register_commands()
