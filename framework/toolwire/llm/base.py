@@ -95,6 +95,15 @@ def collect_calls() -> Iterator[list[CallRecord]]:
         _current_calls.reset(token)
 
 
+def current_calls() -> list[CallRecord]:
+    """A copy of the records collected so far by the open collector (empty when none is open).
+
+    Long loops (the deep search) read it for their status block: calls made out of the budget.
+    """
+    calls = _current_calls.get()
+    return list(calls) if calls is not None else []
+
+
 def record_call(record: CallRecord) -> None:
     """Add a call's figures to the current question's collector, if one is open."""
     calls = _current_calls.get()

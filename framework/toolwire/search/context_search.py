@@ -1,0 +1,154 @@
+"""``AbstractContextSearchTool``: keyword search, then a model relevance check per hit page.
+
+The search runs in up to two stages (seed 6.10):
+
+1. *Keyword search*: BM25 over the domain's page index. The top ``candidate_page_count`` hits get
+   a relevance check each (one model call per page); the relevant ones are the context.
+2. *Brute-force scan*: only when the keyword search matches nothing, every page of the domain is
+   checked in order until ``result_page_count`` relevant pages are found.
+
+``get_max_brute_force_page_count()`` caps both for large domains: with a value set, the scan never
+runs over a domain larger than that, and a keyword hit set larger than that gets no per-page model
+calls (its best BM25 pages are returned unchecked instead).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar
+
+import structlog
+from pydantic import BaseModel, Field
+
+from toolwire.llm.base import LanguageModel
+from toolwire.search.index import PageIndex
+from toolwire.search.pages import Page, render_pages
+from toolwire.search.relevance import relevant_pages
+from toolwire.search.requests import coordinator_only_instruction, search_request
+from toolwire.tools import OrchestratorActivatedTool, ToolExecutionResult
+
+log = structlog.get_logger(__name__)
+
+
+class SearchParams(BaseModel):
+    """Parameters of the search tools."""
+
+    query: str = Field(
+        default="",
+        description="A short search phrase naming the information to find (keywords, names)",
+    )
+
+
+class SearchStrategy(StrEnum):
+    """Which path a context search took; logged and returned for tests and benchmarks."""
+
+    KEYWORD_CHECKED = "keyword_checked"
+    KEYWORD_UNCHECKED = "keyword_unchecked"
+    """The hit set exceeded the cap: best BM25 pages returned without model calls."""
+    BRUTE_FORCE = "brute_force"
+    BRUTE_FORCE_REFUSED = "brute_force_refused"
+    """Nothing matched and the domain is larger than the cap: no unfiltered scan."""
+    NO_QUERY = "no_query"
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    pages: list[Page]
+    strategy: SearchStrategy
+    hit_count: int
+    """Pages the keyword search matched (0 for a brute-force scan)."""
+    checked: int
+    """Pages that got a model relevance check."""
+
+
+class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
+    """Keyword search plus per-page relevance check over a domain's :class:`PageIndex`.
+
+    Subclasses implement :meth:`get_index` and, for a large domain,
+    :meth:`get_max_brute_force_page_count`. The model is injected by type (``LanguageModel``).
+    """
+
+    params_model = SearchParams
+    candidate_page_count: ClassVar[int] = 4
+    """Keyword hits that get a relevance check."""
+    result_page_count: ClassVar[int] = 3
+    """Relevant pages after which a brute-force scan stops (and unchecked hits returned)."""
+    relevance_concurrency: ClassVar[int] = 4
+
+    def __init__(self, llm: LanguageModel) -> None:
+        self.llm = llm
+
+    @abstractmethod
+    def get_index(self) -> PageIndex:
+        """The domain's page index (build it once, e.g. with ``PageIndex.open`` in a cache)."""
+
+    def get_max_brute_force_page_count(self) -> int | None:
+        """None: no cap. A number: no full scan of a larger domain, no per-page model calls for
+        a keyword hit set larger than this (seed 6.10, "large domain")."""
+        return None
+
+    def executable_instruction(self) -> str:
+        return coordinator_only_instruction(self.name)
+
+    async def execute_with_result(self, params: SearchParams, text: str) -> ToolExecutionResult:
+        question = search_request(text)
+        query = params.query.strip() or question
+        outcome = await self.search_pages(query, question or query)
+        return ToolExecutionResult.context(render_pages(outcome.pages))
+
+    async def search_pages(self, query: str, question: str) -> SearchOutcome:
+        """Run the search for ``query`` and check pages against ``question``."""
+        index = self.get_index()
+        cap = self.get_max_brute_force_page_count()
+        hit_count = index.count(query)
+        if hit_count:
+            hits = index.search(query, limit=max(self.candidate_page_count, self.result_page_count))
+            if cap is not None and hit_count > cap:
+                pages = [hit.page for hit in hits[: self.result_page_count]]
+                outcome = SearchOutcome(pages, SearchStrategy.KEYWORD_UNCHECKED, hit_count, 0)
+            else:
+                candidates = [hit.page for hit in hits[: self.candidate_page_count]]
+                pages = await relevant_pages(
+                    self.llm, question, candidates, concurrency=self.relevance_concurrency
+                )
+                outcome = SearchOutcome(
+                    pages, SearchStrategy.KEYWORD_CHECKED, hit_count, len(candidates)
+                )
+        elif not query.strip():
+            outcome = SearchOutcome([], SearchStrategy.NO_QUERY, 0, 0)
+        elif cap is not None and index.page_count > cap:
+            outcome = SearchOutcome([], SearchStrategy.BRUTE_FORCE_REFUSED, 0, 0)
+        else:
+            outcome = await self._brute_force(index, question)
+        log.info(
+            "context_search",
+            tool=self.name,
+            strategy=outcome.strategy.value,
+            hits=outcome.hit_count,
+            checked=outcome.checked,
+            pages=[page.id for page in outcome.pages],
+        )
+        return outcome
+
+    async def _brute_force(self, index: PageIndex, question: str) -> SearchOutcome:
+        """Check every page in order, a batch at a time, until enough relevant ones are found."""
+        found: list[Page] = []
+        checked = 0
+        batch: list[Page] = []
+        for page in index.iter_pages():
+            batch.append(page)
+            if len(batch) < self.relevance_concurrency:
+                continue
+            found += await relevant_pages(self.llm, question, batch, concurrency=len(batch))
+            checked += len(batch)
+            batch = []
+            if len(found) >= self.result_page_count:
+                break
+        if batch and len(found) < self.result_page_count:
+            found += await relevant_pages(self.llm, question, batch, concurrency=len(batch))
+            checked += len(batch)
+        return SearchOutcome(
+            found[: self.result_page_count], SearchStrategy.BRUTE_FORCE, 0, checked
+        )

@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def index_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One index cache for the whole session: the corpus is built once (~1 s)."""
+    return tmp_path_factory.mktemp("pydocs-index")
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(index_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLWIRE_CACHE_DIR", str(index_cache))

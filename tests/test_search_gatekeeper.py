@@ -1,0 +1,134 @@
+"""The gatekeeper path through the real orchestrator, on a small in-memory domain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolwire
+from toolwire import ChatbotTool, TaskStatus
+from toolwire.app import App
+from toolwire.llm import GatekeeperVerdict, Purpose
+from toolwire.search import (
+    AbstractContextSearchTool,
+    AbstractDeepSearchCoordinatorTool,
+    AbstractNeighborPageSearchTool,
+    DeepSearchSettings,
+    Page,
+    PageIndex,
+    PageRelevance,
+    SearchParams,
+    StaticPageSource,
+)
+from toolwire.testing import ScriptedModel
+
+PAGES = [
+    Page(doc_id="manual", page_no=1, title="Manual", text="Widgets are configured in one file."),
+    Page(doc_id="manual", page_no=2, title="Manual", text="The timeout setting defaults to 30."),
+    Page(doc_id="faq", page_no=1, title="FAQ", text="Gadgets are unrelated to widgets."),
+]
+
+
+class _Corpus:
+    """The index the tools below search; set by the ``app`` fixture (tools take no index arg)."""
+
+    index: PageIndex
+
+
+class Search(AbstractContextSearchTool):
+    def get_index(self) -> PageIndex:
+        return _Corpus.index
+
+
+class Neighbors(AbstractNeighborPageSearchTool):
+    def get_index(self) -> PageIndex:
+        return _Corpus.index
+
+
+class Deep(AbstractDeepSearchCoordinatorTool):
+    def __init__(
+        self, search: Search, neighbors: Neighbors, settings: DeepSearchSettings | None = None
+    ) -> None:
+        super().__init__(settings)
+        self.search, self.neighbors = search, neighbors
+
+    def get_search_tool(self) -> ChatbotTool[Any]:
+        return self.search
+
+    def get_neighbor_search_tool(self) -> ChatbotTool[Any] | None:
+        return self.neighbors
+
+
+class DocsPlugin:
+    @toolwire.hookimpl
+    def register_domains(self, register: Any) -> None:
+        register(
+            toolwire.DomainSpec(
+                name="docs",
+                prompt_types=["definition", "how_to"],
+                rag_tool="search",
+                deep_fallback={"how_to": "deep"},
+            )
+        )
+
+    @toolwire.hookimpl
+    def register_tools(self, register: Any) -> None:
+        register(Search, domain="docs", priority=10)
+        register(Neighbors, domain="docs", priority=20)
+        register(Deep, domain="docs", priority=30)
+
+
+@pytest.fixture
+def model(block_model_requests: None) -> ScriptedModel:
+    model = ScriptedModel().on_suitability([])
+    model.on_extract(SearchParams, {"query": "widgets"}, purpose=Purpose.PARAMETERS)
+    model.on_extract(
+        PageRelevance,
+        lambda text, _: {"relevant": "widgets" in text.lower() or "timeout" in text},
+        purpose=Purpose.RELEVANCE,
+    )
+    return model.on_answer()
+
+
+@pytest.fixture
+def app(toolwire_app_factory: Any, model: ScriptedModel, tmp_path: Path) -> App:
+    _Corpus.index = PageIndex.open(StaticPageSource("gate", PAGES), cache_dir=tmp_path)
+    config = "default_domain: docs\nsessions:\n  store: memory\n"
+    app: App = toolwire_app_factory(plugins=[DocsPlugin()], config=config, llm=model)
+    return app
+
+
+async def test_sufficient_context_ends_at_the_gatekeeper(app: App, model: ScriptedModel) -> None:
+    model.on_classify("how_to").on_gatekeeper(True)
+    answer = await app.ask("How do I configure widgets?")
+    assert model.purposes.count(Purpose.GATEKEEPER) == 1
+    assert answer.trace.sub_tasks == [] and [r.reason for r in answer.trace.tools] == ["rag"]
+
+
+async def test_a_type_without_deep_fallback_never_asks_the_gatekeeper(
+    app: App, model: ScriptedModel
+) -> None:
+    model.on_classify("definition")
+    answer = await app.ask("What is a widget?")
+    assert Purpose.GATEKEEPER not in model.purposes
+    assert answer.trace.sub_tasks == []
+
+
+async def test_insufficient_context_runs_the_cheap_search_and_skips_the_full_one(
+    app: App, model: ScriptedModel
+) -> None:
+    model.on_classify("how_to")
+    model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["timeout default"]), times=1)
+    model.on_gatekeeper(True)
+    answer = await app.ask("How do I configure the widget timeout?")
+    deep = answer.trace.sub_tasks
+    assert [(t.task_no, t.status, t.required_tool_names) for t in deep] == [
+        ("1.1.n", TaskStatus.DONE, ["docs.neighbors"]),
+        ("1.1.s", TaskStatus.SKIPPED, ["docs.search"]),
+    ]
+    assert deep[1].owner_coordinator_name == "docs.deep"
+    assert "The timeout setting defaults to 30." in answer.text  # the neighbour page reached it
+    assert "- timeout default: found on [page manual#2]" in answer.text
+    assert [r.reason for r in answer.trace.tools] == ["rag", "deep_fallback"]
