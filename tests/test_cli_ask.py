@@ -104,3 +104,116 @@ def test_chat_shows_the_question_and_the_next_line_resumes(cli: CliRunner) -> No
     assert result.exit_code == 0, result.output
     assert "? Which city?" in result.output
     assert "Table booked in Paris." in result.output
+
+
+class NoParams(BaseModel):
+    pass
+
+
+class PlannerTool(OrchestratorActivatedTool[NoParams], toolwire.AgentCoordinator):
+    """Rewrites the message into JSON and plans a cheap lookup and a conditional full search."""
+
+    name = "planner"
+
+    def executable_instruction(self) -> str:
+        return "planner: always false - runs only on coordinator-designated tasks"
+
+    def decompose_into_subtasks(self, task: toolwire.TaskInfo) -> toolwire.TaskInfo:
+        task.task_prompt = json.dumps({"city": "Paris"})
+        task.sub_tasks = [
+            toolwire.TaskInfo(
+                task_no="1.1", task_prompt="cheap lookup", required_tool_names={"cheap"}
+            ),
+            toolwire.TaskInfo(
+                task_no="1.2",
+                task_prompt="full search",
+                required_tool_names={"full"},
+                conditional=True,
+            ),
+        ]
+        return task
+
+    def decide_conditional_subtask(
+        self,
+        parent: toolwire.TaskInfo,
+        next_subtask: toolwire.TaskInfo,
+        completed_so_far: toolwire.ContextBuffer,
+    ) -> toolwire.SubtaskDecision:
+        found = any(pac.context for pac in completed_so_far.get("1.1:cheap", []))
+        return toolwire.SubtaskDecision.SKIP if found else toolwire.SubtaskDecision.RUN
+
+    def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.context("")
+
+
+class CheapTool(OrchestratorActivatedTool[NoParams]):
+    name = "cheap"
+
+    def executable_instruction(self) -> str:
+        return "cheap: always false"
+
+    def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.context("Le Train Bleu has a table at 8 pm.")
+
+
+class FullTool(CheapTool):
+    name = "full"
+
+
+class BrokenTool(CheapTool):
+    name = "broken"
+
+    def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
+        raise RuntimeError("reviews service is down")
+
+
+class PlannerPlugin:
+    @toolwire.hookimpl
+    def register_domains(self, register: RegisterDomain) -> None:
+        register(DomainSpec(name="trip"))
+
+    @toolwire.hookimpl
+    def register_tools(self, register: RegisterTool) -> None:
+        for tool in (PlannerTool, CheapTool, FullTool, BrokenTool):
+            register(tool, domain="trip")
+
+
+def test_ask_trace_draws_the_task_tree_with_coordinators_decisions_and_failures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
+) -> None:
+    model = ScriptedModel().on_suitability(["broken"]).on_answer("A table at 8 pm in Paris.")
+
+    def load_app(ctx: object) -> App:
+        return App.load(None, plugins=[PlannerPlugin()], load_entry_points=False, llm=model)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ask_commands, "load_app", load_app)
+
+    result = CliRunner().invoke(
+        cli_app, ["ask", "a table in Paris tonight?", "--trace"], env={"COLUMNS": "160"}
+    )
+
+    assert result.exit_code == 0, result.output
+    lines = [line.rstrip() for line in result.output.splitlines()]
+    expected = [
+        "task 1 done  a table in Paris tonight?",
+        '├── task prompt after the coordinators: {"city": "Paris"}',
+        "├── coordinator trip.planner decomposed: 2 new subtask(s)",
+        "├── task 1.1 done  cheap lookup",
+        "│   ├── owner trip.planner, required cheap",
+        "│   └── tool trip.cheap (required) context — Le Train Bleu has a table at 8 pm.",
+        "├── task 1.2 skipped (conditional: skip)  full search",
+        "│   ├── owner trip.planner, required full",
+        "│   └── conditional: owner decided skip",
+        "├── tool trip.broken (suitability) error — tool trip.broken raised RuntimeError: "
+        "reviews service is down",
+        "└── suitability: trip.broken",
+    ]
+    start = lines.index(expected[0])
+    assert lines[start : start + len(expected)] == expected
+    assert "failed: task 1: tool trip.broken raised RuntimeError" in result.output
+    shown = [line for line in lines if "reviews service is down" in line and line[:1] != "{"]
+    assert len(shown) == 2  # the answer's failure, the tool in the tree; not again under task 1
+    assert model.calls_for(toolwire.llm.Purpose.ANSWER)[0].inputs["question"] == (
+        "a table in Paris tonight?"
+    )

@@ -732,7 +732,7 @@ async def test_step9_guaranteed_context_reaches_the_answer_verbatim(
         TaskInfo(task_prompt="q", required_tool_names={"final", "plain"})
     )
     assert mixed.guaranteed_contexts == [exact]
-    assert mixed.text == "paraphrased"
+    assert mixed.text == f"paraphrased\n\n{exact}"  # the model left it out: appended verbatim
     [call] = scripted_model.calls_for(Purpose.ANSWER)
     assert [pac.context for pac in call.inputs["contexts"]] == [exact, "extra"]
 
@@ -800,3 +800,186 @@ async def test_seed_cheap_neighbour_search_then_conditional_full_search(
     expected = SubtaskDecision.RUN if full_runs else SubtaskDecision.SKIP
     assert answer.trace.sub_tasks[1].decision is expected
     assert ("page 40" in answer.text) is full_runs
+
+
+# -- review: clauses the first version got wrong -------------------------------------------
+
+
+async def test_step9_the_answer_and_gatekeeper_see_the_users_message_not_the_rewritten_prompt(
+    scripted_model: ScriptedModel,
+) -> None:
+    def to_json(task: TaskInfo) -> None:
+        task.task_prompt = json.dumps({"products": ["Aspirin"]})
+        task.sub_tasks = [subtask("1.1", "which one?", "asker")]
+
+    splitter = Coordinator("splitter", to_json)
+    asker, rag, deep = AskingTool("asker"), EchoTool("rag", "r"), FakeDeepSearch()
+    scripted_model.on_extract(Query, {"query": "x"}).on_gatekeeper(True).on_answer("done")
+    service = conversation_for(
+        domain(rag_tool="rag", deep_fallback={"*": "deep"}),
+        splitter,
+        asker,
+        rag,
+        deep,
+        EchoTool("finder"),
+        model=scripted_model,
+    )
+    scripted_model.on_suitability({})
+
+    question = await service.ask("can I take aspirin?")
+    answer = await service.ask("the 500 mg one", session_id=question.session_id)
+
+    assert answer.kind == "answer"
+    assert answer.trace.task_prompt == '{"products": ["Aspirin"]}'  # the coordinator's rewrite
+    [composed] = scripted_model.calls_for(Purpose.ANSWER)
+    assert composed.inputs["question"] == "can I take aspirin?"  # survived the round
+    [judged] = scripted_model.calls_for(Purpose.GATEKEEPER)
+    assert judged.inputs["question"] == "can I take aspirin?"
+
+
+async def test_step1_restore_after_an_error_keeps_earlier_coordinators_subtasks_stamped(
+    scripted_model: ScriptedModel,
+) -> None:
+    def breaks(task: TaskInfo) -> None:
+        task.sub_tasks[0].task_prompt = "vandalised"
+        raise RuntimeError("boom")
+
+    first = Coordinator("first", _split(subtask("1.1", "a", "echo")), priority=1)
+    bad = Coordinator("bad", breaks, priority=2)
+    echo = EchoTool("echo", "ok")
+    scripted_model.on_suitability({}).on_answer("done")
+    service = conversation_for(domain(), first, bad, echo, model=scripted_model)
+
+    answer = await service.ask("q")
+
+    [sub] = answer.trace.sub_tasks
+    assert sub.task_prompt == "a"  # the failing coordinator's change is undone
+    assert sub.owner_coordinator_name == "demo.first"
+    assert set(sub.applied_coordinator_names) == {"demo.first", "demo.bad"}
+    assert echo.texts == [f"q{AGENT_COORDINATOR_MARKER}a"]
+
+
+async def test_step2_a_subtask_of_a_subtask_gets_its_parents_execution_text_with_the_marker(
+    scripted_model: ScriptedModel,
+) -> None:
+    nested = subtask("1.1", "sub", "echo")
+    nested.sub_tasks = [subtask("1.1.1", "subsub", "echo")]
+    splitter = Coordinator("splitter", _split(nested))
+    echo = EchoTool("echo", "ok")
+    scripted_model.on_suitability({}).on_answer("done")
+    service = conversation_for(domain(), splitter, echo, model=scripted_model)
+
+    answer = await service.ask("q")
+
+    marker = AGENT_COORDINATOR_MARKER
+    assert echo.texts == [f"q{marker}sub{marker}subsub", f"q{marker}sub"]
+    assert answer.trace.sub_tasks[0].sub_tasks[0].owner_coordinator_name == "demo.splitter"
+    assert extract_coordinator_original(echo.texts[0]) == f"q{marker}sub"
+
+
+async def test_step9_guaranteed_context_is_kept_verbatim_even_when_the_model_paraphrases(
+    scripted_model: ScriptedModel,
+) -> None:
+    exact = "Take 500 mg, at most 3 times a day."
+    orchestrator = orchestrator_for(
+        domain(),
+        EchoTool("final", ToolExecutionResult.as_guaranteed_context(exact)),
+        EchoTool("plain", "extra"),
+        model=scripted_model.on_answer("About 500 milligrams, thrice daily."),
+    )
+
+    result = await orchestrator.run_round(
+        TaskInfo(task_prompt="q", required_tool_names={"final", "plain"})
+    )
+
+    assert result.text.startswith("About 500 milligrams")
+    assert exact in result.text
+
+
+async def test_step7_a_plain_context_consumer_asking_a_question_is_a_recorded_error(
+    scripted_model: ScriptedModel,
+) -> None:
+    class AskingConsumer(Consumer):
+        def execute_with_prior_context(
+            self, params: object, text: str, prior_context: ContextBuffer
+        ) -> ToolExecutionResult:
+            return ToolExecutionResult.clarifying_question("Which?")
+
+    scripted_model.on_answer("done")
+    orchestrator = orchestrator_for(domain(), AskingConsumer("asks"), model=scripted_model)
+    task = TaskInfo(task_prompt="q", required_tool_names={"asks"})
+
+    result = await orchestrator.run_round(task)
+
+    assert result.kind == "answer"
+    assert task.status is TaskStatus.DONE
+    assert "ClarifiableContextConsumerTool" in task.failures[0]
+
+
+async def test_concurrent_conversations_on_one_service_share_no_state(
+    scripted_model: ScriptedModel,
+) -> None:
+    import asyncio
+
+    asker, echo = AskingTool("asker"), EchoTool("echo", lambda text: ToolExecutionResult.context(
+        f"echo of {text}"
+    ))
+    scripted_model.on_extract(
+        Query, lambda text, instruction: {"query": text.rsplit(" ", 1)[-1]}
+    ).on_answer()
+    scripted_model.on_suitability(
+        lambda prompt, names: {"asker"} if "ask" in prompt else {"echo"}
+    )
+    service = conversation_for(domain(), asker, echo, model=scripted_model)
+
+    first, second, plain = await asyncio.gather(
+        service.ask("ask about apples"), service.ask("ask about pears"), service.ask("hello")
+    )
+
+    assert first.kind == second.kind == "clarification"
+    assert first.session_id != second.session_id
+    assert plain.kind == "answer" and plain.text == "echo of hello"
+    assert plain.usage.llm_calls == 2  # its own suitability and answer, nobody else's
+    replies = await asyncio.gather(
+        service.ask("pears", session_id=second.session_id),
+        service.ask("apples", session_id=first.session_id),
+    )
+    assert [reply.text for reply in replies] == ["asker resolved pears", "asker resolved apples"]
+
+
+async def test_step8_an_overridden_deep_fallback_hook_resumes_in_a_fresh_orchestrator(
+    scripted_model: ScriptedModel,
+) -> None:
+    from toolwire.orchestrator import DomainOrchestrator
+    from toolwire.testing import registry_of
+
+    class AskingDeep(Coordinator):
+        def execute_with_result(self, params: object, text: str) -> ToolExecutionResult:
+            return ToolExecutionResult.clarifying_question("Which edition?")
+
+        def execute_with_clarification(
+            self, params: object, text: str, clarification: object
+        ) -> ToolExecutionResult:
+            return ToolExecutionResult.context("deep answer")
+
+    deep = AskingDeep("deep")
+    deep.domain = "demo"  # the hook's own tool, not registered in the domain
+
+    class HookOrchestrator(DomainOrchestrator):
+        def get_deep_fallback_tool(self, prompt_type: str) -> AskingDeep:
+            return deep
+
+    registry, tools = registry_of("demo", EchoTool("rag", "partial"))
+    scripted_model.on_suitability({}).on_gatekeeper(False, times=1).on_gatekeeper(True)
+    scripted_model.on_answer()
+    spec = domain(rag_tool="rag")
+    root = TaskInfo(task_prompt="q")
+
+    first = await HookOrchestrator(spec, registry, tools, scripted_model).run_round(root)
+    assert first.kind == "clarification"
+    assert root.pending_clarification is not None
+    root.pending_clarification.reply = "the second"
+    resumed = await HookOrchestrator(spec, registry, tools, scripted_model).run_round(root)
+
+    assert (resumed.kind, resumed.text) == ("answer", "partial\ndeep answer")
+    assert "demo.deep" not in tools

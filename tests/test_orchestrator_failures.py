@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
+import toolwire
 from orchestration_kit import Coordinator, EchoTool, Query, QueryTool, domain, subtask
 from toolwire import (
     ModelError,
@@ -13,9 +16,11 @@ from toolwire import (
     ToolExecutionResult,
     UnknownSessionError,
 )
-from toolwire.errors import SessionError, UnknownDomainError
+from toolwire.app import App
+from toolwire.errors import ConfigError, SessionError, UnknownDomainError
 from toolwire.llm import Purpose
-from toolwire.orchestrator import ConversationService
+from toolwire.orchestrator import ConversationService, DomainOrchestrator
+from toolwire.plugins import RegisterDomain, RegisterTool
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore
 from toolwire.settings import OrchestratorSettings
@@ -303,12 +308,109 @@ async def test_conversation_errors_are_clear(scripted_model: ScriptedModel) -> N
 def test_misspelt_domain_tool_names_fail_when_the_orchestrator_is_built(
     scripted_model: ScriptedModel,
 ) -> None:
-    from toolwire import UnknownToolError
-
     for spec in (
         domain(rag_tool="rga"),
         domain(deep_fallback={"*": "deeep"}),
         domain(excluded_tools=["nope"]),
     ):
-        with pytest.raises(UnknownToolError, match="unknown tool"):
+        with pytest.raises(ConfigError, match="domain 'demo': unknown tool"):
             orchestrator_for(spec, EchoTool("rag"), EchoTool("deep"), model=scripted_model)
+
+
+class _ShopPlugin:
+    """A domain whose references point at tools the configuration may disable."""
+
+    def __init__(self, spec: DomainSpec) -> None:
+        self.spec = spec
+
+    @toolwire.hookimpl
+    def register_domains(self, register: RegisterDomain) -> None:
+        register(self.spec)
+
+    @toolwire.hookimpl
+    def register_tools(self, register: RegisterTool) -> None:
+        register(_Search, domain=self.spec.name)
+        register(_Deep, domain=self.spec.name)
+
+
+class _Search(EchoTool):
+    name = "search"
+
+    def __init__(self) -> None:
+        super().__init__("search", "found")
+
+
+class _Deep(Coordinator):
+    name = "deep"
+
+    def __init__(self) -> None:
+        super().__init__("deep")
+
+
+@pytest.mark.parametrize(
+    ("spec", "disabled", "problem"),
+    [
+        (DomainSpec(name="shop", rag_tool="search"), "search", "rag_tool 'search'"),
+        (
+            DomainSpec(name="shop", rag_tool="search", deep_fallback={"*": "deep"}),
+            "deep",
+            "deep_fallback['*'] 'deep'",
+        ),
+    ],
+)
+def test_a_domain_reference_to_a_disabled_tool_fails_when_the_app_is_built(
+    toolwire_app_factory: Callable[..., App],
+    scripted_model: ScriptedModel,
+    spec: DomainSpec,
+    disabled: str,
+    problem: str,
+) -> None:
+    config = f"tools:\n  - {{name: {disabled}, domain: shop, enabled: false}}\n"
+
+    with pytest.raises(ConfigError) as raised:
+        toolwire_app_factory(plugins=[_ShopPlugin(spec)], config=config, llm=scripted_model)
+
+    assert f"domain 'shop': {problem} names tool 'shop.{disabled}', which is disabled" in str(
+        raised.value
+    )
+    # excluding a disabled tool is harmless
+    excluded = spec.model_copy(
+        update={"rag_tool": None, "deep_fallback": {}, "excluded_tools": [disabled]}
+    )
+    app = toolwire_app_factory(plugins=[_ShopPlugin(excluded)], config=config, llm=scripted_model)
+    assert app.domains["shop"].excluded_tools == [disabled]
+
+
+def test_the_orchestrator_applies_the_same_domain_reference_check_as_the_build(
+    scripted_model: ScriptedModel,
+) -> None:
+    registry, tools = registry_of("demo", EchoTool("rag"))
+    del tools["demo.rag"]  # registered but not built: disabled
+
+    disabled = "rag_tool 'rag' names tool 'demo.rag', which is disabled"
+    with pytest.raises(ConfigError, match=disabled):
+        DomainOrchestrator(domain(rag_tool="rag"), registry, tools, scripted_model)
+
+
+async def test_a_stored_task_naming_a_tool_disabled_since_is_a_recorded_failure(
+    scripted_model: ScriptedModel,
+) -> None:
+    from toolwire.task import ToolRunRecord
+
+    scripted_model.on_answer("done")
+    orchestrator = orchestrator_for(domain(), EchoTool("kept", "k"), model=scripted_model)
+    root = TaskInfo(
+        task_prompt="q",
+        tool_runs=[
+            ToolRunRecord(
+                tool_name="demo.gone", reason="suitability", outcome="pending", params={}
+            ),
+            ToolRunRecord(tool_name="demo.kept", reason="suitability", outcome="pending"),
+        ],
+    )
+
+    result = await orchestrator.run_round(root)
+
+    assert result.kind == "answer"
+    assert [r.outcome for r in root.tool_runs] == ["error", "context"]
+    assert "'demo.gone' activated on task 1 is no longer available" in result.failures[0]

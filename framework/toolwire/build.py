@@ -32,9 +32,15 @@ from toolwire.config import (
     format_loc,
     parse_file,
 )
-from toolwire.errors import ConfigError, Problem, ToolNameError
+from toolwire.errors import ConfigError, Problem
 from toolwire.plugins import PluginSet
-from toolwire.registry import DomainSpec, SourceLocation, ToolRegistration, ToolRegistry
+from toolwire.registry import (
+    DomainSpec,
+    SourceLocation,
+    ToolRegistration,
+    ToolRegistry,
+    domain_reference_problems,
+)
 from toolwire.tools import TOOL_NAME_PATTERN, ChatbotTool, validate_tool_class
 
 log = structlog.get_logger(__name__)
@@ -320,14 +326,8 @@ class _Builder:
 
     def check_domain_references(self, registry: ToolRegistry) -> None:
         for decl in self.domains.values():
-            spec = decl.spec
-            names = [spec.rag_tool] if spec.rag_tool else []
-            names += list(spec.deep_fallback.values()) + spec.excluded_tools
-            for name in names:
-                try:
-                    registry.resolve(name, spec.name)
-                except ToolNameError as error:
-                    self.problems.append(_at(decl.source, f"domain {spec.name!r}: {error}"))
+            for problem in domain_reference_problems(decl.spec, registry):
+                self.problems.append(_at(decl.source, problem))
         if self.default_domain is not None and self.default_domain not in self.domains:
             known = ", ".join(sorted(self.domains)) or "none (is the domain's plugin installed?)"
             config = self.app_config

@@ -8,13 +8,19 @@ candidates and the owners.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from toolwire.errors import AmbiguousToolError, ConfigError, Problem, UnknownToolError
+from toolwire.errors import (
+    AmbiguousToolError,
+    ConfigError,
+    Problem,
+    ToolNameError,
+    UnknownToolError,
+)
 from toolwire.tools import ChatbotTool
 
 WIRE_SEPARATOR = "-"
@@ -152,6 +158,38 @@ class ToolRegistry:
         if not close and domain:
             close = [reg.qualified_name for reg in self.in_domain(domain)]
         return close
+
+
+def domain_reference_problems(
+    spec: DomainSpec,
+    registry: ToolRegistry,
+    is_built: Callable[[ToolRegistration], bool] = lambda registration: registration.enabled,
+) -> list[str]:
+    """What is wrong with a domain's tool references: every name must resolve, and the RAG and
+    deep fallback tools must also be enabled (an excluded tool may be disabled).
+
+    ``App.load``/``toolwire check`` and the orchestrator both call this, so a reference that
+    passes the build never fails at the first question.
+    """
+    references = [("rag_tool", spec.rag_tool, True)] if spec.rag_tool else []
+    references += [
+        (f"deep_fallback[{prompt_type!r}]", name, True)
+        for prompt_type, name in spec.deep_fallback.items()
+    ]
+    references += [("excluded_tools", name, False) for name in spec.excluded_tools]
+    problems: list[str] = []
+    for key, name, must_run in references:
+        try:
+            registration = registry.resolve(name, spec.name)
+        except ToolNameError as error:
+            problems.append(f"domain {spec.name!r}: {error}")
+            continue
+        if must_run and not is_built(registration):
+            problems.append(
+                f"domain {spec.name!r}: {key} {name!r} names tool "
+                f"{registration.qualified_name!r}, which is disabled; enable it or change {key}"
+            )
+    return problems
 
 
 def _owner(registration: ToolRegistration) -> str:

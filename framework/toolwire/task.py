@@ -114,6 +114,9 @@ class TaskInfo(BaseModel):
     owner_coordinator_name: str | None = None
     applied_coordinator_names: set[str] = Field(default_factory=set)
     prompt_context: str | None = None
+    user_message: str | None = None
+    """Task "1" only: the user's message as sent. Coordinators may extend or rewrite
+    ``task_prompt`` (into JSON, say); the answer is still composed for this question."""
 
     # State the orchestrator keeps on the task across rounds.
     status: TaskStatus = TaskStatus.PENDING
@@ -136,6 +139,10 @@ class TaskInfo(BaseModel):
         if self.prompt_context:
             return f"{self.prompt_context}{AGENT_COORDINATOR_MARKER}{self.task_prompt}"
         return self.task_prompt
+
+    def question(self) -> str:
+        """What the user asked: the original message on task "1", else the task prompt."""
+        return self.user_message if self.user_message is not None else self.task_prompt
 
     def walk(self) -> list[TaskInfo]:
         """This task and all its descendants, depth-first in list order."""

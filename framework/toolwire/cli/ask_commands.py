@@ -119,10 +119,19 @@ def trace_tree(task: TaskTrace, tree: Tree | None = None) -> Tree:
         label += f" [cyan](conditional: {task.decision.value})[/cyan]"
     if task.prompt_type:
         label += f" [dim]type={escape(task.prompt_type)}[/dim]"
-    label += f"  {escape(_short(task.task_prompt))}"
+    question = task.user_message or task.task_prompt
+    label += f"  {escape(_short(question))}"
     node = tree.add(label) if tree is not None else Tree(label)
+    if question != task.task_prompt:
+        rewritten = escape(_short(task.task_prompt))
+        node.add(f"[dim]task prompt after the coordinators: {rewritten}[/dim]")
     if task.owner_coordinator_name:
-        node.add(f"[dim]owner {escape(task.owner_coordinator_name)}[/dim]")
+        required = ", ".join(task.required_tool_names)
+        node.add(
+            f"[dim]owner {escape(task.owner_coordinator_name)}"
+            + (f", required {escape(required)}" if required else "")
+            + "[/dim]"
+        )
     for run in task.coordinators:
         detail = f": {escape(run.detail)}" if run.detail else ""
         node.add(
@@ -139,8 +148,10 @@ def trace_tree(task: TaskTrace, tree: Tree | None = None) -> Tree:
         )
     for note in task.notes:
         node.add(f"[dim]{escape(note)}[/dim]")
+    shown = {tool.detail for tool in task.tools if tool.outcome == "error"}
     for failure in task.failures:
-        node.add(f"[red]failed: {escape(failure)}[/red]")
+        if failure not in shown:
+            node.add(f"[red]failed: {escape(failure)}[/red]")
     return node
 
 

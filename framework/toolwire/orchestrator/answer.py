@@ -21,6 +21,8 @@ class TaskTrace(BaseModel):
 
     task_no: str
     task_prompt: str
+    user_message: str | None = None
+    """Task "1": the user's message (``task_prompt`` may be a coordinator's rewrite of it)."""
     status: TaskStatus
     prompt_type: str = ""
     conditional: bool = False
@@ -41,6 +43,7 @@ class TaskTrace(BaseModel):
         return cls(
             task_no=task.task_no,
             task_prompt=task.task_prompt,
+            user_message=task.user_message,
             status=task.status,
             prompt_type=task.prompt_type,
             conditional=task.conditional,

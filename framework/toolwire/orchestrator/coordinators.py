@@ -33,10 +33,34 @@ class NamedCoordinator:
         return self.qualified_name in names or self.short_name in names
 
 
-def _restore(task: TaskInfo, saved: TaskInfo) -> None:
-    """Put ``saved``'s state back into ``task`` itself (the instance may sit in a parent's list)."""
-    for name in TaskInfo.model_fields:
-        setattr(task, name, getattr(saved, name))
+@dataclass(frozen=True)
+class _Checkpoint:
+    """A task tree's state before one coordinator ran, for undoing what that coordinator did.
+
+    Restoring puts the saved field values back into the *same* instances (each may sit in a
+    parent's list, and subtasks an earlier coordinator of the chain created are still to be
+    stamped), so the tree keeps its identity; subtasks the failing coordinator added are dropped.
+    """
+
+    tasks: list[TaskInfo]
+    children: list[list[TaskInfo]]
+    saved: list[TaskInfo]
+
+    @classmethod
+    def of(cls, task: TaskInfo) -> _Checkpoint:
+        tasks = task.walk()
+        return cls(
+            tasks,
+            [list(each.sub_tasks) for each in tasks],
+            task.model_copy(deep=True).walk(),
+        )
+
+    def restore(self) -> None:
+        for task, children, saved in zip(self.tasks, self.children, self.saved, strict=True):
+            for name in TaskInfo.model_fields:
+                if name != "sub_tasks":
+                    setattr(task, name, getattr(saved, name))
+            task.sub_tasks = children
 
 
 async def apply_coordinators(
@@ -57,7 +81,8 @@ async def apply_coordinators(
         if named.applied_on(task) and not force:
             continue
         ran.append(named.qualified_name)
-        saved = task.model_copy(deep=True)
+        checkpoint = _Checkpoint.of(task)
+        saved = checkpoint.saved[0]
         existing = {id(sub_task) for sub_task in task.sub_tasks}
         prompt_context = task.prompt_context
         task.prompt_context = None
@@ -69,7 +94,7 @@ async def apply_coordinators(
                     f"(changed in place), not {type(returned).__name__}"
                 )
         except Exception as error:
-            _restore(task, saved)
+            checkpoint.restore()
             detail = describe(error)
             task.coordinator_runs.append(
                 CoordinatorRunRecord(

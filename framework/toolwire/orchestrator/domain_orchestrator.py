@@ -16,7 +16,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel
 
-from toolwire.errors import ModelError, ToolNameError, UnknownToolError
+from toolwire.errors import ConfigError, ModelError, Problem, ToolNameError, UnknownToolError
 from toolwire.llm.base import GatekeeperVerdict, LanguageModel, Purpose
 from toolwire.orchestrator.activation import Candidate, choose_tools, classify
 from toolwire.orchestrator.buffer import buffer_of, siblings_so_far, snapshot, subtree_results
@@ -27,7 +27,7 @@ from toolwire.orchestrator.coordinators import (
 )
 from toolwire.orchestrator.execution import clarified_text, execute, extract_params
 from toolwire.orchestrator.invoke import call_model, describe
-from toolwire.registry import DomainSpec, ToolRegistry
+from toolwire.registry import DomainSpec, ToolRegistry, domain_reference_problems
 from toolwire.settings import OrchestratorSettings
 from toolwire.task import (
     Clarification,
@@ -37,7 +37,14 @@ from toolwire.task import (
     TaskStatus,
     ToolRunRecord,
 )
-from toolwire.tools import AgentCoordinator, ChatbotTool, OrchestratorActivatedTool, ResultKind
+from toolwire.tools import (
+    AgentCoordinator,
+    ChatbotTool,
+    ClarifiableContextConsumerTool,
+    ContextConsumerTool,
+    OrchestratorActivatedTool,
+    ResultKind,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -86,13 +93,16 @@ class DomainOrchestrator:
         self.llm = llm
         self.settings = settings or OrchestratorSettings()
         self._tools = dict(tools)
+        problems = domain_reference_problems(
+            domain, registry, lambda registration: registration.qualified_name in self._tools
+        )
+        if problems:
+            raise ConfigError([Problem(problem) for problem in problems])
         self._order = {reg.qualified_name: index for index, reg in enumerate(registry)}
         self._excluded = frozenset(
             registry.resolve(name, domain.name).qualified_name for name in domain.excluded_tools
         )
         self._rag = self._candidate(domain.rag_tool) if domain.rag_tool else None
-        for fallback_name in domain.deep_fallback.values():
-            self._candidate(fallback_name)  # a misspelt fallback fails here, not mid-question
         activatable = [
             Candidate(reg.qualified_name, self._tools[reg.qualified_name], index)
             for index, reg in enumerate(registry)
@@ -134,7 +144,7 @@ class DomainOrchestrator:
 
     async def new_task(self, message: str) -> TaskInfo:
         """Task "1" for a user's message, classified into the domain's prompt types."""
-        task = TaskInfo(task_no="1", task_prompt=message)
+        task = TaskInfo(task_no="1", task_prompt=message, user_message=message)
         await classify(self.llm, task, self.domain.prompt_types, self.settings.model_attempts)
         return task
 
@@ -244,7 +254,11 @@ class DomainOrchestrator:
         """Extract parameters for a pending record (kept on it) unless it has them."""
         if record.params is not None and record.outcome == "pending":
             return
-        tool = self._tools[record.tool_name]
+        try:
+            tool = self._tool_of(task, record)
+        except ToolNameError as error:
+            self._fail(task, record, str(error))
+            return
         text = task.execution_text()
         clarification = task.pending_clarification if record.outcome == "clarification" else None
         if clarification is not None:
@@ -257,7 +271,11 @@ class DomainOrchestrator:
         record.params = params.model_dump(mode="json")
 
     async def _run_one(self, task: TaskInfo, record: ToolRunRecord) -> Stop | None:
-        tool = self._tools[record.tool_name]
+        try:
+            tool = self._tool_of(task, record)
+        except ToolNameError as error:
+            self._fail(task, record, str(error))
+            return None
         text = task.execution_text()
         clarification = None
         if record.outcome == "clarification" and task.pending_clarification is not None:
@@ -277,6 +295,14 @@ class DomainOrchestrator:
             result = await execute(tool, params, text, prior_context, clarification)
         except Exception as error:
             self._fail(task, record, f"{asked}tool {record.tool_name} raised {describe(error)}")
+            return None
+        if result.kind is ResultKind.CLARIFICATION and _cannot_resume(tool):
+            self._fail(
+                task,
+                record,
+                f"tool {record.tool_name} asked {result.text!r}, but a context consumer that asks "
+                "must be a ClarifiableContextConsumerTool (its reply continues with the context)",
+            )
             return None
         record.outcome = result.kind.value
         record.detail = asked + result.text[:DETAIL_CHARS]
@@ -299,6 +325,21 @@ class DomainOrchestrator:
             )
         )
         return None
+
+    def _tool_of(self, task: TaskInfo, record: ToolRunRecord) -> ChatbotTool[Any]:
+        """The singleton behind a run record; a deep fallback may come from an overridden
+        :meth:`get_deep_fallback_tool` that returns a tool the domain does not register."""
+        tool = self._tools.get(record.tool_name)
+        if tool is None and record.reason == "deep_fallback":
+            tool = self.get_deep_fallback_tool(task.prompt_type)
+        if tool is None or tool.qualified_name != record.tool_name:
+            raise UnknownToolError(
+                f"tool {record.tool_name!r} activated on task {task.task_no} is no longer "
+                "available (disabled since the conversation started?)",
+                name=record.tool_name,
+                candidates=[],
+            )
+        return tool
 
     def _fail(self, task: TaskInfo, record: ToolRunRecord, problem: str) -> None:
         record.outcome = "error"
@@ -326,7 +367,6 @@ class DomainOrchestrator:
         fallback = self.get_deep_fallback_tool(task.prompt_type)
         if fallback is None:
             return None
-        self._tools.setdefault(fallback.qualified_name, fallback)  # an overridden hook's tool
         while True:
             rounds = sum(r.reason == "deep_fallback" for r in task.tool_runs)
             if rounds >= self.settings.deep_search_max_rounds:
@@ -369,7 +409,7 @@ class DomainOrchestrator:
         return await call_model(
             Purpose.GATEKEEPER.value,
             self.settings.model_attempts,
-            lambda: self.llm.judge_context(task.task_prompt, contexts),
+            lambda: self.llm.judge_context(task.question(), contexts),
         )
 
     # -- step 9: the answer -----------------------------------------------------------------
@@ -381,7 +421,8 @@ class DomainOrchestrator:
         guaranteed: list[str],
     ) -> str:
         """The answer text: the model composes it from the buffer, except when every context
-        is a guaranteed one (finished answers need no composing)."""
+        is a guaranteed one (finished answers need no composing). A guaranteed context the
+        composed text does not quote verbatim is appended to it (SPEC §3 step 9)."""
         contexts = [result for result in results if result.context]
         if guaranteed and all(result.guaranteed for result in contexts):
             text = "\n\n".join(guaranteed)
@@ -390,19 +431,29 @@ class DomainOrchestrator:
                 text = await call_model(
                     Purpose.ANSWER.value,
                     self.settings.model_attempts,
-                    lambda: self.llm.answer(root.task_prompt, contexts),
+                    lambda: self.llm.answer(root.question(), contexts),
                     is_valid=lambda answer: bool(answer.strip()),
                 )
             except ModelError as error:
                 root.failures.append(f"answer composition failed: {error}")
                 text = "Sorry, I could not compose an answer: the language model failed."
-                if guaranteed:
-                    text += "\n\n" + "\n\n".join(guaranteed)
+            missing = [exact for exact in dict.fromkeys(guaranteed) if exact not in text]
+            text = "\n\n".join([text, *missing])
         failures = root_failures(root)
         if failures:
             text += f"\n\n(Some steps failed, so this answer may be incomplete: {len(failures)} "
             text += "problem(s); see the trace.)"
         return text
+
+
+def _cannot_resume(tool: ChatbotTool[Any]) -> bool:
+    """A plain context consumer has no way to continue a clarification round (seed 6.7),
+    unless its author overrode ``execute_with_clarification``."""
+    return (
+        isinstance(tool, ContextConsumerTool)
+        and not isinstance(tool, ClarifiableContextConsumerTool)
+        and type(tool).execute_with_clarification is ChatbotTool.execute_with_clarification
+    )
 
 
 def root_failures(root: TaskInfo) -> list[str]:
