@@ -115,8 +115,10 @@ def main() -> None:
     tools = len(app.registry)
     assert tools == plugin_count * tools_per_plugin and len(app.tools) == tools
     best, median = min(timings), statistics.median(timings)
-    print(f"plugins: {plugin_count}, tools: {tools}, injected edges: "
-          f"{sum(len(v) for v in app.container.graph().values())}")
+    print(
+        f"plugins: {plugin_count}, tools: {tools}, injected edges: "
+        f"{sum(len(v) for v in app.container.graph().values())}"
+    )
     print(f"App.load best   {best * 1000:8.1f} ms   {best / tools * 1e6:7.1f} µs per tool")
     print(f"App.load median {median * 1000:8.1f} ms   {median / tools * 1e6:7.1f} µs per tool")
     print(f"goal 1000 ms: best is {best * 1000 / 1000:.2f}× of the budget")

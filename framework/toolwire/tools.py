@@ -43,7 +43,7 @@ class ResultKind(StrEnum):
 
 
 class ToolExecutionResult(BaseModel):
-    """A tool run's outcome: context, guaranteed context, a clarifying question, or a final answer."""
+    """A tool run's outcome: context, guaranteed context, a clarifying question or an answer."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -248,7 +248,8 @@ def validate_tool_class(tool_class: object, *, where: str = "") -> type[ChatbotT
             "or set params_model = MyParams (a pydantic BaseModel)"
         )
     settings = tool_class.settings_model
-    if settings is not None and not (isinstance(settings, type) and issubclass(settings, BaseModel)):
+    is_model = isinstance(settings, type) and issubclass(settings, BaseModel)
+    if settings is not None and not is_model:
         problems.append("settings_model must be a pydantic BaseModel subclass or None")
     if not TOOL_NAME_PATTERN.match(tool_class.name):
         problems.append(
