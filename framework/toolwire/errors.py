@@ -46,7 +46,7 @@ class ToolwireError(Exception):
 
 
 class ConfigError(ToolwireError):
-    """A developer's mistake found while building the app; lists every problem found, not just one."""
+    """A developer's mistake found while building the app; lists every problem, not just one."""
 
     def __init__(self, problems: str | Problem | list[Problem]) -> None:
         if isinstance(problems, str):

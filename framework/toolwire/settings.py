@@ -28,7 +28,7 @@ class LLMSettings(Section):
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
     suitability_mode: Literal["batched", "per_tool"] = "batched"
-    """One structured call over all candidate tools, or one yes/no call per tool (docs/models.md)."""
+    """One structured call for all candidate tools, or one call per tool (docs/models.md)."""
     structured_output: Literal["auto", "json_schema", "tools"] = "auto"
     """How structured output is requested: the JSON schema as response format, a forced function
     call, or ``auto`` (JSON schema, switching to a function call once the server rejects it; the
