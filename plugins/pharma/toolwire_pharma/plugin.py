@@ -12,8 +12,8 @@ def register_domains(register: RegisterDomain) -> None:
     register(
         toolwire.DomainSpec(
             name="pharma",
-            description="Medicines: active substances of products and their interactions.",
-            prompt_types=["interaction", "substance"],
+            description="Medicines: active substances of products, interactions and dosage.",
+            prompt_types=["interaction", "dosage", "other"],
         )
     )
 
