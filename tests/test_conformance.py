@@ -436,7 +436,8 @@ async def test_step5_suitability_sees_task_prompt_only_and_the_rag_tool_runs_bes
     assert text == execution_text and is_coordinator_requested(text)
     [extract] = scripted_model.calls_for(Purpose.PARAMETERS)
     assert extract.inputs["text"] == execution_text
-    assert extract.inputs["instruction"] == lookup.executable_instruction()
+    assert extract.inputs["instruction"] == lookup.parameter_instruction()
+    assert "lookup" in extract.inputs["instruction"]
     assert _tool_names(answer.trace.sub_tasks[0]) == [
         ("demo.lookup", "suitability", "context"),
         ("demo.rag", "rag", "context"),
@@ -732,7 +733,7 @@ async def test_step9_guaranteed_context_reaches_the_answer_verbatim(
         TaskInfo(task_prompt="q", required_tool_names={"final", "plain"})
     )
     assert mixed.guaranteed_contexts == [exact]
-    assert mixed.text == f"paraphrased\n\n{exact}"  # the model left it out: appended verbatim
+    assert mixed.text == f"{exact}\n\nparaphrased"  # the finished answer leads, verbatim
     [call] = scripted_model.calls_for(Purpose.ANSWER)
     assert [pac.context for pac in call.inputs["contexts"]] == [exact, "extra"]
 
@@ -892,8 +893,33 @@ async def test_step9_guaranteed_context_is_kept_verbatim_even_when_the_model_par
         TaskInfo(task_prompt="q", required_tool_names={"final", "plain"})
     )
 
-    assert result.text.startswith("About 500 milligrams")
-    assert exact in result.text
+    assert result.text == f"{exact}\n\nAbout 500 milligrams, thrice daily."
+
+
+async def test_step9_subtask_context_feeding_a_guaranteed_answer_is_not_recomposed(
+    scripted_model: ScriptedModel,
+) -> None:
+    """Subtask results were the guaranteed answer's inputs: composing over them again could
+    contradict the finished answer, so no answer call is made."""
+    exact = "Interaction: major (illustrative data)."
+    coordinator = Coordinator(
+        "splitter",
+        lambda task: task.sub_tasks.append(
+            TaskInfo(task_no="1.1", task_prompt="look up", required_tool_names={"plain"})
+        ),
+    )
+    orchestrator = orchestrator_for(
+        domain(),
+        coordinator,
+        EchoTool("plain", "substance: warfarin"),
+        EchoTool("final", ToolExecutionResult.as_guaranteed_context(exact)),
+        model=scripted_model,
+    )
+
+    result = await orchestrator.run_round(TaskInfo(task_prompt="q", required_tool_names={"final"}))
+
+    assert result.text == exact
+    assert scripted_model.calls_for(Purpose.ANSWER) == []
 
 
 async def test_step7_a_plain_context_consumer_asking_a_question_is_a_recorded_error(

@@ -138,3 +138,20 @@ def test_results_say_what_they_are() -> None:
     assert ToolExecutionResult.clarifying_question("which?").kind is ResultKind.CLARIFICATION
     assert ToolExecutionResult.terminal("done").kind is ResultKind.TERMINAL
     assert ToolExecutionResult.context("c").kind is ResultKind.CONTEXT
+
+
+def test_the_parameter_instruction_names_the_tool_and_not_its_suitability_question() -> None:
+    class Query(BaseModel):
+        product: str
+
+    class CoordinatorOnlyLookupTool(ChatbotTool[Query]):
+        """Finds a product's active substances."""
+
+        def executable_instruction(self) -> str:
+            return "coordinator_only_lookup: always false - runs only on designated tasks"
+
+    instruction = CoordinatorOnlyLookupTool().parameter_instruction()
+
+    assert "coordinator_only_lookup" in instruction
+    assert "Finds a product's active substances." in instruction
+    assert "always false" not in instruction

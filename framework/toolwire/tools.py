@@ -128,6 +128,18 @@ class ChatbotTool(ABC, Generic[P]):
         answers no, e.g. ``"my_tool: always false - runs only on coordinator-designated tasks"``.
         """
 
+    def parameter_instruction(self) -> str:
+        """What the model is told when it fills ``params_model`` from the execution text.
+
+        Kept apart from the suitability question, which for a coordinator-only tool always
+        answers no and would mislead the extraction. The default names the tool and its purpose
+        (the class docstring's first line); the fields' descriptions in the parameter model carry
+        the rest. Override it when the parameters need more guidance.
+        """
+        summary = (type(self).__doc__ or "").strip().splitlines()
+        purpose = f" ({summary[0].strip()})" if summary else ""
+        return f"Fill in the parameters for the tool {self.name!r}{purpose} from the text."
+
     def execute_with_result(self, params: P, text: str) -> ToolOutcome:
         """Run the tool on parameters extracted from ``text`` (the execution text)."""
         raise NotImplementedError(

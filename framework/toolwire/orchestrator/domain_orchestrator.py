@@ -420,15 +420,17 @@ class DomainOrchestrator:
         results: list[PromptAndContext],
         guaranteed: list[str],
     ) -> str:
-        """The answer text: the model composes it from the buffer, except when every context
-        is a guaranteed one (finished answers need no composing). A guaranteed context the
-        composed text does not quote verbatim is appended to it (SPEC §3 step 9)."""
+        """The answer text (SPEC §3 step 9). Guaranteed contexts are finished answers: they lead
+        the text verbatim. The model composes only when the root task itself holds ordinary
+        context beside them; results of subtasks were the guaranteed answer's inputs, and a
+        composition over them could contradict it."""
         contexts = [result for result in results if result.context]
-        if guaranteed and all(result.guaranteed for result in contexts):
-            text = "\n\n".join(guaranteed)
+        own_plain = [r for r in contexts if not r.guaranteed and r.task_no == root.task_no]
+        if guaranteed and not own_plain:
+            text = "\n\n".join(dict.fromkeys(guaranteed))
         else:
             try:
-                text = await call_model(
+                composed = await call_model(
                     Purpose.ANSWER.value,
                     self.settings.model_attempts,
                     lambda: self.llm.answer(root.question(), contexts),
@@ -436,9 +438,9 @@ class DomainOrchestrator:
                 )
             except ModelError as error:
                 root.failures.append(f"answer composition failed: {error}")
-                text = "Sorry, I could not compose an answer: the language model failed."
-            missing = [exact for exact in dict.fromkeys(guaranteed) if exact not in text]
-            text = "\n\n".join([text, *missing])
+                composed = "Sorry, I could not compose an answer: the language model failed."
+            leading = [exact for exact in dict.fromkeys(guaranteed) if exact not in composed]
+            text = "\n\n".join([*leading, composed])
         failures = root_failures(root)
         if failures:
             text += f"\n\n(Some steps failed, so this answer may be incomplete: {len(failures)} "

@@ -33,7 +33,7 @@ async def extract_params(
     model = tool.params_model
     if not model.model_fields:
         return model()
-    instruction = tool.executable_instruction()
+    instruction = tool.parameter_instruction()
     return await call_model(
         Purpose.PARAMETERS.value,
         attempts,
