@@ -47,8 +47,12 @@ def test_tools_json(pharma_only: Path) -> None:
         {"name": "substance_lookup", "qualified_name": "pharma.substance_lookup",
          "domain": "pharma", "priority": 50, "plugin": "pharma", "kinds": [], "injects": []},
         {"name": "interaction_analysis", "qualified_name": "pharma.interaction_analysis",
-         "domain": "pharma", "priority": 100, "plugin": "pharma",
-         "kinds": ["activated", "coordinator"], "injects": ["pharma.substance_lookup"]},
+         "domain": "pharma", "priority": 10, "plugin": "pharma",
+         "kinds": ["activated", "coordinator", "context_consumer", "clarifiable"],
+         "injects": ["pharma.substance_lookup"]},
+        {"name": "dosage_info", "qualified_name": "pharma.dosage_info",
+         "domain": "pharma", "priority": 20, "plugin": "pharma", "kinds": ["activated"],
+         "injects": ["pharma.substance_lookup"]},
     ]
 
 
@@ -65,7 +69,7 @@ def test_check_ok(pharma_only: Path, write_file: WriteFile) -> None:
     path = write_file("ok.yaml", "default_domain: pharma\n")
     result = runner.invoke(app, ["check", "--config", str(path)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("ok: 1 plugins, 1 domains, 2 tools")
+    assert result.stdout.startswith("ok: 1 plugins, 1 domains, 3 tools")
 
 
 def test_check_prints_every_problem_with_its_line(pharma_only: Path, write_file: WriteFile) -> None:
@@ -99,20 +103,23 @@ def test_graph_text_and_mermaid(pharma_only: Path) -> None:
     assert text.stdout.splitlines() == [
         "pharma.substance_lookup",
         "pharma.interaction_analysis -> pharma.substance_lookup",
+        "pharma.dosage_info -> pharma.substance_lookup",
     ]
     mermaid = runner.invoke(app, ["graph", "--mermaid"])
     assert mermaid.stdout.splitlines() == [
         "flowchart LR",
         '    pharma-substance_lookup["pharma.substance_lookup"]',
         '    pharma-interaction_analysis["pharma.interaction_analysis"]',
+        '    pharma-dosage_info["pharma.dosage_info"]',
         "    pharma-interaction_analysis --> pharma-substance_lookup",
+        "    pharma-dosage_info --> pharma-substance_lookup",
     ]
 
 
 def test_the_installed_console_script(pharma_only: Path, write_file: WriteFile) -> None:
     script = shutil.which("toolwire", path=str(Path(__file__).parents[1] / ".venv" / "bin"))
     assert script is not None, "run scripts/setup.sh: the toolwire console script is missing"
-    env = {**os.environ, "TOOLWIRE_PLUGINS": "pharma"}
+    env = {k: v for k, v in os.environ.items() if k != "TOOLWIRE_PLUGINS"}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([script, *args], capture_output=True, text=True, env=env,
@@ -120,11 +127,12 @@ def test_the_installed_console_script(pharma_only: Path, write_file: WriteFile) 
 
     plugins = run("plugins", "--json")
     assert plugins.returncode == 0, plugins.stderr
-    assert [p["name"] for p in json.loads(plugins.stdout)] == ["pharma"]
+    listed = {p["name"]: (p["domains"], p["error"]) for p in json.loads(plugins.stdout)}
+    assert listed == {"pharma": (["pharma"], None), "pydocs": (["pydocs"], None)}
     tools = run("tools", "--json")
-    assert {t["qualified_name"] for t in json.loads(tools.stdout)} == {
-        "pharma.substance_lookup", "pharma.interaction_analysis"
-    }
+    qualified = {t["qualified_name"] for t in json.loads(tools.stdout)}
+    assert {"pharma.substance_lookup", "pharma.interaction_analysis"} <= qualified
+    assert "pydocs.docs_search" in qualified
     write_file("broken.yaml", "default_domain: pharma\nllm:\n  timeout_s: soon\n")
     check = run("check", "--config", "broken.yaml")
     assert check.returncode == 1
