@@ -27,12 +27,12 @@ class LLMSettings(Section):
     """Name of the environment variable holding the API key (never the key itself)."""
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
-    suitability_mode: Literal["batched", "per_tool"] = "batched"
+    suitability_mode: Literal["batched", "per_tool"] = "per_tool"
     """One structured call for all candidate tools, or one call per tool (docs/models.md)."""
-    structured_output: Literal["auto", "json_schema", "tools"] = "auto"
+    structured_output: Literal["auto", "json_schema", "tools", "json_object"] = "auto"
     """How structured output is requested: the JSON schema as response format, a forced function
-    call, or ``auto`` (JSON schema, switching to a function call once the server rejects it; the
-    embedded model always uses a function call)."""
+    call, llama-cpp-python's ``json_object`` with a schema, or ``auto`` (JSON schema, switching to
+    a function call once the server rejects it; the embedded model uses ``json_object``)."""
     temperature: float = Field(default=0.0, ge=0, le=2)
     context_window_tokens: int = Field(default=8192, gt=0)
     compression_threshold: float = Field(default=0.75, gt=0, le=1)

@@ -1,0 +1,129 @@
+"""Question-aware batch compression: when, what is kept verbatim, marking, and the breaker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from toolwire.llm import GatekeeperVerdict, Purpose, SuitabilityQuestion
+from toolwire.llm.compression import (
+    COMPRESSED_MARKER,
+    COMPRESSED_TOOL_NAME,
+    KEPT_IDENTIFIERS_LABEL,
+    CompressedContext,
+    ContextCompressor,
+    identifiers,
+)
+from toolwire.task import PromptAndContext
+
+LONG = (
+    "Warfarin (ATC B01AA03) interacts with ibuprofen; see https://example.org/warfarin?x=1. "
+    + "Filler sentence about nothing in particular. " * 40
+)
+
+
+def part(task_no: str, text: str = LONG, tool: str = "pharma.drug_info") -> PromptAndContext:
+    return PromptAndContext(prompt="q", context=text, tool_name=tool, task_no=task_no)
+
+
+class FakeCompressingModel:
+    """Answers compression calls from a list; records what it was asked."""
+
+    def __init__(self, *outputs: str | Exception | None) -> None:
+        self.outputs = list(outputs)
+        self.texts: list[str] = []
+
+    async def extract(
+        self, schema: type[Any], text: str, *, instruction: str = "", purpose: Purpose
+    ) -> Any:
+        assert schema is CompressedContext and purpose is Purpose.COMPRESSION
+        self.texts.append(text)
+        output = self.outputs.pop(0)
+        if isinstance(output, Exception):
+            raise output
+        return None if output is None else CompressedContext(summary=output)
+
+    async def suitability(
+        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
+    ) -> dict[str, bool]:
+        raise AssertionError("not used")
+
+    async def judge_context(
+        self, question: str, contexts: Sequence[PromptAndContext]
+    ) -> GatekeeperVerdict:
+        raise AssertionError("not used")
+
+    async def answer(self, question: str, contexts: Sequence[PromptAndContext]) -> str:
+        raise AssertionError("not used")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def compressor(model: FakeCompressingModel, **kwargs: Any) -> ContextCompressor:
+    return ContextCompressor(model, window_tokens=1000, threshold=0.5, **kwargs)
+
+
+def test_identifiers_finds_ids_numbers_names_and_urls() -> None:
+    found = identifiers("the order AB-1234 of Anna Kovacs (7 items) is at https://x.org/a?b=1.")
+    assert found == ["AB-1234", "Anna Kovacs", "7", "https://x.org/a?b=1"]
+
+
+async def test_contexts_that_fit_pass_unchanged_without_a_model_call() -> None:
+    model = FakeCompressingModel()
+    contexts = [part("1", "short")]
+    assert await compressor(model).fit("q", contexts) == contexts
+    assert model.texts == []
+
+
+async def test_fresh_parts_are_compressed_in_one_question_aware_batch() -> None:
+    model = FakeCompressingModel("Warfarin (B01AA03) interacts with ibuprofen.")
+    contexts = [part("1"), part("2", tool="pharma.leaflet")]
+    result = await compressor(model).fit("Does warfarin interact?", contexts)
+
+    assert len(model.texts) == 1
+    assert model.texts[0].endswith("Keep what this question needs: Does warfarin interact?")
+    assert model.texts[0].count("<external_content") == 2
+    (compressed,) = result
+    assert compressed.tool_name == COMPRESSED_TOOL_NAME
+    assert compressed.context.startswith(
+        f"{COMPRESSED_MARKER} sources: 1:pharma.drug_info, 2:pharma.leaflet"
+    )
+    # the URL the summary dropped is put back verbatim
+    assert f"{KEPT_IDENTIFIERS_LABEL} https://example.org/warfarin?x=1" in compressed.context
+
+
+async def test_a_compressed_part_is_never_compressed_again() -> None:
+    model = FakeCompressingModel("first summary", "second summary")
+    comp = compressor(model)
+    (first,) = await comp.fit("q", [part("1"), part("2")])
+    result = await comp.fit("q", [first, part("3")])
+    assert result[0] == first
+    assert "second summary" in result[1].context
+    assert COMPRESSED_MARKER not in model.texts[1]
+
+
+async def test_a_compression_that_is_not_shorter_is_refused() -> None:
+    model = FakeCompressingModel(LONG * 3)
+    contexts = [part("1"), part("2")]
+    assert await compressor(model).fit("q", contexts) == contexts
+
+
+@pytest.mark.parametrize("failure", [None, RuntimeError("server down")])
+async def test_the_breaker_opens_after_repeated_failures_and_closes_after_the_cooldown(
+    failure: Exception | None,
+) -> None:
+    now = [0.0]
+    model = FakeCompressingModel(failure, failure, failure, "recovered")
+    comp = compressor(model, max_failures=3, cooldown_s=60, clock=lambda: now[0])
+    contexts = [part("1"), part("2")]
+    for _ in range(4):
+        assert await comp.fit("q", contexts) == contexts
+    assert len(model.texts) == 3  # the fourth call was skipped by the open breaker
+    assert comp.breaker_open
+    now[0] = 61.0
+    result = await comp.fit("q", contexts)
+    assert "recovered" in result[0].context
+    assert not comp.breaker_open
