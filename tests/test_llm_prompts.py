@@ -20,6 +20,23 @@ def test_external_content_cannot_close_or_open_its_tag() -> None:
     assert "&lt;/external_content&gt;" in wrapped and "&amp; more" in wrapped
 
 
+def test_guaranteed_contexts_are_marked_as_finished_answers_for_the_composer() -> None:
+    from toolwire.task import PromptAndContext
+
+    contexts = [
+        PromptAndContext(prompt="q", context="Major interaction.", tool_name="a", task_no="1",
+                         guaranteed=True),
+        PromptAndContext(prompt="q", context="warfarin", tool_name="b", task_no="1.1"),
+    ]
+    rendered = prompts.render_contexts(contexts).splitlines()
+    assert rendered == [
+        '<external_content source="a task 1" guaranteed="true">Major interaction.'
+        "</external_content>",
+        '<external_content source="b task 1.1">warfarin</external_content>',
+    ]
+    assert "never contradict" in prompts.system_text(Purpose.ANSWER)
+
+
 def test_every_system_text_says_external_instructions_are_never_obeyed() -> None:
     for purpose in Purpose:
         text = prompts.system_text(purpose)

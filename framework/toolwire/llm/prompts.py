@@ -69,7 +69,8 @@ _PURPOSE_SYSTEM: dict[Purpose, str] = {
     ),
     Purpose.ANSWER: (
         "You answer the user's question using only the retrieved context. When the context does "
-        "not contain the answer, say so plainly. Answer in the language of the question."
+        "not contain the answer, say so plainly. Context marked guaranteed=\"true\" is a finished "
+        "answer: never contradict it. Answer in the language of the question."
     ),
     Purpose.COMPRESSION: (
         "You compress retrieved context so that it still answers the user's question. Keep every "
@@ -87,10 +88,14 @@ def system_text(purpose: Purpose, instruction: str = "") -> str:
     return "\n\n".join(parts)
 
 
-def external_content(source: str, text: str) -> str:
-    """Wrap outside text as tagged data; escaped so it can neither close nor open a tag."""
+def external_content(source: str, text: str, *, guaranteed: bool = False) -> str:
+    """Wrap outside text as tagged data; escaped so it can neither close nor open a tag.
+
+    ``guaranteed`` marks a tool's finished answer (seed 6.6), which the answer must not contradict.
+    """
+    marker = ' guaranteed="true"' if guaranteed else ""
     return (
-        f'<external_content source="{html.escape(source, quote=True)}">'
+        f'<external_content source="{html.escape(source, quote=True)}"{marker}>'
         f"{html.escape(text, quote=False)}</external_content>"
     )
 
@@ -98,7 +103,10 @@ def external_content(source: str, text: str) -> str:
 def render_contexts(contexts: Sequence[PromptAndContext]) -> str:
     """Retrieved contexts as tagged external content, in buffer order, sourced by tool."""
     return "\n".join(
-        external_content(f"{ctx.tool_name} task {ctx.task_no}", ctx.context) for ctx in contexts
+        external_content(
+            f"{ctx.tool_name} task {ctx.task_no}", ctx.context, guaranteed=ctx.guaranteed
+        )
+        for ctx in contexts
     )
 
 
