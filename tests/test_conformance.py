@@ -463,6 +463,29 @@ async def test_step5_excluded_tools_are_never_activated(scripted_model: Scripted
     assert "excluded" in required.failures[0]
 
 
+async def test_step5_coordinator_only_tools_are_never_put_to_the_suitability_test(
+    scripted_model: ScriptedModel,
+) -> None:
+    """Seed 6.4: a tool that runs only on coordinator-designated tasks is never activated by a
+    user question; declaring it spares the model call a small model could answer wrongly."""
+
+    class DesignatedOnly(EchoTool):
+        coordinator_only = True
+
+    open_tool, designated = EchoTool("open", "o"), DesignatedOnly("designated", "d")
+    scripted_model.on_suitability(["open", "designated"]).on_answer()
+    orchestrator = orchestrator_for(domain(), open_tool, designated, model=scripted_model)
+
+    await orchestrator.run_round(TaskInfo(task_prompt="q"))
+    required = TaskInfo(task_prompt="q", required_tool_names={"designated"})
+    await orchestrator.run_round(required)
+
+    [suitability] = scripted_model.calls_for(Purpose.SUITABILITY)
+    assert suitability.inputs["tool_names"] == ["demo.open"]
+    assert designated.texts == ["q"]  # it ran once: on the designated task
+    assert [run.reason for run in required.tool_runs] == ["required"]
+
+
 async def test_step5_prompt_type_of_the_message_is_classified_once(
     scripted_model: ScriptedModel,
 ) -> None:

@@ -74,6 +74,11 @@ class ToolExecutionResult(BaseModel):
 ToolOutcome = ToolExecutionResult | Awaitable[ToolExecutionResult]
 
 
+def coordinator_only_instruction(tool_name: str) -> str:
+    """The suitability question of a tool that runs only on coordinator-designated tasks."""
+    return f"{tool_name}: always false – runs only on coordinator-designated tasks"
+
+
 def _snake_case(class_name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
 
@@ -105,6 +110,10 @@ class ChatbotTool(ABC, Generic[P]):
     params_model: ClassVar[type[BaseModel]]
     settings_model: ClassVar[type[BaseModel] | None] = None
     """Optional pydantic model that the YAML ``settings`` mapping is validated against."""
+    coordinator_only: ClassVar[bool] = False
+    """True for a tool that runs only on coordinator-designated tasks (``required_tool_names``),
+    never on a user's question: its suitability question always answers no (seed 6.4), so the
+    orchestrator spends no model call on it, and a small model cannot wrongly answer yes."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -125,7 +134,7 @@ class ChatbotTool(ABC, Generic[P]):
         """The yes/no suitability question the model answers for this tool on a task prompt.
 
         A tool that must run only on coordinator-designated tasks returns a question that always
-        answers no, e.g. ``"my_tool: always false - runs only on coordinator-designated tasks"``.
+        answers no (``coordinator_only_instruction(self.name)``) and sets ``coordinator_only``.
         """
 
     def parameter_instruction(self) -> str:
@@ -285,6 +294,7 @@ __all__ = [
     "ResultKind",
     "ToolExecutionResult",
     "ToolKind",
+    "coordinator_only_instruction",
     "tool_kinds",
     "validate_tool_class",
 ]

@@ -112,7 +112,9 @@ class DomainOrchestrator:
             and reg.qualified_name not in self._excluded
         ]
         rag_name = self._rag.qualified_name if self._rag else None
-        self._suitability_candidates = [c for c in activatable if c.qualified_name != rag_name]
+        self._suitability_candidates = [
+            c for c in activatable if c.qualified_name != rag_name and not c.tool.coordinator_only
+        ]
         self._coordinators = [
             NamedCoordinator.of(c.tool)
             for c in sorted(activatable, key=lambda c: c.sort_key)

@@ -24,11 +24,8 @@ from toolwire.search.pages import (
     split_into_pages,
 )
 from toolwire.search.relevance import PageRelevance, relevant_pages
-from toolwire.search.requests import (
-    coordinator_only_instruction,
-    search_request,
-    without_status_block,
-)
+from toolwire.search.requests import search_request, without_status_block
+from toolwire.tools import coordinator_only_instruction
 
 __all__ = [
     "AbstractContextSearchTool",

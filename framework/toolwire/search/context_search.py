@@ -26,8 +26,12 @@ from toolwire.llm.base import LanguageModel
 from toolwire.search.index import PageIndex
 from toolwire.search.pages import Page, render_pages
 from toolwire.search.relevance import relevant_pages
-from toolwire.search.requests import coordinator_only_instruction, search_request
-from toolwire.tools import OrchestratorActivatedTool, ToolExecutionResult
+from toolwire.search.requests import search_request
+from toolwire.tools import (
+    OrchestratorActivatedTool,
+    ToolExecutionResult,
+    coordinator_only_instruction,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -88,6 +92,8 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
         """None: no cap. A number: no full scan of a larger domain, no per-page model calls for
         a keyword hit set larger than this (seed 6.10, "large domain")."""
         return None
+
+    coordinator_only = True
 
     def executable_instruction(self) -> str:
         return coordinator_only_instruction(self.name)

@@ -28,11 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolwire.llm.base import current_calls
 from toolwire.llm.prompts import status_block
 from toolwire.search.pages import page_refs
-from toolwire.search.requests import (
-    coordinator_only_instruction,
-    search_request,
-    without_status_block,
-)
+from toolwire.search.requests import search_request, without_status_block
 from toolwire.task import ContextBuffer, SubtaskDecision, TaskInfo
 from toolwire.tools import (
     AgentCoordinator,
@@ -40,6 +36,7 @@ from toolwire.tools import (
     ContextConsumerTool,
     OrchestratorActivatedTool,
     ToolExecutionResult,
+    coordinator_only_instruction,
 )
 
 log = structlog.get_logger(__name__)
@@ -88,6 +85,8 @@ class AbstractDeepSearchCoordinatorTool(
     def get_neighbor_search_tool(self) -> ChatbotTool[Any] | None:
         """The cheap neighbour search (an ``AbstractNeighborPageSearchTool``); optional."""
         return None
+
+    coordinator_only = True
 
     def executable_instruction(self) -> str:
         return coordinator_only_instruction(self.name)

@@ -19,9 +19,14 @@ from toolwire.search.context_search import SearchParams
 from toolwire.search.index import PageIndex
 from toolwire.search.pages import Page, page_refs, render_pages
 from toolwire.search.relevance import relevant_pages
-from toolwire.search.requests import coordinator_only_instruction, search_request
+from toolwire.search.requests import search_request
 from toolwire.task import ContextBuffer
-from toolwire.tools import ContextConsumerTool, OrchestratorActivatedTool, ToolExecutionResult
+from toolwire.tools import (
+    ContextConsumerTool,
+    OrchestratorActivatedTool,
+    ToolExecutionResult,
+    coordinator_only_instruction,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +58,8 @@ class AbstractNeighborPageSearchTool(
     @abstractmethod
     def get_index(self) -> PageIndex:
         """The same index the domain's context search uses."""
+
+    coordinator_only = True
 
     def executable_instruction(self) -> str:
         return coordinator_only_instruction(self.name)

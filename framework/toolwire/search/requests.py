@@ -8,11 +8,6 @@ STATUS_SEPARATOR = "\n\n<status>"
 """Where a deep search subtask's own request ends and its status block begins."""
 
 
-def coordinator_only_instruction(tool_name: str) -> str:
-    """The suitability question of a tool that runs only on coordinator-designated tasks."""
-    return f"{tool_name}: always false – runs only on coordinator-designated tasks"
-
-
 def without_status_block(text: str) -> str:
     """A request without the status block a deep search round appends to it."""
     return text.split(STATUS_SEPARATOR, 1)[0].strip()
