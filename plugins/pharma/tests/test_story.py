@@ -90,11 +90,12 @@ async def test_decomposition_subtasks_and_the_guaranteed_answer(pharma_app: AppF
         ]
         assert sub.applied_coordinator_names == ["pharma.interaction_analysis"]
     assert [(r.tool_name, r.reason, r.outcome) for r in root.tools] == [
-        ("pharma.interaction_analysis", "suitability", "guaranteed")
+        ("pharma.interaction_analysis", "required", "guaranteed")
     ]
-    # One suitability test, on the parent only: required tools need none.
-    [suitability] = model.calls_for(Purpose.SUITABILITY)
-    assert suitability.inputs["task_prompt"] == root.task_prompt
+    # No suitability test at all: the coordinator required the lookups on the subtasks and
+    # itself on the parent, whose task prompt it had turned into JSON.
+    assert model.calls_for(Purpose.SUITABILITY) == []
+    assert root.required_tool_names == ["pharma.interaction_analysis"]
     # Subtasks received the parent's JSON as prompt context (seed 6.5, 6.6).
     lookup_texts = [
         call.inputs["text"]

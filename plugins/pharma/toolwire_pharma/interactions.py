@@ -118,6 +118,10 @@ class InteractionAnalysisTool(
             for number, product in enumerate(products, start=1)
         ]
         task.sub_tasks = [*task.sub_tasks, *lookups]
+        # Once the lookups are closed, this analysis is what must run on the parent (seed 6.7:
+        # commonly the coordinator itself). Requiring it (seed 6.4) makes that certain; the
+        # suitability test would see only the JSON task prompt above.
+        task.required_tool_names = {*task.required_tool_names, self.qualified_name}
         return task
 
     # -- context consumer on the parent task (seed 6.7, 6.8) --------------------------------
