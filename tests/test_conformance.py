@@ -673,6 +673,26 @@ async def test_step8_insufficient_context_runs_the_deep_fallback_on_the_task(
     assert "the missing fact" in answer.text
 
 
+async def test_step8_empty_retrieval_is_insufficient_without_a_gatekeeper_call(
+    scripted_model: ScriptedModel,
+) -> None:
+    rag, finder, deep = EchoTool("rag", ""), EchoTool("finder", "found it"), FakeDeepSearch()
+    scripted_model.on_suitability({}).on_gatekeeper(True).on_answer()
+    service = conversation_for(
+        domain(rag_tool="rag", deep_fallback={"*": "deep"}),
+        rag,
+        finder,
+        deep,
+        model=scripted_model,
+    )
+
+    answer = await service.ask("what is x?")
+
+    assert finder.texts == [f"what is x?{AGENT_COORDINATOR_MARKER}what is x?"]
+    assert len(scripted_model.calls_for(Purpose.GATEKEEPER)) == 1  # only after the fallback
+    assert "found it" in answer.text
+
+
 async def test_step8_deep_fallback_is_bounded_and_skipped_when_context_suffices(
     scripted_model: ScriptedModel,
 ) -> None:

@@ -407,7 +407,11 @@ class DomainOrchestrator:
                 return stop
 
     async def _judge(self, task: TaskInfo) -> GatekeeperVerdict:
-        contexts = [result for result in subtree_results(task) if result.context]
+        """The context gatekeeper's verdict. Nothing retrieved cannot be enough: that needs no
+        model call (and a small model cannot wrongly call it sufficient)."""
+        contexts = [result for result in subtree_results(task) if result.context.strip()]
+        if not contexts:
+            return GatekeeperVerdict(sufficient=False, missing=[task.question()])
         return await call_model(
             Purpose.GATEKEEPER.value,
             self.settings.model_attempts,
