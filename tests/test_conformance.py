@@ -790,6 +790,7 @@ async def test_step9_usage_counts_every_model_call_of_the_question(
     answer = await service.ask("q")
 
     assert answer.usage.llm_calls == 3 == len(scripted_model.calls)
+    assert [call.purpose for call in answer.model_calls] == ["suitability", "parameters", "answer"]
 
 
 # -- seed 6.4: the cheap neighbour search, then the conditional full search ----------------

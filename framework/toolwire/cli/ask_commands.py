@@ -104,6 +104,13 @@ def show_answer(console: Console, answer: Answer, *, trace: bool) -> None:
         console.print(f"[red]failed:[/red] {escape(failure)}")
     if trace:
         console.print(trace_tree(answer.trace))
+        for call in answer.model_calls:
+            console.print(
+                f"[dim]model {call.purpose}: {call.latency_ms:.0f} ms, {call.prompt_tokens} "
+                f"prompt ({call.cached_prompt_tokens} cached, {call.shared_prefix_chars} chars "
+                f"of prefix shared), {call.completion_tokens} completion"
+                f"{'' if call.ok else ' — failed: ' + escape(call.error or '')}[/dim]"
+            )
         usage = answer.usage
         console.print(
             f"[dim]{usage.llm_calls} model call(s), {usage.prompt_tokens} prompt tokens "

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from toolwire.llm.base import Usage
+from toolwire.llm.base import CallRecord, Usage
 from toolwire.task import (
     CoordinatorRunRecord,
     SubtaskDecision,
@@ -76,3 +76,6 @@ class Answer(BaseModel):
     """What failed while answering (``"task 1.2: tool pharma.lookup raised ..."``)."""
     trace: TaskTrace
     usage: Usage = Field(default_factory=Usage)
+    model_calls: list[CallRecord] = Field(default_factory=list)
+    """Every model call of this round in order: purpose, model, latency, prompt, completion and
+    cached tokens, and the prefix shared with the previous call of the same purpose."""

@@ -95,6 +95,7 @@ class ConversationService:
             failures=result.failures,
             trace=TaskTrace.of(root),
             usage=Usage.of(calls),
+            model_calls=list(calls),
         )
 
     def orchestrator(self, domain: str | None) -> DomainOrchestrator:
