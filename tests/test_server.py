@@ -4,6 +4,7 @@ which runs what ``toolwire serve`` runs) with the test plugin and a deterministi
 from __future__ import annotations
 
 import concurrent.futures
+import hmac
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,8 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.security import HTTPAuthorizationCredentials
 
 from server_support.processes import ServerProcess, write_config
+from toolwire.server import auth
+from toolwire.server.problems import ApiError
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -88,20 +92,19 @@ def test_ask_without_token_is_refused_before_anything_runs(server: ServerProcess
 
 def test_domains_and_tools(server: ServerProcess) -> None:
     domains = httpx.get(f"{server.url}/v1/domains", headers=AUTH).json()
-    for domain in domains:
-        domain.pop("plugin")  # provenance is the build's business, tested there
     assert domains == [
         {
             "name": "trip",
             "description": "Table booking (test plugin).",
+            "plugin": "server_support.plugin",
             "prompt_types": [],
             "tools": ["trip.booking"],
             "default": True,
         }
     ]
     tools = httpx.get(f"{server.url}/v1/tools", headers=AUTH).json()
-    assert [(t["name"], t["short_name"], t["kinds"]) for t in tools] == [
-        ("trip.booking", "booking", ["activated"])
+    assert [(t["name"], t["qualified_name"], t["plugin"], t["kinds"]) for t in tools] == [
+        ("booking", "trip.booking", "server_support.plugin", ["activated"])
     ]
     assert tools[0]["instruction"] == "Does the user want to book a table?"
 
@@ -269,3 +272,23 @@ def test_an_empty_token_variable_stops_the_server(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"TOOLWIRE_API_TOKEN \(server.token_env\) is set"):
         process.start(timeout_s=20)
     process.stop()
+
+
+def test_the_token_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    compared: list[tuple[bytes, bytes]] = []
+    real = hmac.compare_digest
+
+    def recording(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(auth.hmac, "compare_digest", recording)
+    def bearer(token: str) -> HTTPAuthorizationCredentials:
+        return HTTPAuthorizationCredentials(scheme="Bearer", credentials=token)
+
+    with pytest.raises(ApiError) as refused:
+        auth.check_token("right", bearer("wrong"))
+    auth.check_token("right", bearer("right"))
+
+    assert refused.value.status == 401
+    assert compared == [(b"wrong", b"right"), (b"right", b"right")]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,3 +180,40 @@ async def test_two_processes_on_one_sqlite_file_cannot_both_apply_a_round(tmp_pa
     assert sorted(type(o).__name__ for o in outcomes) == ["SessionConflictError", "StoredSession"]
     await replica_a.aclose()
     await replica_b.aclose()
+
+
+class FailingCommit:
+    """A connection whose next COMMIT fails (a full disk, an I/O error)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+        self.fail_next_commit = True
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "COMMIT" and self.fail_next_commit:
+            self.fail_next_commit = False
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.connection.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.connection, name)
+
+
+async def test_a_failed_commit_neither_wedges_the_store_nor_locks_out_other_processes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    store, other_process = SQLiteSessionStore(path), SQLiteSessionStore(path)
+    flaky = FailingCommit(store._open())
+    store._open = lambda: flaky  # type: ignore[assignment,method-assign,return-value]
+
+    with pytest.raises(SessionError, match="disk I/O error"):
+        await store.create("demo", TaskInfo(task_prompt="lost"))
+
+    # The failed round released the write lock: another process writes at once (no 10 s wait)
+    created = await asyncio.wait_for(other_process.create("demo", TaskInfo(task_prompt="q")), 2)
+    # and this store carries on, seeing nothing of the failed round.
+    loaded = await store.load(created.session_id)
+    assert (await store.save(loaded)).version == 2
+    await store.aclose()
+    await other_process.aclose()

@@ -142,6 +142,10 @@ CREATE TABLE IF NOT EXISTS toolwire_sessions (
     expires_at REAL NOT NULL
 )
 """
+_EXPIRY_INDEX = (
+    "CREATE INDEX IF NOT EXISTS toolwire_sessions_expiry ON toolwire_sessions (expires_at)"
+)
+"""Expired rows are purged on every new session: without it, each purge scans the table."""
 
 
 class SQLiteSessionStore:
@@ -238,14 +242,11 @@ class SQLiteSessionStore:
 
     def _in_transaction(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
+            connection: sqlite3.Connection | None = None
             try:
                 connection = self._open()
                 connection.execute("BEGIN IMMEDIATE")
-                try:
-                    result = operation(connection)
-                except BaseException:
-                    connection.execute("ROLLBACK")
-                    raise
+                result = operation(connection)
                 connection.execute("COMMIT")
                 return result
             except sqlite3.Error as error:
@@ -253,6 +254,19 @@ class SQLiteSessionStore:
                     f"session store {str(self.path)!r} failed: {error}; check that the file is "
                     "writable and not corrupted (sessions.path in the configuration)"
                 ) from error
+            finally:
+                if connection is not None and connection.in_transaction:
+                    self._abandon(connection)
+
+    def _abandon(self, connection: sqlite3.Connection) -> None:
+        """End a transaction that failed, COMMIT included: left open, it would hold the file's
+        write lock (blocking every other process) and make each later BEGIN fail. A connection
+        that cannot even roll back is closed; the next operation opens a fresh one."""
+        try:
+            connection.execute("ROLLBACK")
+        except sqlite3.Error:
+            connection.close()
+            self._connection = None
 
     def _open(self) -> sqlite3.Connection:
         """The store's one connection, opened on first use (closing the last connection of a
@@ -268,6 +282,7 @@ class SQLiteSessionStore:
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
                 connection.execute(_SCHEMA)
+                connection.execute(_EXPIRY_INDEX)
             except BaseException:
                 connection.close()
                 raise

@@ -10,12 +10,12 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
+from toolwire import catalogue
 from toolwire.app import App
 from toolwire.cli.state import load_app_or_exit, report_error
 from toolwire.errors import PluginError, Problem
 from toolwire.plugins import PluginInfo, discover
 from toolwire.registry import to_wire_name
-from toolwire.tools import tool_kinds
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -80,20 +80,9 @@ def tools(
 
 
 def tool_records(app: App) -> list[dict[str, Any]]:
-    """The tools as ``toolwire tools --json`` prints them, in registry order."""
-    graph = app.container.graph()
-    return [
-        {
-            "name": registration.short_name,
-            "qualified_name": registration.qualified_name,
-            "domain": registration.domain,
-            "priority": registration.priority,
-            "plugin": registration.plugin,
-            "kinds": [str(kind) for kind in tool_kinds(registration.tool_class)],
-            "injects": graph.get(registration.qualified_name, []),
-        }
-        for registration in app.registry
-    ]
+    """The tools as ``toolwire tools --json`` prints them, in registry order (the records
+    ``GET /v1/tools`` serves, without the ``enabled`` flag, which the table shows)."""
+    return [record.model_dump(exclude={"enabled"}) for record in catalogue.tool_records(app)]
 
 
 def check(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from toolwire.app import App
+from toolwire.catalogue import ToolRecord, tool_records
 from toolwire.errors import UnknownSessionError
 from toolwire.orchestrator import Answer
 from toolwire.server.auth import read_token, require_token
@@ -27,7 +28,7 @@ from toolwire.server.problems import ApiError, install_error_handlers
 from toolwire.server.progress import tracking_progress
 from toolwire.server.schemas import AskRequest, DomainInfo, ErrorBody, Health, ToolInfo
 from toolwire.settings import ServerSettings
-from toolwire.tools import tool_kinds
+from toolwire.tools import ChatbotTool, ToolKind
 
 log = structlog.get_logger(__name__)
 
@@ -232,21 +233,17 @@ def _api_router() -> APIRouter:
         """Every registered tool, in registry order."""
         app = _state(request).ready_app()
         instances = app.tools
-        result = []
-        for reg in app.registry:
-            instance = instances.get(reg.qualified_name)
-            result.append(
-                ToolInfo(
-                    name=reg.qualified_name,
-                    short_name=reg.short_name,
-                    domain=reg.domain,
-                    plugin=reg.plugin,
-                    priority=reg.priority,
-                    enabled=reg.enabled,
-                    kinds=[str(kind) for kind in tool_kinds(reg.tool_class)],
-                    instruction=instance.executable_instruction() if instance else None,
-                )
-            )
-        return result
+        return [
+            ToolInfo(**record.model_dump(), instruction=_instruction(instances, record))
+            for record in tool_records(app)
+        ]
 
     return router
+
+
+def _instruction(instances: Mapping[str, ChatbotTool[Any]], record: ToolRecord) -> str | None:
+    """The suitability question of an enabled, orchestrator-activated tool."""
+    instance = instances.get(record.qualified_name)
+    if instance is None or ToolKind.ACTIVATED not in record.kinds:
+        return None
+    return instance.executable_instruction()

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolwire.catalogue import ToolRecord
+
 
 class AskRequest(BaseModel):
     """A user's message: a new question, or the reply to a clarifying question."""
@@ -42,14 +44,9 @@ class DomainInfo(BaseModel):
     default: bool = Field(description="Whether questions without a domain go here.")
 
 
-class ToolInfo(BaseModel):
-    name: str = Field(description="The domain-prefixed name, e.g. 'pharma.substance_lookup'.")
-    short_name: str
-    domain: str
-    plugin: str
-    priority: int
-    enabled: bool
-    kinds: list[str]
+class ToolInfo(ToolRecord):
+    """A tool as ``toolwire tools --json`` describes it, plus its suitability question."""
+
     instruction: str | None = Field(description="The suitability question, for activated tools.")
 
 
