@@ -127,3 +127,14 @@ async def test_the_breaker_opens_after_repeated_failures_and_closes_after_the_co
     result = await comp.fit("q", contexts)
     assert "recovered" in result[0].context
     assert not comp.breaker_open
+
+
+async def test_a_summary_copied_from_the_escaped_prompt_is_unescaped_once() -> None:
+    # The model reads the contexts HTML-escaped inside <external_content>; what it copies back
+    # must not be escaped a second time when the compressed part is rendered again.
+    url = "https://example.org/search?drug=warfarin&dose=5"
+    text = f"Warfarin dosing at {url}. " + "Filler sentence about nothing in particular. " * 40
+    model = FakeCompressingModel(f"Dosing: {url.replace('&', '&amp;')} (B01AA03 &lt;5 mg&gt;)")
+    (compressed,) = await compressor(model).fit("dose?", [part("1", text), part("2", text)])
+    assert f"Dosing: {url} (B01AA03 <5 mg>)" in compressed.context
+    assert KEPT_IDENTIFIERS_LABEL not in compressed.context

@@ -402,3 +402,143 @@ async def test_the_model_name_is_taken_from_the_server_when_not_configured(
     assert server.requests[0].path == "/v1/models"
     assert server.chat_requests[0].body["model"] == "fake-model"
     await gateway.aclose()
+
+
+# -- completion limits ------------------------------------------------------------------------
+
+
+async def test_every_purpose_sends_its_completion_limit(
+    server: FakeOpenAIServer, gateway: OpenAIGateway
+) -> None:
+    limits = gateway.settings.max_completion_tokens
+    await gateway.extract(DrugPair, "x", purpose=Purpose.PARAMETERS)
+    await gateway.extract(DrugPair, "x", purpose=Purpose.RELEVANCE)
+    await gateway.suitability("x", QUESTIONS)
+    await gateway.judge_context("q", [])
+    await gateway.answer("q", [])
+    sent = [request.body.get("max_tokens") for request in server.chat_requests]
+    assert sent == [
+        limits.parameters,
+        limits.relevance,
+        limits.suitability + 3 * limits.suitability_batched_per_tool,
+        limits.gatekeeper,
+        limits.answer,
+    ]
+    assert all(limit is not None and limit <= 2048 for limit in sent)
+
+
+async def test_completion_limits_and_their_field_name_are_configurable(
+    server: FakeOpenAIServer,
+) -> None:
+    gateway = make_gateway(
+        server,
+        suitability_mode="per_tool",
+        max_completion_tokens={"suitability": 5, "answer": 300},
+        completion_limit_field="max_completion_tokens",
+    )
+    await gateway.suitability("x", QUESTIONS[:1])
+    await gateway.answer("q", [])
+    await gateway.aclose()
+    one, two = server.chat_requests
+    assert (one.body["max_completion_tokens"], two.body["max_completion_tokens"]) == (5, 300)
+    assert "max_tokens" not in one.body
+
+
+async def test_structured_output_cut_off_at_the_limit_says_so_and_is_retried_once(
+    server: FakeOpenAIServer, gateway: OpenAIGateway
+) -> None:
+    server.script(
+        FakeReply(text='{"drug_a": "ibuprofen", "drug_b": "war', finish_reason="length"),
+        FakeReply(text='{"drug_a": "ibuprofen", "drug_b": "warfarin"}'),
+    )
+    with collect_calls() as calls:
+        pair = await gateway.extract(DrugPair, "x", purpose=Purpose.PARAMETERS)
+    assert pair == DrugPair(drug_a="ibuprofen", drug_b="warfarin")
+    limit = gateway.settings.max_completion_tokens.parameters
+    assert calls[0].error is not None
+    assert f"cut off at the limit of {limit} tokens" in calls[0].error
+    assert "cut off" in server.chat_requests[1].messages[3]["content"]
+
+
+async def test_an_answer_cut_off_at_the_limit_is_kept_and_logged(
+    server: FakeOpenAIServer, gateway: OpenAIGateway
+) -> None:
+    server.script(FakeReply(text="The dose is 5 mg, and", finish_reason="length"))
+    with capture_logs() as logs:
+        assert await gateway.answer("q", []) == "The dose is 5 mg, and"
+    assert "llm_output_truncated" in [entry["event"] for entry in logs]
+
+
+# -- failures leave a failed record -----------------------------------------------------------
+
+
+async def test_timeout_and_garbage_responses_leave_one_failed_record_each(
+    server: FakeOpenAIServer,
+) -> None:
+    gateway = make_gateway(server, timeout_s=0.2)
+    server.script(FakeReply(delay_s=1.0), FakeReply(raw_body=b"<html>proxy error</html>"))
+    with collect_calls() as calls:
+        with pytest.raises(ModelError, match="timed out"):
+            await gateway.extract(DrugPair, "x", purpose=Purpose.PARAMETERS)
+        with pytest.raises(ModelError) as garbage:
+            await gateway.answer("q", [])
+    await gateway.aclose()
+    assert garbage.value.purpose == "answer"
+    assert [(call.purpose, call.ok) for call in calls] == [
+        ("parameters", False), ("answer", False)
+    ]  # fmt: skip
+    assert calls[0].error is not None and "timed out" in calls[0].error
+    assert calls[1].error
+
+
+# -- llama.cpp's cache figures ----------------------------------------------------------------
+
+
+async def test_llama_cpp_timings_give_the_cached_prompt_tokens(
+    server: FakeOpenAIServer, gateway: OpenAIGateway
+) -> None:
+    body = {
+        "id": "x", "object": "chat.completion", "created": 0, "model": "qwen",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "Fine."}}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 3, "total_tokens": 123},
+        "timings": {"cache_n": 100, "prompt_n": 20, "predicted_n": 3},
+    }  # fmt: skip
+    server.script(FakeReply(raw_body=json.dumps(body).encode()))
+    with collect_calls() as calls:
+        await gateway.answer("q", [])
+    assert (calls[0].prompt_tokens, calls[0].cached_prompt_tokens) == (120, 100)
+
+
+# -- compression inside the gatekeeper and answer paths ---------------------------------------
+
+BULKY = [
+    PromptAndContext(
+        prompt="q",
+        context=f"Order AB-{n}001 shipped to https://example.org/{n}. " + "Filler text. " * 40,
+        tool_name="shop.orders",
+        task_no=str(n),
+    )
+    for n in (1, 2)
+]
+
+
+@pytest.mark.parametrize("purpose", ["gatekeeper", "answer"])
+async def test_contexts_past_the_threshold_are_compressed_before_the_call(
+    server: FakeOpenAIServer, purpose: str
+) -> None:
+    gateway = make_gateway(server, context_window_tokens=300, compression_threshold=0.75)
+    server.script(FakeReply(text=json.dumps({"summary": "Orders AB-1001 and AB-2001 shipped."})))
+    if purpose == "gatekeeper":
+        await gateway.judge_context("Where are my orders?", BULKY)
+    else:
+        await gateway.answer("Where are my orders?", BULKY)
+    await gateway.aclose()
+    compression, call = server.chat_requests
+    assert compression.messages[0]["content"].startswith(
+        prompts.system_text(Purpose.COMPRESSION).split("\n\n")[0]
+    )
+    user = call.messages[1]["content"]
+    assert user.count("<external_content") == 1
+    assert "[compressed context] sources: 1:shop.orders, 2:shop.orders" in user
+    assert "https://example.org/1" in user and "https://example.org/2" in user

@@ -6,16 +6,22 @@ runs them. They keep to unambiguous questions a small model gets right.
 
 from __future__ import annotations
 
+import hashlib
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 from pydantic import BaseModel
 
 from toolwire.errors import ConfigError, ModelError
 from toolwire.llm import OpenAIGateway, Purpose, SuitabilityQuestion, create_language_model
 from toolwire.llm import local as local_module
-from toolwire.llm.local import LocalModelServer, assemble_model
+from toolwire.llm.local import MODEL_FILE, LocalModelServer, assemble_model
 from toolwire.settings import LLMSettings
 
 
@@ -46,6 +52,162 @@ def test_the_cache_directory_follows_toolwire_cache_dir(
 ) -> None:
     monkeypatch.setenv("TOOLWIRE_CACHE_DIR", str(tmp_path))
     assert local_module.model_cache_dir() == tmp_path / "models"
+
+
+def fake_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> bytes:
+    """Three small parts standing in for the six model packages; returns their concatenation."""
+    contents = [b"GGUF" + bytes([n]) * 5000 for n in range(3)]
+    parts = []
+    for number, content in enumerate(contents, start=1):
+        part = tmp_path / f"part{number:02d}.bin"
+        part.write_bytes(content)
+        parts.append(part)
+    monkeypatch.setattr(local_module, "_part_paths", lambda: parts)
+    return b"".join(contents)
+
+
+def test_assembly_writes_the_verified_model_once_and_then_reuses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = fake_parts(tmp_path, monkeypatch)
+    monkeypatch.setattr(local_module, "MODEL_SIZE", len(whole))
+    monkeypatch.setattr(local_module, "MODEL_SHA256", hashlib.sha256(whole).hexdigest())
+    cache = tmp_path / "cache"
+
+    target = assemble_model(cache)
+
+    assert target.read_bytes() == whole
+    assert sorted(p.name for p in cache.iterdir()) == [MODEL_FILE, MODEL_FILE + ".sha256"]
+
+    def parts_must_not_be_read() -> list[Path]:
+        raise AssertionError("the verified model was assembled again")
+
+    monkeypatch.setattr(local_module, "_part_paths", parts_must_not_be_read)
+    assert assemble_model(cache) == target
+
+
+def test_assembly_refuses_parts_of_the_wrong_size_and_keeps_no_partial_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = fake_parts(tmp_path, monkeypatch)
+    monkeypatch.setattr(local_module, "MODEL_SIZE", len(whole) + 1)
+    monkeypatch.setattr(local_module, "MODEL_SHA256", hashlib.sha256(whole).hexdigest())
+    cache = tmp_path / "cache"
+    with pytest.raises(ConfigError, match=f"size {len(whole)} .* expected {len(whole) + 1}"):
+        assemble_model(cache)
+    assert list(cache.iterdir()) == []
+
+
+# -- the server process, with a stand-in for llama.cpp's server --------------------------------
+
+STAND_IN_SERVER = """
+import http.server, sys, time
+time.sleep(float(sys.argv[2]))
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/v1/models" else 404)
+        self.end_headers()
+        self.wfile.write(b'{"object": "list", "data": []}')
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+class StandInServer(LocalModelServer):
+    """LocalModelServer running a Python script instead of llama-cpp-python's server."""
+
+    def __init__(self, script: str, *, delay_s: float = 0.0, startup_timeout_s: float = 20) -> None:
+        super().__init__(Path("unused.gguf"), startup_timeout_s=startup_timeout_s)
+        self.script = script
+        self.delay_s = delay_s
+
+    def _command(self, model_path: Path, port: int) -> list[str]:
+        return [sys.executable, "-c", self.script, str(port), str(self.delay_s)]
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self._process
+
+
+async def test_the_server_starts_on_a_free_port_after_its_health_check_and_is_reused() -> None:
+    server = StandInServer(STAND_IN_SERVER, delay_s=0.5)
+    try:
+        url = await server.ensure_started()
+        process = server.process
+        assert process is not None and process.poll() is None
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(f"{url}/models")).status_code == 200
+        assert await server.ensure_started() == url
+        assert server.process is process  # reused, not started again
+    finally:
+        await server.aclose()
+    assert process.poll() is not None  # stopped
+    assert server.base_url is None
+
+
+async def test_a_server_that_died_is_started_again() -> None:
+    server = StandInServer(STAND_IN_SERVER)
+    try:
+        await server.ensure_started()
+        first = server.process
+        assert first is not None
+        first.kill()
+        first.wait()
+        await server.ensure_started()
+        assert server.process is not None and server.process is not first
+        assert server.process.poll() is None
+    finally:
+        await server.aclose()
+
+
+async def test_a_start_failure_reports_the_exit_code_and_the_output_tail() -> None:
+    script = "import sys; print('loading model', file=sys.stderr); print('bad magic', file=sys.stderr); sys.exit(3)"  # noqa: E501
+    server = StandInServer(script)
+    with pytest.raises(ModelError, match="exited with code 3") as raised:
+        await server.ensure_started()
+    assert raised.value.detail.endswith("its last output:\nloading model\nbad magic")
+    assert server.base_url is None and server.process is None
+
+
+async def test_a_server_that_never_answers_is_stopped_after_the_startup_timeout() -> None:
+    server = StandInServer(STAND_IN_SERVER, delay_s=30, startup_timeout_s=0.5)
+    with pytest.raises(ModelError, match=r"did not answer on http://127\.0\.0\.1:\d+/v1 within"):
+        await server.ensure_started()
+    assert server.process is None
+
+
+PARENT = """
+import os, subprocess, sys, time
+from functools import partial
+from toolwire.llm.local import die_with_parent
+child = subprocess.Popen(["sleep", "60"], preexec_fn=partial(die_with_parent, os.getpid()))
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux-only")
+def test_the_server_process_dies_with_a_killed_parent() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child_pid = int(parent.stdout.readline())
+    assert _alive(child_pid)
+    parent.send_signal(signal.SIGKILL)  # no atexit handler runs
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while _alive(child_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child_pid)
 
 
 @pytest.mark.local_model

@@ -24,8 +24,9 @@ def test_guaranteed_contexts_are_marked_as_finished_answers_for_the_composer() -
     from toolwire.task import PromptAndContext
 
     contexts = [
-        PromptAndContext(prompt="q", context="Major interaction.", tool_name="a", task_no="1",
-                         guaranteed=True),
+        PromptAndContext(
+            prompt="q", context="Major interaction.", tool_name="a", task_no="1", guaranteed=True
+        ),
         PromptAndContext(prompt="q", context="warfarin", tool_name="b", task_no="1.1"),
     ]
     rendered = prompts.render_contexts(contexts).splitlines()
@@ -88,3 +89,15 @@ def test_a_configured_server_gets_the_key_and_the_schema_response_format() -> No
 def test_a_key_without_a_model_or_server_is_a_config_error_naming_the_fix() -> None:
     with pytest.raises(ConfigError, match="TOOLWIRE_LLM_MODEL"):
         create_language_model(LLMSettings(), environ={"OPENAI_API_KEY": "k"})
+
+
+def test_every_purpose_has_a_completion_limit() -> None:
+    limits = LLMSettings().max_completion_tokens
+    for purpose in Purpose:
+        assert getattr(limits, purpose.value) > 0
+
+
+def test_shared_prefix_length_on_long_requests() -> None:
+    base = "x" * 50_000
+    assert prompts.shared_prefix_length(base + "a", base + "b") == 50_000
+    assert prompts.shared_prefix_length(base, base[:1234] + "y") == 1234

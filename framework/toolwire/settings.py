@@ -15,6 +15,26 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class CompletionLimits(Section):
+    """Most tokens the model may generate per call, by purpose (sent as ``max_tokens``).
+
+    Without a limit a small model that loses its way in a structured answer generates until the
+    context window is full (minutes on a CPU); each purpose's answer has a known size.
+    """
+
+    classification: int = Field(default=256, gt=0)
+    suitability: int = Field(default=16, gt=0)
+    """One tool's ``{"answer": "yes"}``."""
+    suitability_batched_per_tool: int = Field(default=16, gt=0)
+    """Batched mode: this many per candidate tool, plus ``suitability``."""
+    parameters: int = Field(default=256, gt=0)
+    decomposition: int = Field(default=512, gt=0)
+    gatekeeper: int = Field(default=256, gt=0)
+    relevance: int = Field(default=32, gt=0)
+    answer: int = Field(default=1024, gt=0)
+    compression: int = Field(default=1024, gt=0)
+
+
 class LLMSettings(Section):
     """How toolwire reaches a language model (environment variables override the file)."""
 
@@ -34,6 +54,11 @@ class LLMSettings(Section):
     call, llama-cpp-python's ``json_object`` with a schema, or ``auto`` (JSON schema, switching to
     a function call once the server rejects it; the embedded model uses ``json_object``)."""
     temperature: float = Field(default=0.0, ge=0, le=2)
+    max_completion_tokens: CompletionLimits = Field(default_factory=CompletionLimits)
+    completion_limit_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    """Request field that carries the limit: ``max_tokens`` is what llama.cpp, vLLM, Ollama and
+    most OpenAI models read (llama-cpp-python ignores the other and never stops);
+    OpenAI's reasoning models require ``max_completion_tokens``."""
     context_window_tokens: int = Field(default=8192, gt=0)
     compression_threshold: float = Field(default=0.75, gt=0, le=1)
     """Compress accumulated context once it fills this share of the context window."""

@@ -10,6 +10,7 @@ a breaker opens and the contexts pass uncompressed until ``cooldown_s`` has pass
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -149,7 +150,9 @@ class ContextCompressor:
         if output is None or not output.summary.strip():
             log.warning("compression_failed", error="no valid output")
             return None
-        summary = output.summary.strip()
+        # The model read the contexts HTML-escaped (external content); undo that once so that a
+        # copied "&amp;" neither hides an identifier nor is escaped twice when rendered again.
+        summary = html.unescape(output.summary.strip())
         raw = "\n".join(ctx.context for ctx in fresh)
         missing = [item for item in identifiers(raw) if item not in summary]
         if missing:

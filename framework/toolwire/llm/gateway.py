@@ -56,6 +56,8 @@ class _Completion:
 
     text: str
     record: CallRecord
+    truncated: bool = False
+    """The server stopped at the completion limit (``finish_reason == "length"``)."""
 
 
 class OpenAIGateway:
@@ -119,12 +121,11 @@ class OpenAIGateway:
         wired = [(to_wire_name(question.tool_name), question) for question in questions]
         schema = boolean_model(tuple((wire, question.question) for wire, question in wired))
         messages = prompts.suitability_batched_messages(task_prompt, wired)
-        answers = await self._structured_call(Purpose.SUITABILITY, messages, schema)
-        if answers is None:
-            raise ModelError(
-                Purpose.SUITABILITY,
-                "the model's answer did not match the schema after one corrective retry",
-            )
+        limits = self.settings.max_completion_tokens
+        max_tokens = limits.suitability + limits.suitability_batched_per_tool * len(questions)
+        answers = await self._required_structured_call(
+            Purpose.SUITABILITY, messages, schema, max_tokens
+        )
         values = answers.model_dump(by_alias=True)
         return {question.tool_name: bool(values[wire]) for wire, question in wired}
 
@@ -163,18 +164,16 @@ class OpenAIGateway:
     ) -> GatekeeperVerdict:
         contexts = await self.compressor.fit(question, contexts)
         messages = prompts.gatekeeper_messages(question, contexts)
-        verdict = await self._structured_call(Purpose.GATEKEEPER, messages, GatekeeperVerdict)
-        if verdict is None:
-            raise ModelError(
-                Purpose.GATEKEEPER,
-                "the model's verdict did not match the schema after one corrective retry",
-            )
-        return verdict
+        return await self._required_structured_call(Purpose.GATEKEEPER, messages, GatekeeperVerdict)
 
     async def answer(self, question: str, contexts: Sequence[PromptAndContext]) -> str:
         contexts = await self.compressor.fit(question, contexts)
         messages = prompts.answer_messages(question, contexts)
         completion = await self._complete(Purpose.ANSWER, messages, {})
+        if completion.truncated:
+            log.warning(
+                "llm_output_truncated", purpose=str(Purpose.ANSWER), chars=len(completion.text)
+            )
         text = completion.text.strip()
         if not text:
             completion.record.ok = False
@@ -193,49 +192,69 @@ class OpenAIGateway:
 
     # -- structured output ----------------------------------------------------------------------
 
+    async def _required_structured_call(
+        self,
+        purpose: Purpose,
+        messages: list[Message],
+        schema: type[M],
+        max_tokens: int | None = None,
+    ) -> M:
+        """:meth:`_structured_call` for purposes that have no "no answer": None is a ModelError."""
+        result = await self._structured_call(purpose, messages, schema, max_tokens)
+        if result is None:
+            raise ModelError(
+                purpose, "the model's output did not match the schema after one corrective retry"
+            )
+        return result
+
     async def _structured_call(
-        self, purpose: Purpose, messages: list[Message], schema: type[M]
+        self,
+        purpose: Purpose,
+        messages: list[Message],
+        schema: type[M],
+        max_tokens: int | None = None,
     ) -> M | None:
         """One call, one corrective retry on invalid output, then None (figures recorded)."""
+        limit = max_tokens or self._completion_limit(purpose)
         attempt_messages = messages
         for attempt in (1, 2):
-            completion = await self._complete_structured(purpose, attempt_messages, schema)
+            completion = await self._complete_structured(purpose, attempt_messages, schema, limit)
             try:
                 result = parse_output(schema, completion.text)
             except ValueError as exc:
+                error = _output_error(exc, completion, limit)
                 completion.record.ok = False
-                completion.record.error = str(exc)
+                completion.record.error = error
                 self._finish(completion.record)
                 log.warning(
-                    "llm_output_invalid", purpose=str(purpose), attempt=attempt, error=str(exc)
+                    "llm_output_invalid", purpose=str(purpose), attempt=attempt, error=error
                 )
-                attempt_messages = [
-                    *messages,
-                    {"role": "assistant", "content": completion.text},
-                    {
-                        "role": "user",
-                        "content": f"That output was rejected: {exc}. Answer again with output "
-                        "that matches the schema exactly.",
-                    },
-                ]
+                attempt_messages = prompts.corrective_messages(messages, completion.text, error)
                 continue
             self._finish(completion.record)
             return result
         return None
 
     async def _complete_structured(
-        self, purpose: Purpose, messages: list[Message], schema: type[M]
+        self, purpose: Purpose, messages: list[Message], schema: type[M], max_tokens: int
     ) -> _Completion:
         mode = self._structured
         try:
-            return await self._complete(purpose, messages, request_options(schema, mode))
+            return await self._complete(
+                purpose, messages, request_options(schema, mode), max_tokens
+            )
         except ModelError as exc:
             if not (self._may_fall_back and mode == "json_schema" and _rejects_schema(exc)):
                 raise
         self._structured = "tools"
         self._may_fall_back = False
         log.warning("structured_output_fallback", purpose=str(purpose), mode="tools")
-        return await self._complete(purpose, messages, request_options(schema, "tools"))
+        return await self._complete(purpose, messages, request_options(schema, "tools"), max_tokens)
+
+    def _completion_limit(self, purpose: Purpose) -> int:
+        """The configured most tokens a purpose's answer may take (``LLMSettings``)."""
+        limit: int = getattr(self.settings.max_completion_tokens, purpose.value)
+        return limit
 
     # -- transport and figures ------------------------------------------------------------------
 
@@ -263,9 +282,17 @@ class OpenAIGateway:
         return page.data[0].id
 
     async def _complete(
-        self, purpose: Purpose, messages: list[Message], options: dict[str, Any]
+        self,
+        purpose: Purpose,
+        messages: list[Message],
+        options: dict[str, Any],
+        max_tokens: int | None = None,
     ) -> _Completion:
-        """One HTTP round trip; transport failures (after the client's retries) → ModelError."""
+        """One HTTP round trip; transport failures (after the client's retries) → ModelError.
+
+        The completion limit is sent but kept out of ``shared_prefix_chars``: it is not part of
+        the prompt a cache reuses.
+        """
         ensure_model_requests_allowed(str(purpose))
         client = await self._connect()
         model = self._model or ""
@@ -273,13 +300,15 @@ class OpenAIGateway:
         previous = self._last_request.get(purpose)
         self._last_request[purpose] = serialised
         shared = prompts.shared_prefix_length(previous, serialised) if previous else 0
+        limit = max_tokens or self._completion_limit(purpose)
+        parameters: dict[str, Any] = {**options, self.settings.completion_limit_field: limit}
         started = time.perf_counter()
         try:
             response: ChatCompletion = await client.chat.completions.create(
                 model=model,
                 messages=cast(Any, messages),
                 temperature=self.settings.temperature,
-                **options,
+                **parameters,
             )
         except (openai.APIError, httpx.HTTPError, ValueError) as exc:
             record = CallRecord(
@@ -293,7 +322,8 @@ class OpenAIGateway:
             self._finish(record)
             raise ModelError(purpose, record.error or "unknown failure") from exc
         record = _record(purpose, model, response, started, shared)
-        return _Completion(text=_output_text(response), record=record)
+        truncated = bool(response.choices) and response.choices[0].finish_reason == "length"
+        return _Completion(text=_output_text(response), record=record, truncated=truncated)
 
     def _finish(self, record: CallRecord) -> None:
         record_call(record)
@@ -335,6 +365,16 @@ def _output_text(response: ChatCompletion) -> str:
         if function is not None:
             return str(function.arguments)
     return message.content or ""
+
+
+def _output_error(exc: ValueError, completion: _Completion, max_tokens: int) -> str:
+    """Why structured output was rejected, naming the completion limit when it cut the output."""
+    if completion.truncated:
+        return (
+            f"the output was cut off at the limit of {max_tokens} tokens ({exc}); answer with "
+            "shorter values"
+        )
+    return str(exc)
 
 
 def _describe(exc: BaseException) -> str:

@@ -15,11 +15,13 @@ import ctypes
 import hashlib
 import importlib.resources
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -120,11 +122,18 @@ def assemble_model(cache_dir: Path | None = None) -> Path:
     return target
 
 
-def _die_with_parent() -> None:
+def die_with_parent(parent_pid: int) -> None:
     """In the child before exec: get SIGTERM when the parent dies, even when it is killed and
-    its ``atexit`` handlers never run, so no orphaned server keeps two cores busy."""
-    pr_set_pdeathsig, sigterm = 1, 15
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sigterm)
+    its ``atexit`` handlers never run, so no orphaned server keeps two cores busy.
+
+    Linux sends the signal when the *thread* that started the child exits; the server is started
+    from the event loop's thread, which lives as long as the gateway is used. A parent that died
+    before ``prctl`` took effect is caught by comparing the parent's pid.
+    """
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        os._exit(1)
 
 
 def free_port() -> int:
@@ -179,6 +188,11 @@ class LocalModelServer:
             return await self._start(self._model_path)
 
     def _command(self, model_path: Path, port: int) -> list[str]:
+        """llama-cpp-python's server on ``port``; ConfigError naming the extra when absent."""
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError(f"llama-cpp-python is not installed; {_INSTALL_HINT}") from exc
         command = [
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(model_path),
@@ -197,59 +211,61 @@ class LocalModelServer:
         return command
 
     async def _start(self, model_path: Path) -> str:
-        try:
-            import llama_cpp  # noqa: F401
-        except ImportError as exc:
-            raise ConfigError(f"llama-cpp-python is not installed; {_INSTALL_HINT}") from exc
         port = free_port()
-        fd, stderr_name = tempfile.mkstemp(prefix="toolwire-llama-", suffix=".log")
-        self._stderr_path = Path(stderr_name)
         started = time.perf_counter()
-        with os.fdopen(fd, "wb") as stderr:
-            self._process = subprocess.Popen(
-                self._command(model_path, port),
-                stdin=subprocess.DEVNULL,
-                stdout=stderr,
-                stderr=stderr,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-            )
-        atexit.register(self._stop)
+        process = self._spawn(self._command(model_path, port))
         base_url = f"http://127.0.0.1:{port}/v1"
-        deadline = time.monotonic() + self._startup_timeout_s
-        async with httpx.AsyncClient(timeout=2.0) as client:
-            while True:
-                returncode = self._process.poll()
-                if returncode is not None:
-                    tail = self._stderr_tail()
-                    self._stop()
-                    raise ModelError(
-                        "local",
-                        f"the embedded model server exited with code {returncode} "
-                        f"while starting; its last output:\n{tail}",
-                    )
-                try:
-                    response = await client.get(f"{base_url}/models")
-                    if response.status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    tail = self._stderr_tail()
-                    self._stop()
-                    raise ModelError(
-                        "local",
-                        f"the embedded model server did not answer on {base_url} within "
-                        f"{self._startup_timeout_s:.0f} s; its last output:\n{tail}",
-                    )
-                await asyncio.sleep(0.25)
+        await self._wait_until_healthy(process, base_url)
         self._base_url = base_url
         log.info(
             "local_model_server_started",
             base_url=base_url,
-            pid=self._process.pid if self._process else None,
+            pid=process.pid,
             seconds=round(time.perf_counter() - started, 2),
         )
         return base_url
+
+    def _spawn(self, command: list[str]) -> subprocess.Popen[bytes]:
+        """Start the process, its output into a temporary file (for the start-failure report)."""
+        fd, stderr_name = tempfile.mkstemp(prefix="toolwire-llama-", suffix=".log")
+        self._stderr_path = Path(stderr_name)
+        on_linux = sys.platform == "linux"
+        with os.fdopen(fd, "wb") as stderr:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+                preexec_fn=partial(die_with_parent, os.getpid()) if on_linux else None,
+            )
+        atexit.unregister(self._stop)  # once, however often the server is restarted
+        atexit.register(self._stop)
+        return self._process
+
+    async def _wait_until_healthy(self, process: subprocess.Popen[bytes], base_url: str) -> None:
+        """Poll ``/models`` until it answers 200; ModelError with the output tail otherwise."""
+        deadline = time.monotonic() + self._startup_timeout_s
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while True:
+                returncode = process.poll()
+                if returncode is not None:
+                    raise self._start_failure(f"exited with code {returncode} while starting")
+                try:
+                    if (await client.get(f"{base_url}/models")).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise self._start_failure(
+                        f"did not answer on {base_url} within {self._startup_timeout_s:.0f} s"
+                    )
+                await asyncio.sleep(0.25)
+
+    def _start_failure(self, what: str) -> ModelError:
+        """Stop the half-started process; the error quotes the last lines it wrote."""
+        tail = self._stderr_tail()
+        self._stop()
+        return ModelError("local", f"the embedded model server {what}; its last output:\n{tail}")
 
     def _stderr_tail(self, lines: int = 20) -> str:
         if self._stderr_path is None or not self._stderr_path.is_file():

@@ -69,7 +69,7 @@ _PURPOSE_SYSTEM: dict[Purpose, str] = {
     ),
     Purpose.ANSWER: (
         "You answer the user's question using only the retrieved context. When the context does "
-        "not contain the answer, say so plainly. Context marked guaranteed=\"true\" is a finished "
+        'not contain the answer, say so plainly. Context marked guaranteed="true" is a finished '
         "answer: never contradict it. Answer in the language of the question."
     ),
     Purpose.COMPRESSION: (
@@ -179,13 +179,18 @@ def answer_messages(question: str, contexts: Sequence[PromptAndContext]) -> list
     return _chat(system_text(Purpose.ANSWER), user)
 
 
-def compression_messages(question: str, contexts: Sequence[PromptAndContext]) -> list[Message]:
-    """One batch compression call, aware of the question it must still answer."""
-    user = (
-        f"Context to compress:\n{render_contexts(contexts)}\n\n"
-        f"Keep what this question needs: {question}"
-    )
-    return _chat(system_text(Purpose.COMPRESSION), user)
+def corrective_messages(messages: list[Message], rejected: str, error: str) -> list[Message]:
+    """The one corrective retry: the original messages unchanged (so their cached prefix is
+    reused), the rejected output, and why it was rejected."""
+    return [
+        *messages,
+        {"role": "assistant", "content": rejected},
+        {
+            "role": "user",
+            "content": f"That output was rejected: {error}. Answer again with output that "
+            "matches the schema exactly.",
+        },
+    ]
 
 
 def canonical(value: Any) -> str:
@@ -194,9 +199,16 @@ def canonical(value: Any) -> str:
 
 
 def shared_prefix_length(previous: str, current: str) -> int:
-    """Length of the common leading part of two serialised requests."""
-    limit = min(len(previous), len(current))
-    index = 0
-    while index < limit and previous[index] == current[index]:
-        index += 1
-    return index
+    """Length of the common leading part of two serialised requests.
+
+    A binary search over slice comparisons (done in C): requests with a hundred tools run to
+    tens of thousands of characters, and this runs on every call.
+    """
+    low, high = 0, min(len(previous), len(current))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if previous[:middle] == current[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from toolwire.llm.prompts import shared_prefix_length
+
 __all__ = ["FakeOpenAIServer", "FakeReply", "FakeRequest", "default_output"]
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 422: "Unprocessable Entity",
@@ -88,6 +90,8 @@ class FakeReply:
     delay_s: float = 0.0
     raw_body: bytes | None = None
     completion_tokens: int | None = None
+    finish_reason: str | None = None
+    """``length`` simulates output cut off at ``max_tokens``; default ``stop`` (``tool_calls``)."""
 
 
 Responder = Callable[[FakeRequest], "FakeReply | Awaitable[FakeReply]"]
@@ -131,23 +135,11 @@ class _PrefixCache:
             limit = min(len(previous), len(prompt))
             if limit <= best:
                 continue
-            best = max(best, _common_prefix(previous, prompt, limit))
+            best = max(best, shared_prefix_length(previous, prompt))
         self.prompts.append(prompt)
         if len(self.prompts) > self.size:
             self.prompts.popleft()
         return best
-
-
-def _common_prefix(a: str, b: str, limit: int) -> int:
-    """Length of the common prefix, by binary search over C-level slice comparisons."""
-    low, high = 0, limit
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def prompt_text(body: dict[str, Any]) -> str:
@@ -289,14 +281,14 @@ class FakeOpenAIServer:
         prompt = prompt_text(request.body)
         cached_chars = self._cache.cached_chars(prompt)
         message: dict[str, Any] = {"role": "assistant", "content": text}
-        finish = "stop"
+        finish = reply.finish_reason or "stop"
         function = request.forced_function
         if function is not None:
             call = {"name": function, "arguments": text}
             message = {"role": "assistant", "content": None, "tool_calls": [
                 {"id": f"call_{self._counter}", "type": "function", "function": call}
             ]}  # fmt: skip
-            finish = "tool_calls"
+            finish = reply.finish_reason or "tool_calls"
         prompt_tokens = len(prompt) // self._chars_per_token + 1
         completion_tokens = reply.completion_tokens or len(text) // self._chars_per_token + 1
         return {
