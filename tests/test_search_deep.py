@@ -122,6 +122,30 @@ def test_a_later_round_continues_numbering_and_never_repeats_an_item() -> None:
     assert len(task.sub_tasks) == before
 
 
+def test_an_item_differing_only_in_case_or_spacing_is_searched_once() -> None:
+    task = TaskInfo(task_prompt="q", gatekeeper_missing=["Default of  sort_keys", "indent"])
+    deep = Deep()
+    deep.decompose_into_subtasks(task)
+    task.gatekeeper_missing = ["default of sort_keys ", "INDENT", "default  OF sort_keys"]
+    deep.decompose_into_subtasks(task)
+    assert [s.task_no for s in task.sub_tasks] == ["1.1.n", "1.1.s", "1.2.n", "1.2.s"]
+
+
+def test_the_status_block_is_last_and_changes_every_round() -> None:
+    task = TaskInfo(task_prompt="q", gatekeeper_missing=["a"])
+    deep = Deep()
+    with collect_calls():
+        deep.decompose_into_subtasks(task)
+        record_call(CallRecord(purpose="relevance", model="m"))
+        task.gatekeeper_missing = ["b"]
+        deep.decompose_into_subtasks(task)
+    first, second = task.sub_tasks[0].task_prompt, task.sub_tasks[2].task_prompt
+    for prompt, item in ((first, "a"), (second, "b")):
+        assert prompt.startswith(f"{item}\n\n<status>") and prompt.endswith("</status>")
+        assert search_request(prompt) == item
+    assert "Model calls made: 0 of 60." in first and "Model calls made: 1 of 60." in second
+
+
 def test_rounds_are_bounded() -> None:
     task = TaskInfo(task_prompt="q")
     deep = Deep(DeepSearchSettings(max_rounds=2))

@@ -130,6 +130,34 @@ def test_queries_never_break_on_fts_syntax_and_stopwords_match_nothing(tmp_path:
     assert index.search("what is the") == [] and index.count("what is the") == 0
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"sort',
+        'sort"',
+        'sort "json"',
+        "(sort OR",
+        "sort)",
+        "sort NEAR json",
+        "NEAR(sort json, 2)",
+        "sort*",
+        "*",
+        "-sort",
+        "sort - json",
+        "title:sort",
+        "^sort",
+        "sort AND NOT",
+        "{sort json}",
+    ],
+)
+def test_user_text_never_breaks_the_fts_query(tmp_path: Path, query: str) -> None:
+    index = PageIndex.open(StaticPageSource("demo", _pages()), cache_dir=tmp_path)
+    hits = index.search(query)
+    assert index.count(query) == len(hits)
+    if "sort" in query:
+        assert {hit.page.id for hit in hits} >= {"sorting#1", "sorting#2", "sorting#3"}
+
+
 def test_neighbors_stay_in_the_document(tmp_path: Path) -> None:
     index = PageIndex.open(StaticPageSource("demo", _pages()), cache_dir=tmp_path)
     assert [p.id for p in index.neighbors("sorting", 2)] == ["sorting#1", "sorting#3"]

@@ -24,7 +24,7 @@ from toolwire.search.pages import (
     split_into_pages,
 )
 from toolwire.search.relevance import PageRelevance, relevant_pages
-from toolwire.search.requests import search_request, without_status_block
+from toolwire.search.requests import search_query, search_request, without_status_block
 from toolwire.tools import coordinator_only_instruction
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "query_terms",
     "relevant_pages",
     "render_pages",
+    "search_query",
     "search_request",
     "split_into_pages",
     "without_status_block",

@@ -3,12 +3,15 @@
 The search runs in up to two stages (seed 6.10):
 
 1. *Keyword search*: BM25 over the domain's page index. The top ``candidate_page_count`` hits get
-   a relevance check each (one model call per page); the relevant ones are the context.
+   a relevance check each (one model call per page); the relevant ones are the context. When the
+   model rejects every checked hit, the best BM25 page is kept, marked unverified (a small model
+   often rejects the very page that answers; an empty context would leave the gatekeeper and the
+   answer nothing to read). ``keep_best_unverified = False`` turns this off.
 2. *Brute-force scan*: only when the keyword search matches nothing, every page of the domain is
    checked in order until ``result_page_count`` relevant pages are found.
 
-``get_max_brute_force_page_count()`` caps both for large domains: with a value set, the scan never
-runs over a domain larger than that, and a keyword hit set larger than that gets no per-page model
+``get_max_brute_force_page_count()`` caps both for large domains (seed 6.10): with a value set,
+the unfiltered full scan never runs, and a keyword hit set larger than that gets no per-page model
 calls (its best BM25 pages are returned unchecked instead).
 """
 
@@ -26,7 +29,7 @@ from toolwire.llm.base import LanguageModel
 from toolwire.search.index import PageIndex
 from toolwire.search.pages import Page, render_pages
 from toolwire.search.relevance import relevant_pages
-from toolwire.search.requests import search_request
+from toolwire.search.requests import search_query, search_request
 from toolwire.tools import (
     OrchestratorActivatedTool,
     ToolExecutionResult,
@@ -34,6 +37,8 @@ from toolwire.tools import (
 )
 
 log = structlog.get_logger(__name__)
+
+UNVERIFIED_NOTE = "(Best keyword matches; not confirmed relevant by the relevance check.)"
 
 
 class SearchParams(BaseModel):
@@ -51,9 +56,11 @@ class SearchStrategy(StrEnum):
     KEYWORD_CHECKED = "keyword_checked"
     KEYWORD_UNCHECKED = "keyword_unchecked"
     """The hit set exceeded the cap: best BM25 pages returned without model calls."""
+    KEYWORD_UNVERIFIED = "keyword_unverified"
+    """The model rejected every checked hit: the best BM25 page is kept, marked unverified."""
     BRUTE_FORCE = "brute_force"
     BRUTE_FORCE_REFUSED = "brute_force_refused"
-    """Nothing matched and the domain is larger than the cap: no unfiltered scan."""
+    """Nothing matched and a cap is set: no unfiltered scan."""
     NO_QUERY = "no_query"
 
 
@@ -65,6 +72,17 @@ class SearchOutcome:
     """Pages the keyword search matched (0 for a brute-force scan)."""
     checked: int
     """Pages that got a model relevance check."""
+
+    @property
+    def verified(self) -> bool:
+        """Whether the model judged every returned page relevant."""
+        return self.strategy in (SearchStrategy.KEYWORD_CHECKED, SearchStrategy.BRUTE_FORCE)
+
+    def render(self) -> str:
+        """The pages as context; unverified pages under a line that says so."""
+        if not self.pages or self.verified:
+            return render_pages(self.pages)
+        return f"{UNVERIFIED_NOTE}\n\n{render_pages(self.pages)}"
 
 
 class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
@@ -80,6 +98,8 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
     result_page_count: ClassVar[int] = 3
     """Relevant pages after which a brute-force scan stops (and unchecked hits returned)."""
     relevance_concurrency: ClassVar[int] = 4
+    keep_best_unverified: ClassVar[bool] = True
+    """Keep the best BM25 page, marked unverified, when the model rejects every checked hit."""
 
     def __init__(self, llm: LanguageModel) -> None:
         self.llm = llm
@@ -89,8 +109,8 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
         """The domain's page index (build it once, e.g. with ``PageIndex.open`` in a cache)."""
 
     def get_max_brute_force_page_count(self) -> int | None:
-        """None: no cap. A number: no full scan of a larger domain, no per-page model calls for
-        a keyword hit set larger than this (seed 6.10, "large domain")."""
+        """None: no cap. A number: no unfiltered full scan at all, and no per-page model calls
+        for a keyword hit set larger than this (seed 6.10, "large domain")."""
         return None
 
     coordinator_only = True
@@ -100,9 +120,9 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
 
     async def execute_with_result(self, params: SearchParams, text: str) -> ToolExecutionResult:
         question = search_request(text)
-        query = params.query.strip() or question
+        query = search_query(params.query, text).strip() or question
         outcome = await self.search_pages(query, question or query)
-        return ToolExecutionResult.context(render_pages(outcome.pages))
+        return ToolExecutionResult.context(outcome.render())
 
     async def search_pages(self, query: str, question: str) -> SearchOutcome:
         """Run the search for ``query`` and check pages against ``question``."""
@@ -110,21 +130,10 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
         cap = self.get_max_brute_force_page_count()
         hit_count = index.count(query)
         if hit_count:
-            hits = index.search(query, limit=max(self.candidate_page_count, self.result_page_count))
-            if cap is not None and hit_count > cap:
-                pages = [hit.page for hit in hits[: self.result_page_count]]
-                outcome = SearchOutcome(pages, SearchStrategy.KEYWORD_UNCHECKED, hit_count, 0)
-            else:
-                candidates = [hit.page for hit in hits[: self.candidate_page_count]]
-                pages = await relevant_pages(
-                    self.llm, question, candidates, concurrency=self.relevance_concurrency
-                )
-                outcome = SearchOutcome(
-                    pages, SearchStrategy.KEYWORD_CHECKED, hit_count, len(candidates)
-                )
+            outcome = await self._keyword_search(index, query, question, hit_count, cap)
         elif not query.strip():
             outcome = SearchOutcome([], SearchStrategy.NO_QUERY, 0, 0)
-        elif cap is not None and index.page_count > cap:
+        elif cap is not None:
             outcome = SearchOutcome([], SearchStrategy.BRUTE_FORCE_REFUSED, 0, 0)
         else:
             outcome = await self._brute_force(index, question)
@@ -137,6 +146,23 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
             pages=[page.id for page in outcome.pages],
         )
         return outcome
+
+    async def _keyword_search(
+        self, index: PageIndex, query: str, question: str, hit_count: int, cap: int | None
+    ) -> SearchOutcome:
+        hits = index.search(query, limit=max(self.candidate_page_count, self.result_page_count))
+        if cap is not None and hit_count > cap:
+            pages = [hit.page for hit in hits[: self.result_page_count]]
+            return SearchOutcome(pages, SearchStrategy.KEYWORD_UNCHECKED, hit_count, 0)
+        candidates = [hit.page for hit in hits[: self.candidate_page_count]]
+        pages = await relevant_pages(
+            self.llm, question, candidates, concurrency=self.relevance_concurrency
+        )
+        if pages or not self.keep_best_unverified:
+            return SearchOutcome(pages, SearchStrategy.KEYWORD_CHECKED, hit_count, len(candidates))
+        return SearchOutcome(
+            candidates[:1], SearchStrategy.KEYWORD_UNVERIFIED, hit_count, len(candidates)
+        )
 
     async def _brute_force(self, index: PageIndex, question: str) -> SearchOutcome:
         """Check every page in order, a batch at a time, until enough relevant ones are found."""

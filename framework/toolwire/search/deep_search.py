@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar, cast
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +44,8 @@ log = structlog.get_logger(__name__)
 
 ROUND_NOTE_PREFIX = "deep search round "
 """Trace note written on the task for each round; the round count lives on the task itself."""
+
+T = TypeVar("T")
 
 _DEEP_KEY = re.compile(r"^(?P<task_no>.+\.\d+\.[ns]):")
 
@@ -99,8 +102,12 @@ class AbstractDeepSearchCoordinatorTool(
         Unchanged when nothing is missing (the normal, non-fallback path), when every missing
         item was already searched on this task, or when the round or call budget is spent.
         """
-        searched = _searched_items(task)
-        wanted = [item for item in _distinct(task.gatekeeper_missing) if item not in searched]
+        searched = {_item_key(item) for item in _searched_items(task)}
+        wanted = [
+            item
+            for item in _distinct(task.gatekeeper_missing, key=_item_key)
+            if _item_key(item) not in searched
+        ]
         if not wanted:
             return task
         rounds_done = sum(note.startswith(ROUND_NOTE_PREFIX) for note in task.notes)
@@ -211,14 +218,20 @@ class AbstractDeepSearchCoordinatorTool(
         return ToolExecutionResult.context("\n".join(lines))
 
 
-def _distinct(items: list[Any]) -> list[Any]:
-    seen: dict[Any, None] = {}
+def _distinct(items: list[T], key: Callable[[T], Hashable] = lambda item: item) -> list[T]:
+    """``items`` without repeats (by ``key``) and without empty strings, first occurrence kept."""
+    seen: dict[Hashable, T] = {}
     for item in items:
         if isinstance(item, str):
-            item = item.strip()
+            item = cast(T, item.strip())
         if item:
-            seen.setdefault(item, None)
-    return list(seen)
+            seen.setdefault(key(item), item)
+    return list(seen.values())
+
+
+def _item_key(item: str) -> str:
+    """Missing items differing only in case or spacing are one item: searched once."""
+    return " ".join(item.split()).casefold()
 
 
 def _searched_items(task: TaskInfo) -> set[str]:
