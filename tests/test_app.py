@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,8 @@ from _build_samples import AnswerTool, LookupTool, PlanTool, Query, make_plugin
 from conftest import WriteFile
 from toolwire import App, ConfigError, PluginError, WiringError
 from toolwire.llm.base import LanguageModel
+from toolwire.sessions import MemorySessionStore
+from toolwire.testing import ScriptedModel
 
 
 def shop_plugin(*files: Path) -> object:
@@ -113,7 +118,8 @@ def test_missing_class_and_wrong_type_are_located(isolated: Path, write_file: Wr
     got = problems(raised)
     assert got[0].startswith(f"{path}:4: class 'no_such_module_xyz:Tool': cannot import module")
     assert got[1] == (
-        f"{path}:6: class '_build_samples:Missing': module '_build_samples' has no 'Missing'"
+        f"{path}:6: class '_build_samples:Missing': module '_build_samples' has no 'Missing'; "
+        "tool classes it defines: AnswerTool, LookupTool, PlanTool"
     )
     assert got[2].startswith(f"{path}:8: class '_build_samples:NotATool':")
     assert "is not a ChatbotTool subclass" in got[2]
@@ -137,8 +143,13 @@ def test_duplicates_in_one_file_and_across_plugins(isolated: Path, write_file: W
     with pytest.raises(ConfigError) as raised:
         load(same_file, shop_plugin(), guest)
     got = problems(raised)
-    assert f"{intruder}:2: duplicate tool 'shop.lookup': declared by plugin 'shop' and again " \
-           f"by plugin 'guest' at {intruder}:2" in got[0]
+    lookup_class = f"{inspect.getsourcefile(LookupTool)}:{inspect.getsourcelines(LookupTool)[1]}"
+    assert got[0] == (
+        f"{intruder}:2: duplicate tool 'shop.lookup': declared by plugin 'shop' at {lookup_class} "
+        f"and again by plugin 'guest' at {intruder}:2; rename one (the 'name' key in its YAML, or "
+        "register(..., name=...) in its register_tools hook), or leave one plugin out with "
+        "TOOLWIRE_PLUGINS"
+    )
     assert got[1].startswith(f"{same_file}:3: duplicate tool 'shop.x' in this file "
                              "(first declared at line 2)")
     assert other is not None
@@ -338,3 +349,67 @@ async def test_ask_delegates_and_the_question_path_loads_nothing(
     assert set(init["tools"]) == {"shop.lookup", "shop.answer"}
     assert [c for c in calls if c[0] == "init"] == [calls[0]]
     assert calls[-1] == ("ask", ("second?", "shop", "s-1"))
+
+
+_AUDITED: list[tuple[str, str]] | None = None
+"""While a list, the audit hook below records file, directory and import events into it."""
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    if _AUDITED is not None and event in {"open", "import", "os.listdir", "os.scandir"}:
+        _AUDITED.append((event, str(args[0]) if args else ""))
+
+
+sys.addaudithook(_audit)  # audit hooks cannot be removed; this one records only when asked
+
+
+async def test_the_real_question_path_reads_no_file_and_imports_nothing(isolated: Path) -> None:
+    global _AUDITED
+    model = ScriptedModel().on_classify("general").on_suitability({"answer": True})
+    model.on_extract(Query, {"text": "kettle"}).on_gatekeeper(True).on_answer()
+    app = load(llm=model, session_store=MemorySessionStore())
+    first = await app.ask("Is the kettle in stock?", "shop")  # the first question may warm up
+    assert "KETTLE" in first.text
+    _AUDITED = []
+    try:
+        second = await app.ask("Is the kettle in stock?", "shop")
+    finally:
+        audited, _AUDITED = _AUDITED, None
+    assert "KETTLE" in second.text
+    assert audited == []
+
+
+def test_importing_toolwire_loads_no_plugin_and_reads_no_file(tmp_path: Path) -> None:
+    """No plugin is loaded and no configuration read (the one in ./config is there to tempt)."""
+    probe = (
+        "import sys\n"
+        "seen = []\n"
+        "sys.addaudithook(lambda e, a: seen.append(str(a[0])) if e == 'open' else None)\n"
+        "import toolwire\n"
+        "code = ('.py', '.pyc', '.so', '.zip')\n"
+        "# pydantic scans installed metadata for its own plugins: that is .dist-info, not ours\n"
+        "print([path for path in seen if not path.endswith(code) and '.dist-info' not in path])\n"
+        "from importlib.metadata import entry_points\n"
+        "plugins = [ep.module for ep in entry_points(group='toolwire')]\n"
+        "print(len(plugins) > 0, [m for m in plugins if m in sys.modules])\n"
+        "print([m for m in ('fastapi', 'toolwire.server') if m in sys.modules])\n"
+    )
+    write = tmp_path / "config" / "toolwire.yaml"
+    write.parent.mkdir()
+    write.write_text("default_domain: pharma\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            cwd=tmp_path, env=os.environ, timeout=60, check=True)
+    assert result.stdout.splitlines() == ["[]", "True []", "[]"], result.stdout
+
+
+def test_a_failed_plugin_is_listed_first_when_the_build_fails(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    broken = make_plugin("broken", tools=(LookupTool,))  # no domain to put the tool in
+    with pytest.raises(ConfigError) as raised:
+        load(write_file("app.yaml", "default_domain: broken\n"), broken)
+    first, second = problems(raised)
+    assert first.startswith("plugin 'broken' failed to load: raised ToolDeclarationError")
+    assert second.endswith("default_domain 'broken' is not a declared domain; declared domains: "
+                           "none (is the domain's plugin installed?)")
+    assert str(raised.value).splitlines() == [first, second]

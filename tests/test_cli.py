@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from conftest import WriteFile
+from toolwire import plugins as plugins_module
 from toolwire.cli import app
 
 runner = CliRunner()
@@ -138,3 +141,155 @@ def test_the_installed_console_script(pharma_only: Path, write_file: WriteFile) 
     assert check.returncode == 1
     assert check.stderr.startswith("broken.yaml:3: llm.timeout_s: Input should be a valid number")
     assert check.stdout == ""
+
+
+
+# -- every failure path of the build, through `toolwire check` --------------------------------
+
+SHOP = "default_domain: shop\ndomains: [{name: shop}, {name: desk}, {name: hall}]\n"
+LOOKUP = "  - {name: lookup, class: '_build_samples:LookupTool', domain: %s}\n"
+PLUGIN_SOURCES: dict[str, str] = {
+    "p_broken": "import toolwire\nimport no_such_dependency_xyz\n",
+    "p_raising": (
+        "import toolwire\n"
+        "@toolwire.hookimpl\n"
+        "def register_tools(register):\n"
+        "    raise ValueError('database unreachable')\n"
+    ),
+    "p_typo": "import toolwire\n@toolwire.hookimpl\ndef register_tool(register):\n    pass\n",
+    "p_dup": (
+        "import toolwire\n"
+        "from _build_samples import PlanTool\n"
+        "class TwinTool(PlanTool): ...\n"
+        "@toolwire.hookimpl\n"
+        "def register_tools(register):\n"
+        "    register(TwinTool, name='lookup', domain='shop')\n"
+    ),
+    "p_dup2": "",  # the same source as p_dup, filled in below
+    "p_cycle": (
+        "from __future__ import annotations\n"
+        "import toolwire\n"
+        "from _build_samples import Query\n"
+        "class ATool(toolwire.ChatbotTool[Query]):\n"
+        "    def __init__(self, b: BTool) -> None: ...\n"
+        "    def executable_instruction(self) -> str: return 'no'\n"
+        "class BTool(toolwire.ChatbotTool[Query]):\n"
+        "    def __init__(self, a: ATool) -> None: ...\n"
+        "    def executable_instruction(self) -> str: return 'no'\n"
+        "@toolwire.hookimpl\n"
+        "def register_tools(register):\n"
+        "    register(ATool, domain='shop')\n"
+        "    register(BTool, domain='shop')\n"
+    ),
+    "p_ctor": (
+        "import toolwire\n"
+        "from _build_samples import Query\n"
+        "class KeyTool(toolwire.ChatbotTool[Query]):\n"
+        "    def __init__(self) -> None:\n"
+        "        raise RuntimeError('no API key')\n"
+        "    def executable_instruction(self) -> str: return 'no'\n"
+        "@toolwire.hookimpl\n"
+        "def register_tools(register):\n"
+        "    register(KeyTool, domain='shop')\n"
+    ),
+}
+PLUGIN_SOURCES["p_dup2"] = PLUGIN_SOURCES["p_dup"]
+FAILURES: dict[str, tuple[str, tuple[str, ...], list[tuple[str, int, str]]]] = {
+    # case: (YAML after SHOP, plugins to install, expected (file, line, fragment) per line)
+    "bad YAML syntax": (
+        "tools:\n  - {name: x, class: [unclosed\n", (), [("app.yaml", 5, "invalid YAML:")]
+    ),
+    "unknown key": ("colour: red\n", (), [("app.yaml", 3, "unknown key 'colour'; allowed keys:")]),
+    "unknown YAML tag": (
+        "tools: !foo []\n", (), [("app.yaml", 3, "invalid YAML: could not determine a constructor")]
+    ),
+    "module missing": (
+        "tools:\n  - {name: x, class: 'no_such_mod_xyz:X'}\n", (),
+        [("app.yaml", 4, "cannot import module 'no_such_mod_xyz'")],
+    ),
+    "attribute missing": (
+        "tools:\n  - {name: x, class: '_build_samples:LookupTol'}\n", (),
+        [("app.yaml", 4, "has no 'LookupTol'; tool classes it defines: AnswerTool, LookupTool, "
+                         "PlanTool")],
+    ),
+    "wrong type": (
+        "tools:\n  - {name: a, class: '_build_samples:PlanTool', priority: high}\n", (),
+        [("app.yaml", 4, "tools[0].priority: Input should be a valid integer")],
+    ),
+    "duplicate in one file": (
+        "tools:\n" + LOOKUP % "shop" + LOOKUP % "shop", (),
+        [("app.yaml", 5, "duplicate tool 'shop.lookup' in this file (first declared at line 4)")],
+    ),
+    "unknown domain": (
+        "tools:\n  - {name: x, class: '_build_samples:PlanTool', domain: moon}\n", (),
+        [("app.yaml", 4, "names unknown domain 'moon'; declared domains: desk, hall, shop")],
+    ),
+    "ambiguous short name in inject": (
+        "tools:\n" + LOOKUP % "shop" + LOOKUP % "desk"
+        + "  - {name: ask, class: '_build_samples:AnswerTool', domain: hall,"
+          " inject: {lookup: lookup}}\n",
+        (),
+        [("app.yaml", 6, "hall.ask: inject lookup: 'lookup': tool name 'lookup' is ambiguous: it "
+                         "matches desk.lookup, shop.lookup and none in domain 'hall'")],
+    ),
+    "broken plugin": (
+        "", ("p_broken",),
+        [("p_broken.py", 2, "plugin 'p_broken' failed to load: failed to import: "
+                            "ModuleNotFoundError")],
+    ),
+    "plugin raising in a hook": (
+        "", ("p_raising",),
+        [("p_raising.py", 4, "plugin 'p_raising' failed to load: raised ValueError: database "
+                             "unreachable")],
+    ),
+    "misspelt hookimpl": (
+        "", ("p_typo",),
+        [("p_typo.py", 2, "unknown hook 'register_tool'; did you mean 'register_tools'?")],
+    ),
+    "duplicate across plugins": (
+        "", ("p_dup", "p_dup2"),
+        [("p_dup2.py", 3, "duplicate tool 'shop.lookup': declared by plugin 'p_dup' at "
+                          "{tmp}/p_dup.py:3 and again by plugin 'p_dup2' at {tmp}/p_dup2.py:3; "
+                          "rename one")],
+    ),
+    "cycle": (
+        "", ("p_cycle",), [("p_cycle.py", 4, "dependency cycle: shop.a -> shop.b -> shop.a")]
+    ),
+    "constructor raising": (
+        "", ("p_ctor",),
+        [("p_ctor.py", 3, "building tool 'shop.key' (p_ctor.KeyTool) failed: RuntimeError: no "
+                          "API key")],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", FAILURES)
+def test_check_reports_every_failure_path_as_located_lines(
+    case: str, isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text, plugins, expected = FAILURES[case]
+    for name in plugins:
+        write_file(f"{name}.py", PLUGIN_SOURCES[name])
+    monkeypatch.syspath_prepend(str(isolated))
+    monkeypatch.setattr(plugins_module.metadata, "entry_points",
+                        lambda group: [EntryPoint(name, name, "toolwire") for name in plugins])
+    write_file("app.yaml", SHOP + text)
+    result = runner.invoke(app, ["check", "--config", "app.yaml"])
+    assert result.exit_code == 1, result.output
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    lines = [line.removeprefix(f"{isolated}/") for line in result.stderr.splitlines()]
+    assert len(lines) == len(expected), lines
+    for (file, line, fragment), got in zip(expected, lines, strict=True):
+        assert re.match(rf"{re.escape(file)}:{line}: \S", got), got
+        assert fragment.format(tmp=isolated) in got, got
+
+
+@pytest.mark.parametrize("text", ["", "# nothing configured yet\n", "---\n"])
+def test_check_accepts_an_empty_or_comment_only_file(
+    text: str, isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", "")
+    write_file("app.yaml", text)
+    result = runner.invoke(app, ["check", "--config", "app.yaml"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "ok: 0 plugins, 0 domains, 0 tools (app.yaml)\n"

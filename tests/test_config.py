@@ -176,3 +176,21 @@ def test_the_repository_config_is_valid() -> None:
     config = load_app_config(Path(__file__).parents[1] / "config" / "toolwire.yaml")
     assert config.default_domain == "pharma"
     assert config.sessions.store == "sqlite"
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n# and another\n", "---\n"])
+def test_an_empty_or_comment_only_file_is_the_defaults(
+    text: str, isolated: Path, write_file: WriteFile
+) -> None:
+    config, problems = parse_app_config(write_file("empty.yaml", text))
+    assert problems == []
+    assert config.tools == [] and config.domains == [] and config.default_domain is None
+
+
+def test_an_unknown_yaml_tag_is_located(isolated: Path, write_file: WriteFile) -> None:
+    path = write_file("tagged.yaml", "default_domain: shop\ntools:\n  - !foo {name: x}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_app_config(path)
+    assert problems_of(raised) == [
+        f"{path}:3: invalid YAML: could not determine a constructor for the tag '!foo'"
+    ]

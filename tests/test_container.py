@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -591,3 +592,14 @@ def test_each_wired_tool_logs_an_event() -> None:
         ("pharma.interaction_analysis", ["pharma.substance_lookup"]),
         ("pharma.substance_lookup", []),
     ]
+
+
+@pytest.mark.usefixtures("info_logs")
+def test_a_failed_constructor_is_logged_without_a_traceback_and_located_at_its_class() -> None:
+    with capture_logs() as logs, pytest.raises(WiringError) as caught:
+        ToolContainer.build(registry(reg(BrokenTool, "broken")))  # declared by a hook: no YAML
+    (event,) = [e for e in logs if e["event"] == "tool_build_failed"]
+    assert event == {"event": "tool_build_failed", "log_level": "error", "tool": "pharma.broken",
+                     "error": "RuntimeError: database unreachable"}
+    (problem,) = caught.value.problems
+    assert (problem.path, problem.line) == (__file__, inspect.getsourcelines(BrokenTool)[1])

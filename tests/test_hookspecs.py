@@ -64,3 +64,9 @@ def test_all_is_sorted_and_equals_the_public_names() -> None:
     }
     assert toolwire.__all__ == sorted(toolwire.__all__)
     assert set(toolwire.__all__) == public
+
+
+def test_the_plugin_guide_explains_coordinator_only_tools_and_parameter_instructions() -> None:
+    guide = (TESTS.parent / "docs" / "plugins.md").read_text(encoding="utf-8")
+    for name in ("coordinator_only", "coordinator_only_instruction", "parameter_instruction()"):
+        assert name in guide, name

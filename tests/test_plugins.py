@@ -14,6 +14,7 @@ from _build_samples import AnswerTool, LookupTool, NotATool, PlanTool, make_plug
 from toolwire import PluginError
 from toolwire import plugins as plugins_module
 from toolwire.plugins import PluginInfo, discover
+from toolwire.registry import SourceLocation
 
 
 def fake_entry_points(monkeypatch: pytest.MonkeyPatch, *points: EntryPoint) -> None:
@@ -148,8 +149,14 @@ def test_plugin_raising_in_a_hook_is_reported_and_the_others_count() -> None:
     failing.register_tools = register_tools  # type: ignore[attr-defined]
     healthy = make_plugin("healthy", domains=("healthy",), tools=(LookupTool,))
     found = discover([failing, healthy], load_entry_points=False)
+    raise_line = register_tools.__code__.co_firstlineno + 2
     assert found.plugins[0] == PluginInfo(
-        "failing", None, (), "raised ValueError: database unreachable"
+        "failing", None, (), "raised ValueError: database unreachable",
+        SourceLocation(__file__, raise_line),
+    )
+    assert str(found.plugins[0].problem()) == (
+        f"{__file__}:{raise_line}: plugin 'failing' failed to load: "
+        "raised ValueError: database unreachable"
     )
     assert found.failed == [found.plugins[0]]
     # nothing of the failing plugin survives, not even what it registered before raising
@@ -214,6 +221,11 @@ def test_unknown_hook_implementation_fails_at_start_with_a_suggestion() -> None:
         discover([plugin], load_entry_points=False)
     assert raised.value.plugin == "typo"
     assert "unknown hook 'register_tool'; did you mean 'register_tools'?" in str(raised.value)
+    code = register_tool.__code__
+    assert (raised.value.problem.path, raised.value.problem.line) == (
+        code.co_filename, code.co_firstlineno
+    )
+    assert str(raised.value).startswith(f"{code.co_filename}:{code.co_firstlineno}: plugin 'typo'")
 
 
 def test_hook_implementation_with_a_wrong_argument_fails_at_start() -> None:

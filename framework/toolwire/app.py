@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from toolwire.build import build
 from toolwire.config import AppConfig, parse_app_config
 from toolwire.container import ToolContainer
+from toolwire.errors import ConfigError
 from toolwire.llm.base import LanguageModel
 from toolwire.logging import configure_logging
 from toolwire.plugins import PluginInfo, discover
@@ -67,22 +68,27 @@ class App:
         ``./config/toolwire.yaml`` (a missing default file means the built-in defaults).
 
         Raises ``PluginError`` for a hook implementation that matches no hook, ``ConfigError``
-        listing every configuration problem, ``WiringError`` listing every wiring problem.
+        listing every configuration problem (plugins that failed to load first), ``WiringError``
+        listing every wiring problem.
         A plugin that fails to import or raises in a hook is left out and reported in
         ``app.plugins``.
         """
         configure_logging()
         plugin_set = discover(plugins, load_entry_points=load_entry_points)
         config, problems = parse_app_config(config_path)
-        built = build(plugin_set, config, problems)
-        return cls(
-            config=config,
-            registry=built.registry,
-            domains=built.domains,
-            plugins=plugin_set.plugins,
-            llm=llm,
-            session_store=session_store,
-        )
+        try:
+            built = build(plugin_set, config, problems)
+            return cls(
+                config=config,
+                registry=built.registry,
+                domains=built.domains,
+                plugins=plugin_set.plugins,
+                llm=llm,
+                session_store=session_store,
+            )
+        except ConfigError as error:  # a failed plugin is the likely cause: list it first
+            error.add_causes([info.problem() for info in plugin_set.failed])
+            raise
 
     # -- tools ---------------------------------------------------------------------------------
 

@@ -17,8 +17,10 @@ reported with both owners. Every problem of every file is collected into one ``C
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import structlog
@@ -39,7 +41,10 @@ from toolwire.registry import (
     SourceLocation,
     ToolRegistration,
     ToolRegistry,
+    class_location,
     domain_reference_problems,
+    duplicate_tool_problem,
+    located,
 )
 from toolwire.tools import TOOL_NAME_PATTERN, ChatbotTool, validate_tool_class
 
@@ -234,7 +239,8 @@ class _Builder:
             self._problem(
                 entry,
                 f"class {reference!r}: cannot import module {module_name!r} "
-                f"({type(error).__name__}: {error})",
+                f"({type(error).__name__}: {error}); correct the module path or install the "
+                "package that provides it",
                 "class",
             )
             return None
@@ -243,7 +249,10 @@ class _Builder:
             target = getattr(target, part, None)
         if target is None:
             self._problem(
-                entry, f"class {reference!r}: module {module_name!r} has no {attribute!r}", "class"
+                entry,
+                f"class {reference!r}: module {module_name!r} has no {attribute!r}; "
+                + _class_hint(module),
+                "class",
             )
             return None
         try:
@@ -260,7 +269,7 @@ class _Builder:
             if decl.domain not in self.domains:
                 known = ", ".join(sorted(self.domains)) or "none"
                 self.problems.append(
-                    _at(
+                    located(
                         decl.source,
                         f"tool {decl.qualified_name!r} names unknown domain "
                         f"{decl.domain!r}; declared domains: {known}",
@@ -327,7 +336,7 @@ class _Builder:
     def check_domain_references(self, registry: ToolRegistry) -> None:
         for decl in self.domains.values():
             for problem in domain_reference_problems(decl.spec, registry):
-                self.problems.append(_at(decl.source, problem))
+                self.problems.append(located(decl.source, problem))
         if self.default_domain is not None and self.default_domain not in self.domains:
             known = ", ".join(sorted(self.domains)) or "none (is the domain's plugin installed?)"
             config = self.app_config
@@ -393,20 +402,24 @@ def _add_file(builder: _Builder, config: PluginConfigFile, owner: str) -> None:
     builder.add_tool_entries(config.tools, owner)
 
 
-def _duplicate(new: _ToolDecl, existing: _ToolDecl) -> Problem:
-    return _at(
-        new.source,
-        f"duplicate tool {new.qualified_name!r}: declared by plugin {existing.owner!r}"
-        f"{_where(existing.source)} and again by plugin {new.owner!r}{_where(new.source)}; "
-        "give one a different 'name' in YAML, or disable one",
+
+def _class_hint(module: ModuleType) -> str:
+    """How to fix a missing class name: the tool classes the module does define."""
+    classes = sorted(
+        name
+        for name, value in vars(module).items()
+        if isinstance(value, type)
+        and issubclass(value, ChatbotTool)
+        and not inspect.isabstract(value)  # leaves out imported bases such as ChatbotTool
     )
+    if not classes:
+        return "it defines no tool class"
+    return f"tool classes it defines: {', '.join(classes)}"
 
 
-def _where(source: SourceLocation | None) -> str:
-    if source is None:
-        return ""
-    return f" at {source.path}:{source.line}" if source.line else f" at {source.path}"
-
-
-def _at(source: SourceLocation | None, message: str) -> Problem:
-    return Problem(message, source.path if source else None, source.line if source else None)
+def _duplicate(new: _ToolDecl, existing: _ToolDecl) -> Problem:
+    return duplicate_tool_problem(
+        new.qualified_name,
+        (existing.owner, existing.source or class_location(existing.tool_class)),
+        (new.owner, new.source or class_location(new.tool_class)),
+    )

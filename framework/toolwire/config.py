@@ -194,7 +194,7 @@ def read_yaml(path: Path) -> YamlDocument:
         raise ConfigError(Problem(f"invalid YAML: {message}", where, line)) from None
     except YAMLError as error:
         raise ConfigError(Problem(f"invalid YAML: {error}", where)) from None
-    if node is None:
+    if node is None or data is None:  # no document, or an empty one ("---")
         return YamlDocument({}, None)
     if not isinstance(node, MappingNode) or not isinstance(data, dict):
         raise ConfigError(Problem("the file must contain a mapping at its top level", where, 1))

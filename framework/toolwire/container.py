@@ -1,5 +1,8 @@
 """The dependency-injection container: one dependency-injector Singleton per enabled tool (SPEC §4).
 
+The Singleton providers are kept in a plain dict: ``dependency_injector.containers`` imports its
+``wiring`` module, which imports FastAPI when installed, and ``import toolwire`` must stay light.
+
 Wiring is planned before anything is built, from each tool class's ``__init__`` type hints:
 
 1. an explicit YAML injection (``inject: {param: tool_name}``, short or prefixed) wins;
@@ -26,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from dependency_injector import containers, providers
+from dependency_injector import providers
 from pydantic import BaseModel, ValidationError
 
 from toolwire.errors import Problem, ToolNameError, UnknownToolError, WiringError
-from toolwire.registry import ToolRegistration, ToolRegistry
+from toolwire.registry import ToolRegistration, ToolRegistry, located
 from toolwire.tools import ChatbotTool
 
 log = structlog.get_logger(__name__)
@@ -57,12 +60,12 @@ class ToolContainer:
 
     def __init__(
         self,
-        container: containers.DynamicContainer,
+        singletons: dict[str, providers.Singleton[ChatbotTool[Any]]],
         registrations: dict[str, ToolRegistration],
         graph: dict[str, list[str]],
     ) -> None:
         """Use :meth:`build`; this only keeps what it produced."""
-        self._container = container
+        self._singletons = singletons
         self._registrations = registrations
         self._graph = graph
 
@@ -77,8 +80,7 @@ class ToolContainer:
         if problems:
             raise WiringError(problems)
 
-        container = containers.DynamicContainer()
-        singletons = {
+        singletons: dict[str, providers.Singleton[ChatbotTool[Any]]] = {
             name: providers.Singleton(
                 _construct,
                 plan.registration,
@@ -90,7 +92,6 @@ class ToolContainer:
             singletons[name].add_kwargs(
                 **{param: singletons[target] for param, target in plan.tools.items()}
             )
-            container.set_provider(name, singletons[name])
             log.info(
                 "tool_wired",
                 tool=name,
@@ -98,7 +99,7 @@ class ToolContainer:
                 provided=sorted(plan.values),
             )
         built = cls(
-            container,
+            singletons,
             {name: plan.registration for name, plan in plans.items()},
             {name: list(plan.tools.values()) for name, plan in plans.items()},
         )
@@ -107,7 +108,7 @@ class ToolContainer:
 
     def get(self, qualified_name: str) -> ChatbotTool[Any]:
         """The singleton of an enabled tool, by its prefixed name."""
-        provider = self._container.providers.get(qualified_name)
+        provider = self._singletons.get(qualified_name)
         if provider is None:
             raise UnknownToolError(
                 f"no enabled tool {qualified_name!r} in the container; "
@@ -115,8 +116,7 @@ class ToolContainer:
                 name=qualified_name,
                 candidates=list(self._graph),
             )
-        tool: ChatbotTool[Any] = provider()
-        return tool
+        return provider()
 
     def instances(self) -> dict[str, ChatbotTool[Any]]:
         """Prefixed name → singleton, for every enabled tool in registry order."""
@@ -142,7 +142,8 @@ class ToolContainer:
             try:
                 self.get(name)
             except Exception as error:  # any constructor failure is the author's to see, located
-                log.error("tool_build_failed", tool=name, exc_info=error)
+                # the cause stays chained to the WiringError; a log line carries no traceback
+                log.error("tool_build_failed", tool=name, error=f"{type(error).__name__}: {error}")
                 failed.add(name)
                 causes.append(error)
                 registration = self._registrations[name]
@@ -158,7 +159,8 @@ class ToolContainer:
 
     def reset(self) -> None:
         """Drop every singleton; the next :meth:`get` builds it again (for tests)."""
-        self._container.reset_singletons()
+        for singleton in self._singletons.values():
+            singleton.reset()
 
 
 def _construct(registration: ToolRegistration, **kwargs: Any) -> ChatbotTool[Any]:
@@ -478,10 +480,7 @@ def _dependency_order(graph: Mapping[str, list[str]]) -> list[str]:
 
 
 def _problem(registration: ToolRegistration, message: str) -> Problem:
-    source = registration.source
-    if source is None:
-        return Problem(f"{registration.qualified_name}: {message}")
-    return source.problem(f"{registration.qualified_name}: {message}")
+    return located(registration.location(), f"{registration.qualified_name}: {message}")
 
 
 def _class_path(registration: ToolRegistration) -> str:

@@ -54,7 +54,16 @@ class ConfigError(ToolwireError):
         elif isinstance(problems, Problem):
             problems = [problems]
         self.problems: list[Problem] = list(problems)
-        super().__init__("\n".join(str(problem) for problem in self.problems))
+        super().__init__(self._text())
+
+    def add_causes(self, causes: list[Problem]) -> None:
+        """List ``causes`` first: problems found earlier that may explain these (a plugin that
+        failed to load leaves its domain undeclared)."""
+        self.problems[:0] = causes
+        self.args = (self._text(), *self.args[1:])
+
+    def _text(self) -> str:
+        return "\n".join(str(problem) for problem in self.problems)
 
 
 class ToolDeclarationError(ConfigError):
@@ -85,9 +94,13 @@ class WiringError(ConfigError):
 class PluginError(ToolwireError):
     """A plugin failed to import or raised inside a hook."""
 
-    def __init__(self, plugin: str, message: str) -> None:
+    def __init__(
+        self, plugin: str, message: str, *, path: str | None = None, line: int | None = None
+    ) -> None:
         self.plugin = plugin
-        super().__init__(f"plugin {plugin!r}: {message}")
+        self.problem = Problem(f"plugin {plugin!r}: {message}", path, line)
+        """The message located at the offending hook implementation, when it is known."""
+        super().__init__(str(self.problem))
 
 
 class UnknownDomainError(ToolwireError):

@@ -10,8 +10,11 @@ others still load. A hook implementation that matches no specification (a misspe
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
+import re
 import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -23,8 +26,8 @@ import pluggy
 import structlog
 
 from toolwire import hookspecs
-from toolwire.errors import PluginError, ToolDeclarationError
-from toolwire.registry import DomainSpec
+from toolwire.errors import PluginError, Problem, ToolDeclarationError
+from toolwire.registry import DomainSpec, SourceLocation, located
 from toolwire.tools import AgentCoordinator, ChatbotTool, validate_tool_class
 
 log = structlog.get_logger(__name__)
@@ -80,6 +83,12 @@ class PluginInfo:
     version: str | None = None
     domains: tuple[str, ...] = ()
     error: str | None = None
+    origin: SourceLocation | None = None
+    """Where the error was raised in the plugin's code, when that is known."""
+
+    def problem(self) -> Problem:
+        """The failure as ``toolwire check`` reports it (only for a plugin with an error)."""
+        return located(self.origin, f"plugin {self.name!r} failed to load: {self.error}")
 
 
 @dataclass(frozen=True)
@@ -163,7 +172,13 @@ def discover(
             pm.register(candidate.plugin, name=candidate.name)
         except pluggy.PluginValidationError as error:
             detail = str(error).replace("\n", "; ")
-            raise PluginError(candidate.name, f"{detail}; fix the hook implementation") from error
+            hook = re.search(r"for hook '(\w+)'", detail)
+            function = getattr(candidate.plugin, hook[1], None) if hook else None
+            raise PluginError(
+                candidate.name,
+                f"{detail}; fix the hook implementation",
+                **_function_location(function),
+            ) from error
         registered.append(candidate)
     _check_hook_names(pm)
 
@@ -190,7 +205,7 @@ def _load_entry_points(result: PluginSet, allowed: set[str] | None) -> list[_Can
         try:
             plugin = entry_point.load()
         except Exception as error:  # any import-time failure is the plugin's, not ours
-            _fail(result, entry_point.name, version, f"failed to import: {_describe(error)}")
+            _fail(result, entry_point.name, version, f"failed to import: {_describe(error)}", error)
             continue
         loaded.append(_Candidate(entry_point.name, version, plugin))
     for name in sorted((allowed or set()) - seen):
@@ -213,6 +228,7 @@ def _check_hook_names(pm: pluggy.PluginManager) -> None:
                 impl.plugin_name,
                 f"implements unknown hook {hook_name!r}; {hint}"
                 f"the toolwire hooks are {', '.join(known)}",
+                **_function_location(impl.function),
             )
     pm.check_pending()
 
@@ -237,7 +253,7 @@ def _collect(pm: pluggy.PluginManager, candidate: _Candidate, result: PluginSet)
                 impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
         tools = _place_tools(contribution, candidate.name)
     except Exception as error:  # a plugin's bug must not stop the other plugins
-        _fail(result, candidate.name, candidate.version, f"raised {_describe(error)}")
+        _fail(result, candidate.name, candidate.version, f"raised {_describe(error)}", error)
         pm.unregister(name=candidate.name)
         return
     result.domains += contribution.domains
@@ -336,9 +352,43 @@ def _package_dir(plugin: object) -> Path:
     return Path(module_file).parent if module_file else Path.cwd()
 
 
-def _fail(result: PluginSet, name: str, version: str | None, error: str) -> None:
-    result.plugins.append(PluginInfo(name, version, (), error))
-    log.warning("plugin_failed", plugin=name, version=version, error=error)
+def _fail(
+    result: PluginSet,
+    name: str,
+    version: str | None,
+    error: str,
+    cause: BaseException | None = None,
+) -> None:
+    origin = _origin(cause) if cause is not None else None
+    result.plugins.append(PluginInfo(name, version, (), error, origin))
+    log.warning(
+        "plugin_failed", plugin=name, version=version, error=error, origin=origin and str(origin)
+    )
+
+
+_HOST_DIRS = tuple(
+    str(Path(module.__file__ or "").parent) + os.sep for module in (importlib, pluggy, hookspecs)
+)
+"""toolwire's, pluggy's and the import system's own code: never where a plugin's error is."""
+
+
+def _origin(error: BaseException) -> SourceLocation | None:
+    """Where a plugin's error was raised: a syntax error's own line, else the innermost frame
+    outside the host code (so the registering line, not toolwire's check that refused it)."""
+    if isinstance(error, SyntaxError) and error.filename:
+        return SourceLocation(error.filename, error.lineno)
+    found = None
+    for frame, line in traceback.walk_tb(error.__traceback__):
+        path = frame.f_code.co_filename
+        if not path.startswith("<") and not path.startswith(_HOST_DIRS):
+            found = SourceLocation(path, line)
+    return found
+
+
+def _function_location(function: object) -> dict[str, Any]:
+    """``path``/``line`` keyword arguments for a PluginError about a hook implementation."""
+    code = getattr(function, "__code__", None)
+    return {"path": code.co_filename, "line": code.co_firstlineno} if code else {}
 
 
 def _describe(error: BaseException) -> str:

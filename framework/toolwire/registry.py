@@ -8,6 +8,7 @@ candidates and the owners.
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,8 +50,45 @@ class SourceLocation:
     path: str
     line: int | None = None
 
-    def problem(self, message: str) -> Problem:
-        return Problem(message, self.path, self.line)
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+
+def located(source: SourceLocation | None, message: str) -> Problem:
+    """A problem at ``source`` (unlocated when the source is unknown)."""
+    return Problem(message, source.path if source else None, source.line if source else None)
+
+
+def class_location(cls: type) -> SourceLocation | None:
+    """Where a class is defined: the location of a tool that a hook, not YAML, declared.
+
+    Only error paths call this (finding a class's line reads and parses its module).
+    """
+    try:
+        path = inspect.getsourcefile(cls)
+        line = inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):  # built in, or defined where no source file exists
+        return None
+    return SourceLocation(path, line) if path else None
+
+
+def duplicate_tool_problem(
+    qualified_name: str,
+    first: tuple[str, SourceLocation | None],
+    second: tuple[str, SourceLocation | None],
+) -> Problem:
+    """Two owners (plugin or ``config``, where) declared the same prefixed name."""
+    return located(
+        second[1],
+        f"duplicate tool {qualified_name!r}: declared by {_owner(*first)} and again by "
+        f"{_owner(*second)}; rename one (the 'name' key in its YAML, or "
+        "register(..., name=...) in its register_tools hook), or leave one plugin out with "
+        "TOOLWIRE_PLUGINS",
+    )
+
+
+def _owner(plugin: str, where: SourceLocation | None) -> str:
+    return f"plugin {plugin!r}" + (f" at {where}" if where else "")
 
 
 @dataclass(frozen=True)
@@ -76,6 +114,10 @@ class ToolRegistration:
     def wire_name(self) -> str:
         return to_wire_name(self.qualified_name)
 
+    def location(self) -> SourceLocation | None:
+        """Where the tool was declared: its YAML entry, else its class (see class_location)."""
+        return self.source or class_location(self.tool_class)
+
 
 def to_wire_name(qualified_name: str) -> str:
     """``"pharma.substance_lookup"`` → ``"pharma-substance_lookup"`` (safe as a function name)."""
@@ -97,15 +139,11 @@ class ToolRegistry:
         """Register a tool; a second tool with the same prefixed name is an error naming both."""
         existing = self._by_qualified.get(registration.qualified_name)
         if existing is not None:
-            where = registration.source.path if registration.source else None
-            line = registration.source.line if registration.source else None
             raise ConfigError(
-                Problem(
-                    f"duplicate tool {registration.qualified_name!r}: declared by "
-                    f"{_owner(existing)} and again by {_owner(registration)}; "
-                    "rename one of them (the YAML 'name' key) or disable one",
-                    where,
-                    line,
+                duplicate_tool_problem(
+                    registration.qualified_name,
+                    (existing.plugin, existing.location()),
+                    (registration.plugin, registration.location()),
                 )
             )
         self._by_qualified[registration.qualified_name] = registration
@@ -191,10 +229,3 @@ def domain_reference_problems(
             )
     return problems
 
-
-def _owner(registration: ToolRegistration) -> str:
-    where = ""
-    if registration.source is not None:
-        line = f":{registration.source.line}" if registration.source.line else ""
-        where = f" at {registration.source.path}{line}"
-    return f"plugin {registration.plugin!r}{where}"

@@ -13,7 +13,8 @@ from rich.table import Column, Table
 from toolwire import catalogue
 from toolwire.app import App
 from toolwire.cli.state import load_app_or_exit, report_error
-from toolwire.errors import PluginError, Problem
+from toolwire.errors import PluginError
+from toolwire.logging import configure_logging
 from toolwire.plugins import PluginInfo, discover
 from toolwire.registry import to_wire_name
 
@@ -92,10 +93,12 @@ def check(
     ] = None,
 ) -> None:
     """Build everything once and report every problem as ``path:line: message``; exit 1 if any."""
+    # every warning of the build is also a reported problem: keep the output to those lines
+    configure_logging(force=True, default_level="critical")
     app = load_app_or_exit(ctx, config)
     failed = [info for info in app.plugins if info.error is not None]
     for info in failed:
-        typer.echo(str(Problem(f"plugin {info.name!r} failed to load: {info.error}")), err=True)
+        typer.echo(str(info.problem()), err=True)
     if failed:
         raise typer.Exit(1)
     typer.echo(
