@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import BaseModel
 
@@ -171,3 +173,10 @@ def test_a_test_plugin_does_not_leak_into_the_next_app(toolwire_app_factory: App
 
 class TestOwlsConform(ToolConformance):
     tool_class = Owls
+
+
+def test_ask_embedded_model_fails_with_the_commands_error(tmp_path: Path) -> None:
+    from toolwire.testing import ask_embedded_model
+
+    with pytest.raises(AssertionError, match="unknown domain"):
+        ask_embedded_model("hello?", domain="nowhere", plugins="pharma", cwd=tmp_path)

@@ -7,16 +7,12 @@ guaranteed interaction text, its severity, the source and the disclaimer, verbat
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from toolwire_pharma import MedicineData
 
-CLI = Path(sys.executable).with_name("toolwire")
+from toolwire.testing import ask_embedded_model
 
 
 @pytest.mark.local_model
@@ -30,23 +26,7 @@ CLI = Path(sys.executable).with_name("toolwire")
     ],
 )
 def test_ask_on_the_embedded_model(tmp_path: Path, question: str, expected: str) -> None:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"OPENAI_API_KEY", "TOOLWIRE_LLM_BASE_URL", "TOOLWIRE_CONFIG"}
-    }
-    env["TOOLWIRE_PLUGINS"] = "pharma"
-    run = subprocess.run(
-        [str(CLI), "ask", "--domain", "pharma", "--json", question],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    answer = json.loads(run.stdout)
+    answer = ask_embedded_model(question, domain="pharma", plugins="pharma", cwd=tmp_path)
     assert answer["kind"] == "answer"
     [guaranteed] = answer["guaranteed_contexts"]
     assert expected in guaranteed
