@@ -92,7 +92,7 @@ def check(
         Path | None, typer.Option("--config", help="The configuration file to check.")
     ] = None,
 ) -> None:
-    """Build everything once and report every problem as ``path:line: message``; exit 1 if any."""
+    """Build everything once and report every problem as path:line: message; exit 1 if any."""
     # every warning of the build is also a reported problem: keep the output to those lines
     configure_logging(force=True, default_level="critical")
     app = load_app_or_exit(ctx, config)
@@ -111,7 +111,7 @@ def graph(
     ctx: typer.Context,
     mermaid: Annotated[bool, typer.Option("--mermaid", help="Print a Mermaid flowchart.")] = False,
 ) -> None:
-    """Show which tool is injected into which (``a -> b``: b is injected into a)."""
+    """Show which tool is injected into which ("a -> b": b is injected into a)."""
     edges = load_app_or_exit(ctx).container.graph()
     typer.echo(render_mermaid(edges) if mermaid else render_text(edges))
 

@@ -30,8 +30,7 @@ def serve(
         typer.Option("--config", "-c", help="Configuration file (overrides the global option)."),
     ] = None,
 ) -> None:
-    """Serve the chatbot over HTTP: POST /v1/ask, GET /v1/domains and /v1/tools, /healthz,
-    /readyz, and the OpenAPI documentation at /docs.
+    """Serve the chatbot over HTTP: /v1/ask, /v1/domains, /v1/tools, health, OpenAPI at /docs.
 
     Logs are JSON lines on stderr, one http_request event per request with its request id. Set
     the environment variable named by server.token_env (TOOLWIRE_API_TOKEN) to require a bearer
