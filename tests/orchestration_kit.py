@@ -7,8 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+import toolwire
 from toolwire import (
     AgentCoordinator,
+    ChatbotTool,
     ClarifiableContextConsumerTool,
     Clarification,
     ContextBuffer,
@@ -18,6 +20,7 @@ from toolwire import (
     TaskInfo,
     ToolExecutionResult,
 )
+from toolwire.plugins import RegisterDomain, RegisterTool
 from toolwire.registry import DomainSpec
 
 
@@ -202,3 +205,19 @@ def subtask(task_no: str, prompt: str, *required: str, conditional: bool = False
 
 def domain(**kwargs: Any) -> DomainSpec:
     return DomainSpec(name="demo", **kwargs)
+
+
+def plugin_of(spec: DomainSpec, *tool_classes: type[ChatbotTool[Any]]) -> object:
+    """A plugin object registering one domain and its tool classes, for tests through ``App``."""
+
+    class DomainPlugin:
+        @toolwire.hookimpl
+        def register_domains(self, register: RegisterDomain) -> None:
+            register(spec)
+
+        @toolwire.hookimpl
+        def register_tools(self, register: RegisterTool) -> None:
+            for tool_class in tool_classes:
+                register(tool_class, domain=spec.name)
+
+    return DomainPlugin()

@@ -11,10 +11,10 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 import toolwire
+from orchestration_kit import plugin_of
 from toolwire import App, OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.cli import app as cli_app
 from toolwire.cli import ask_commands
-from toolwire.plugins import RegisterDomain, RegisterTool
 from toolwire.registry import DomainSpec
 from toolwire.testing import ScriptedModel
 
@@ -35,16 +35,6 @@ class BookingTool(OrchestratorActivatedTool[Booking]):
         return ToolExecutionResult.as_guaranteed_context(f"Table booked in {params.city}.")
 
 
-class TripPlugin:
-    @toolwire.hookimpl
-    def register_domains(self, register: RegisterDomain) -> None:
-        register(DomainSpec(name="trip"))
-
-    @toolwire.hookimpl
-    def register_tools(self, register: RegisterTool) -> None:
-        register(BookingTool, domain="trip")
-
-
 def _city(text: str, instruction: str) -> Booking:
     found = re.findall(r"\b(Paris|Rome)\b", text)
     return Booking(city=found[-1] if found else None)
@@ -60,7 +50,12 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: N
 
     def load_app(ctx: object) -> App:
         model = ScriptedModel().on_suitability(["booking"]).on_extract(Booking, _city)
-        return App.load(config, plugins=[TripPlugin()], load_entry_points=False, llm=model)
+        return App.load(
+            config,
+            plugins=[plugin_of(DomainSpec(name="trip"), BookingTool)],
+            load_entry_points=False,
+            llm=model,
+        )
 
     monkeypatch.setattr(ask_commands, "load_app", load_app)
     return CliRunner()
@@ -167,24 +162,15 @@ class BrokenTool(CheapTool):
         raise RuntimeError("reviews service is down")
 
 
-class PlannerPlugin:
-    @toolwire.hookimpl
-    def register_domains(self, register: RegisterDomain) -> None:
-        register(DomainSpec(name="trip"))
-
-    @toolwire.hookimpl
-    def register_tools(self, register: RegisterTool) -> None:
-        for tool in (PlannerTool, CheapTool, FullTool, BrokenTool):
-            register(tool, domain="trip")
-
-
 def test_ask_trace_draws_the_task_tree_with_coordinators_decisions_and_failures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
 ) -> None:
     model = ScriptedModel().on_suitability(["broken"]).on_answer("A table at 8 pm in Paris.")
 
+    planner = plugin_of(DomainSpec(name="trip"), PlannerTool, CheapTool, FullTool, BrokenTool)
+
     def load_app(ctx: object) -> App:
-        return App.load(None, plugins=[PlannerPlugin()], load_entry_points=False, llm=model)
+        return App.load(None, plugins=[planner], load_entry_points=False, llm=model)
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(ask_commands, "load_app", load_app)

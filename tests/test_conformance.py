@@ -7,6 +7,7 @@ Each builds the real orchestrator over tools defined in ``orchestration_kit`` an
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -33,9 +34,10 @@ from toolwire import (
     extract_coordinator_task,
 )
 from toolwire.llm import GatekeeperVerdict, Purpose
+from toolwire.orchestrator import ConversationService
 from toolwire.settings import OrchestratorSettings
 from toolwire.testing import ScriptedModel, conversation_for, orchestrator_for
-from toolwire.tools import is_coordinator_requested
+from toolwire.tools import ChatbotTool, is_coordinator_requested
 
 
 def _extend(tag: str):  # type: ignore[no-untyped-def]
@@ -639,6 +641,16 @@ class FakeDeepSearch(Coordinator, Consumer):  # type: ignore[misc]
         self.snapshots = []
 
 
+def deep_search_service(
+    *tools: ChatbotTool[Any], model: ScriptedModel, settings: OrchestratorSettings | None = None
+) -> ConversationService:
+    """A conversation whose domain retrieves with "rag" and deep-searches with "deep" for every
+    prompt type."""
+    return conversation_for(
+        domain(rag_tool="rag", deep_fallback={"*": "deep"}), *tools, model=model, settings=settings
+    )
+
+
 async def test_step8_insufficient_context_runs_the_deep_fallback_on_the_task(
     scripted_model: ScriptedModel,
 ) -> None:
@@ -650,8 +662,7 @@ async def test_step8_insufficient_context_runs_the_deep_fallback_on_the_task(
     scripted_model.on_suitability({}).on_gatekeeper(
         GatekeeperVerdict(sufficient=False, missing=["the dosage"]), times=1
     ).on_gatekeeper(True).on_answer()
-    service = conversation_for(
-        domain(rag_tool="rag", deep_fallback={"*": "deep"}),
+    service = deep_search_service(
         rag,
         finder,
         deep,
@@ -678,8 +689,7 @@ async def test_step8_empty_retrieval_is_insufficient_without_a_gatekeeper_call(
 ) -> None:
     rag, finder, deep = EchoTool("rag", ""), EchoTool("finder", "found it"), FakeDeepSearch()
     scripted_model.on_suitability({}).on_gatekeeper(True).on_answer()
-    service = conversation_for(
-        domain(rag_tool="rag", deep_fallback={"*": "deep"}),
+    service = deep_search_service(
         rag,
         finder,
         deep,
@@ -703,8 +713,7 @@ async def test_step8_deep_fallback_is_bounded_and_skipped_when_context_suffices(
             sufficient=False, missing=[f"item {len(contexts)}"]
         )
     )
-    bounded = conversation_for(
-        domain(rag_tool="rag", deep_fallback={"*": "deep"}),
+    bounded = deep_search_service(
         rag,
         finder,
         deep,
@@ -719,8 +728,7 @@ async def test_step8_deep_fallback_is_bounded_and_skipped_when_context_suffices(
 
     satisfied = ScriptedModel().on_suitability({}).on_gatekeeper(True).on_answer("done")
     quiet = FakeDeepSearch()
-    service = conversation_for(
-        domain(rag_tool="rag", deep_fallback={"*": "deep"}),
+    service = deep_search_service(
         EchoTool("rag", "all of it"),
         EchoTool("finder"),
         quiet,
@@ -860,8 +868,7 @@ async def test_step9_the_answer_and_gatekeeper_see_the_users_message_not_the_rew
     splitter = Coordinator("splitter", to_json)
     asker, rag, deep = AskingTool("asker"), EchoTool("rag", "r"), FakeDeepSearch()
     scripted_model.on_extract(Query, {"query": "x"}).on_gatekeeper(True).on_answer("done")
-    service = conversation_for(
-        domain(rag_tool="rag", deep_fallback={"*": "deep"}),
+    service = deep_search_service(
         splitter,
         asker,
         rag,
@@ -991,15 +998,14 @@ async def test_concurrent_conversations_on_one_service_share_no_state(
 ) -> None:
     import asyncio
 
-    asker, echo = AskingTool("asker"), EchoTool("echo", lambda text: ToolExecutionResult.context(
-        f"echo of {text}"
-    ))
+    asker, echo = (
+        AskingTool("asker"),
+        EchoTool("echo", lambda text: ToolExecutionResult.context(f"echo of {text}")),
+    )
     scripted_model.on_extract(
         Query, lambda text, instruction: {"query": text.rsplit(" ", 1)[-1]}
     ).on_answer()
-    scripted_model.on_suitability(
-        lambda prompt, names: {"asker"} if "ask" in prompt else {"echo"}
-    )
+    scripted_model.on_suitability(lambda prompt, names: {"asker"} if "ask" in prompt else {"echo"})
     service = conversation_for(domain(), asker, echo, model=scripted_model)
 
     first, second, plain = await asyncio.gather(

@@ -6,8 +6,16 @@ from collections.abc import Callable
 
 import pytest
 
-import toolwire
-from orchestration_kit import Coordinator, EchoTool, Query, QueryTool, domain, subtask
+from orchestration_kit import (
+    Coordinator,
+    Decide,
+    EchoTool,
+    Query,
+    QueryTool,
+    domain,
+    plugin_of,
+    subtask,
+)
 from toolwire import (
     ModelError,
     SubtaskDecision,
@@ -20,7 +28,6 @@ from toolwire.app import App
 from toolwire.errors import ConfigError, SessionError, UnknownDomainError
 from toolwire.llm import Purpose
 from toolwire.orchestrator import ConversationService, DomainOrchestrator
-from toolwire.plugins import RegisterDomain, RegisterTool
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore
 from toolwire.settings import OrchestratorSettings
@@ -194,27 +201,42 @@ async def test_a_coordinator_that_raises_or_returns_another_task_is_undone(
     assert "ValueError: async boom" in answer.failures[1]
 
 
-async def test_a_conditional_decision_that_raises_runs_the_subtask(
-    scripted_model: ScriptedModel,
-) -> None:
-    def boom(parent: TaskInfo, nxt: TaskInfo, done: object) -> SubtaskDecision:
-        raise RuntimeError("cannot decide")
+def _raise(parent: TaskInfo, nxt: TaskInfo, done: object) -> SubtaskDecision:
+    raise RuntimeError("cannot decide")
 
+
+def _garbage(parent: TaskInfo, nxt: TaskInfo, done: object) -> SubtaskDecision:
+    return "perhaps"  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("decide", "note"),
+    [
+        (_raise, "conditional: decision raised RuntimeError: cannot decide: run"),
+        (
+            _garbage,
+            "conditional: decision raised ValueError: 'perhaps' is not a valid "
+            "SubtaskDecision: run",
+        ),
+    ],
+    ids=["raises", "returns-garbage"],
+)
+async def test_a_conditional_decision_that_raises_or_is_garbage_runs_the_subtask(
+    scripted_model: ScriptedModel, decide: Decide, note: str
+) -> None:
     def split(task: TaskInfo) -> None:
         task.sub_tasks = [subtask("1.1", "maybe", "maybe", conditional=True)]
 
     maybe = EchoTool("maybe", "ran")
     scripted_model.on_suitability([]).on_answer()
     service = conversation_for(
-        domain(), Coordinator("c", split, decide=boom), maybe, model=scripted_model
+        domain(), Coordinator("c", split, decide=decide), maybe, model=scripted_model
     )
 
     answer = await service.ask("q")
 
     assert maybe.texts and answer.trace.sub_tasks[0].decision is SubtaskDecision.RUN
-    assert answer.trace.sub_tasks[0].notes == [
-        "conditional: decision raised RuntimeError: cannot decide: run"
-    ]
+    assert answer.trace.sub_tasks[0].notes == [note]
 
 
 async def test_the_depth_limit_is_recorded_and_the_rest_goes_on(
@@ -317,22 +339,6 @@ def test_misspelt_domain_tool_names_fail_when_the_orchestrator_is_built(
             orchestrator_for(spec, EchoTool("rag"), EchoTool("deep"), model=scripted_model)
 
 
-class _ShopPlugin:
-    """A domain whose references point at tools the configuration may disable."""
-
-    def __init__(self, spec: DomainSpec) -> None:
-        self.spec = spec
-
-    @toolwire.hookimpl
-    def register_domains(self, register: RegisterDomain) -> None:
-        register(self.spec)
-
-    @toolwire.hookimpl
-    def register_tools(self, register: RegisterTool) -> None:
-        register(_Search, domain=self.spec.name)
-        register(_Deep, domain=self.spec.name)
-
-
 class _Search(EchoTool):
     name = "search"
 
@@ -368,7 +374,9 @@ def test_a_domain_reference_to_a_disabled_tool_fails_when_the_app_is_built(
     config = f"tools:\n  - {{name: {disabled}, domain: shop, enabled: false}}\n"
 
     with pytest.raises(ConfigError) as raised:
-        toolwire_app_factory(plugins=[_ShopPlugin(spec)], config=config, llm=scripted_model)
+        toolwire_app_factory(
+            plugins=[plugin_of(spec, _Search, _Deep)], config=config, llm=scripted_model
+        )
 
     assert f"domain 'shop': {problem} names tool 'shop.{disabled}', which is disabled" in str(
         raised.value
@@ -377,7 +385,9 @@ def test_a_domain_reference_to_a_disabled_tool_fails_when_the_app_is_built(
     excluded = spec.model_copy(
         update={"rag_tool": None, "deep_fallback": {}, "excluded_tools": [disabled]}
     )
-    app = toolwire_app_factory(plugins=[_ShopPlugin(excluded)], config=config, llm=scripted_model)
+    app = toolwire_app_factory(
+        plugins=[plugin_of(excluded, _Search, _Deep)], config=config, llm=scripted_model
+    )
     assert app.domains["shop"].excluded_tools == [disabled]
 
 
@@ -414,3 +424,28 @@ async def test_a_stored_task_naming_a_tool_disabled_since_is_a_recorded_failure(
     assert result.kind == "answer"
     assert [r.outcome for r in root.tool_runs] == ["error", "context"]
     assert "'demo.gone' activated on task 1 is no longer available" in result.failures[0]
+
+
+async def test_a_failing_gatekeeper_is_recorded_and_the_deep_fallback_not_run(
+    scripted_model: ScriptedModel,
+) -> None:
+    deep = Coordinator("deep")
+    scripted_model.on_suitability({}).on_gatekeeper(ModelError("gatekeeper", "timeout"))
+    scripted_model.on_answer("composed")
+    service = conversation_for(
+        domain(rag_tool="rag", deep_fallback={"*": "deep"}),
+        EchoTool("rag", "partial"),
+        deep,
+        model=scripted_model,
+    )
+
+    answer = await service.ask("q")
+
+    assert answer.kind == "answer" and answer.text.startswith("composed")
+    assert len(scripted_model.calls_for(Purpose.GATEKEEPER)) == 2  # default: 2 attempts
+    assert len(deep.seen) == 1  # only its turn in the coordinator chain, no fallback round
+    assert [(run.tool_name, run.reason) for run in answer.trace.tools] == [("demo.rag", "rag")]
+    assert answer.failures == [
+        "task 1: context gatekeeper failed, no deep fallback: model call for 'gatekeeper' "
+        "failed: timeout (after 2 attempt(s))"
+    ]

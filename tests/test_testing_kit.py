@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-import toolwire
 import toolwire.llm as llm_package
+from orchestration_kit import plugin_of
 from toolwire import ModelError, OrchestratorActivatedTool, PromptAndContext, ToolExecutionResult
 from toolwire.llm import (
     ModelRequestsBlockedError,
@@ -17,7 +17,6 @@ from toolwire.llm import (
     collect_calls,
     ensure_model_requests_allowed,
 )
-from toolwire.plugins import RegisterDomain, RegisterTool
 from toolwire.registry import DomainSpec
 from toolwire.testing import (
     ScriptedModel,
@@ -135,22 +134,12 @@ class Owls(OrchestratorActivatedTool[Topic]):
         return ToolExecutionResult.context(f"Owls hunt at night ({params.topic}).")
 
 
-class OwlPlugin:
-    @toolwire.hookimpl
-    def register_domains(self, register: RegisterDomain) -> None:
-        register(DomainSpec(name="birds"))
-
-    @toolwire.hookimpl
-    def register_tools(self, register: RegisterTool) -> None:
-        register(Owls, domain="birds")
-
-
 async def test_the_app_answers_through_the_orchestrator_with_a_test_plugin(
     toolwire_app_factory: AppFactory, scripted_model: ScriptedModel
 ) -> None:
     scripted_model.on_suitability(["owls"]).on_extract(Topic, {"topic": "hunting"}).on_answer()
     app = toolwire_app_factory(
-        plugins=[OwlPlugin()],
+        plugins=[plugin_of(DomainSpec(name="birds"), Owls)],
         config="default_domain: birds\nsessions:\n  store: memory\n",
         llm=scripted_model,
     )

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from toolwire.errors import ModelError, ToolNameError
+from toolwire.errors import ModelError, ToolNameError, UnknownToolError
 from toolwire.llm.base import LanguageModel, Purpose, SuitabilityQuestion
 from toolwire.orchestrator.invoke import call_model
-from toolwire.registry import ToolRegistry
+from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.task import TaskInfo, ToolRunRecord
-from toolwire.tools import ChatbotTool
+from toolwire.tools import ChatbotTool, OrchestratorActivatedTool
 
 CLASSIFICATION_INSTRUCTION = (
     "Classify the user's message: choose the one prompt type that fits it best and list the "
@@ -74,18 +74,73 @@ async def classify(
     task.notes.append(f"prompt type: {task.prompt_type}")
 
 
+@dataclass(frozen=True)
+class DomainTools:
+    """A domain's built tools as activation sees them; computed once per orchestrator."""
+
+    domain: str
+    registry: ToolRegistry
+    tools: Mapping[str, ChatbotTool[Any]]
+    order: Mapping[str, int]
+    """Registry order of every qualified name (the tie-break after priority)."""
+    excluded: frozenset[str]
+    suitability_candidates: tuple[Candidate, ...]
+    rag: Candidate | None
+
+    @classmethod
+    def build(
+        cls, domain: DomainSpec, registry: ToolRegistry, tools: Mapping[str, ChatbotTool[Any]]
+    ) -> DomainTools:
+        """Resolve the domain's references (they must have passed the reference check)."""
+        order = {reg.qualified_name: index for index, reg in enumerate(registry)}
+        excluded = frozenset(
+            registry.resolve(name, domain.name).qualified_name for name in domain.excluded_tools
+        )
+        scope = cls(domain.name, registry, tools, order, excluded, (), None)
+        rag = scope.candidate(domain.rag_tool) if domain.rag_tool else None
+        rag_name = rag.qualified_name if rag else None
+        candidates = tuple(
+            c
+            for c in scope.activatable()
+            if c.qualified_name != rag_name and not c.tool.coordinator_only
+        )
+        return cls(domain.name, registry, tools, order, excluded, candidates, rag)
+
+    def activatable(self) -> list[Candidate]:
+        """The domain's orchestrator-activated tools that are built and not excluded."""
+        return [
+            Candidate(reg.qualified_name, self.tools[reg.qualified_name], index)
+            for index, reg in enumerate(self.registry)
+            if reg.domain == self.domain
+            and reg.qualified_name in self.tools
+            and isinstance(self.tools[reg.qualified_name], OrchestratorActivatedTool)
+            and reg.qualified_name not in self.excluded
+        ]
+
+    def candidate(self, name: str) -> Candidate:
+        """A built tool by short or prefixed name (resolved in this domain first)."""
+        qualified = self.registry.resolve(name, self.domain).qualified_name
+        if qualified not in self.tools:
+            raise UnknownToolError(
+                f"tool {qualified!r} is disabled or was not built", name=name, candidates=[]
+            )
+        return Candidate(qualified, self.tools[qualified], self.order[qualified])
+
+    def required(self, name: str) -> Candidate | str:
+        """The candidate a required name designates, or why it cannot be activated."""
+        try:
+            qualified = self.registry.resolve(name, self.domain).qualified_name
+        except ToolNameError as error:
+            return f"required tool {name!r} cannot be activated: {error}"
+        if qualified in self.excluded:
+            return f"required tool {name!r} ({qualified}) is excluded in domain {self.domain!r}"
+        if qualified not in self.tools:
+            return f"required tool {name!r} ({qualified}) is disabled or was not built"
+        return Candidate(qualified, self.tools[qualified], self.order[qualified])
+
+
 async def choose_tools(
-    task: TaskInfo,
-    *,
-    llm: LanguageModel,
-    registry: ToolRegistry,
-    domain: str,
-    tools: dict[str, ChatbotTool[Any]],
-    order: dict[str, int],
-    suitability_candidates: Sequence[Candidate],
-    rag: Candidate | None,
-    excluded: frozenset[str],
-    attempts: int,
+    task: TaskInfo, *, llm: LanguageModel, scope: DomainTools, attempts: int
 ) -> list[ToolRunRecord]:
     """The task's activated tools in priority order, as pending run records.
 
@@ -96,48 +151,26 @@ async def choose_tools(
     chosen: list[tuple[Candidate, Literal["required", "suitability", "rag"]]] = []
     if task.required_tool_names:
         for name in sorted(task.required_tool_names):
-            candidate = _required(task, name, registry, domain, tools, order, excluded)
-            if candidate is not None and all(
-                c.qualified_name != candidate.qualified_name for c, _ in chosen
-            ):
+            candidate = scope.required(name)
+            if isinstance(candidate, str):
+                task.failures.append(candidate)
+                task.tool_runs.append(
+                    ToolRunRecord(
+                        tool_name=name, reason="required", outcome="error", detail=candidate
+                    )
+                )
+            elif all(c.qualified_name != candidate.qualified_name for c, _ in chosen):
                 chosen.append((candidate, "required"))
     else:
-        for candidate in await _suitable(task, llm, suitability_candidates, attempts):
+        for candidate in await _suitable(task, llm, scope.suitability_candidates, attempts):
             chosen.append((candidate, "suitability"))
-        if rag is not None:
-            chosen.append((rag, "rag"))
+        if scope.rag is not None:
+            chosen.append((scope.rag, "rag"))
     chosen.sort(key=lambda pair: pair[0].sort_key)
     return [
         ToolRunRecord(tool_name=candidate.qualified_name, reason=reason, outcome="pending")
         for candidate, reason in chosen
     ]
-
-
-def _required(
-    task: TaskInfo,
-    name: str,
-    registry: ToolRegistry,
-    domain: str,
-    tools: dict[str, ChatbotTool[Any]],
-    order: dict[str, int],
-    excluded: frozenset[str],
-) -> Candidate | None:
-    try:
-        qualified = registry.resolve(name, domain).qualified_name
-    except ToolNameError as error:
-        problem = f"required tool {name!r} cannot be activated: {error}"
-    else:
-        if qualified in excluded:
-            problem = f"required tool {name!r} ({qualified}) is excluded in domain {domain!r}"
-        elif qualified not in tools:
-            problem = f"required tool {name!r} ({qualified}) is disabled or was not built"
-        else:
-            return Candidate(qualified, tools[qualified], order.get(qualified, len(order)))
-    task.failures.append(problem)
-    task.tool_runs.append(
-        ToolRunRecord(tool_name=name, reason="required", outcome="error", detail=problem)
-    )
-    return None
 
 
 async def _suitable(

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from toolwire.errors import ConfigError, ModelError, Problem, ToolNameError, UnknownToolError
 from toolwire.llm.base import GatekeeperVerdict, LanguageModel, Purpose
-from toolwire.orchestrator.activation import Candidate, choose_tools, classify
+from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
 from toolwire.orchestrator.buffer import buffer_of, siblings_so_far, snapshot, subtree_results
 from toolwire.orchestrator.coordinators import (
     NamedCoordinator,
@@ -42,7 +42,6 @@ from toolwire.tools import (
     ChatbotTool,
     ClarifiableContextConsumerTool,
     ContextConsumerTool,
-    OrchestratorActivatedTool,
     ResultKind,
 )
 
@@ -98,37 +97,16 @@ class DomainOrchestrator:
         )
         if problems:
             raise ConfigError([Problem(problem) for problem in problems])
-        self._order = {reg.qualified_name: index for index, reg in enumerate(registry)}
-        self._excluded = frozenset(
-            registry.resolve(name, domain.name).qualified_name for name in domain.excluded_tools
-        )
-        self._rag = self._candidate(domain.rag_tool) if domain.rag_tool else None
-        activatable = [
-            Candidate(reg.qualified_name, self._tools[reg.qualified_name], index)
-            for index, reg in enumerate(registry)
-            if reg.domain == domain.name
-            and reg.qualified_name in self._tools
-            and isinstance(self._tools[reg.qualified_name], OrchestratorActivatedTool)
-            and reg.qualified_name not in self._excluded
-        ]
-        rag_name = self._rag.qualified_name if self._rag else None
-        self._suitability_candidates = [
-            c for c in activatable if c.qualified_name != rag_name and not c.tool.coordinator_only
-        ]
+        self._scope = DomainTools.build(domain, registry, self._tools)
         self._coordinators = [
             NamedCoordinator.of(c.tool)
-            for c in sorted(activatable, key=lambda c: c.sort_key)
+            for c in sorted(self._scope.activatable(), key=lambda c: c.sort_key)
             if isinstance(c.tool, AgentCoordinator)
         ]
-
-    def _candidate(self, name: str) -> Candidate:
-        """A built tool by short or prefixed name (resolved in this domain first)."""
-        qualified = self.registry.resolve(name, self.domain.name).qualified_name
-        if qualified not in self._tools:
-            raise UnknownToolError(
-                f"tool {qualified!r} is disabled or was not built", name=name, candidates=[]
-            )
-        return Candidate(qualified, self._tools[qualified], self._order[qualified])
+        self._fallback_tools = {
+            prompt_type: self._scope.candidate(name).tool
+            for prompt_type, name in domain.deep_fallback.items()
+        }
 
     # -- hooks ------------------------------------------------------------------------------
 
@@ -137,10 +115,8 @@ class DomainOrchestrator:
 
         Looks the type up in the domain's ``deep_fallback`` mapping, then ``"*"``.
         """
-        name = self.domain.deep_fallback.get(prompt_type) or self.domain.deep_fallback.get("*")
-        if name is None:
-            return None
-        return self._candidate(name).tool
+        tool = self._fallback_tools.get(prompt_type)
+        return tool if tool is not None else self._fallback_tools.get("*")
 
     # -- a conversation's rounds ------------------------------------------------------------
 
@@ -214,7 +190,7 @@ class DomainOrchestrator:
         if sub_task.owner_coordinator_name is None:
             return None
         try:
-            tool = self._candidate(sub_task.owner_coordinator_name).tool
+            tool = self._scope.candidate(sub_task.owner_coordinator_name).tool
         except ToolNameError:
             return None
         return tool if isinstance(tool, AgentCoordinator) else None
@@ -223,16 +199,7 @@ class DomainOrchestrator:
 
     async def _choose_tools(self, task: TaskInfo) -> list[ToolRunRecord]:
         return await choose_tools(
-            task,
-            llm=self.llm,
-            registry=self.registry,
-            domain=self.domain.name,
-            tools=self._tools,
-            order=self._order,
-            suitability_candidates=self._suitability_candidates,
-            rag=self._rag,
-            excluded=self._excluded,
-            attempts=self.settings.model_attempts,
+            task, llm=self.llm, scope=self._scope, attempts=self.settings.model_attempts
         )
 
     async def _run_pending(self, task: TaskInfo) -> Stop | None:
@@ -362,7 +329,7 @@ class DomainOrchestrator:
         ``deep_search_max_rounds`` rounds; a later round that adds no subtask ends the search.
         A round interrupted by a clarification is finished by :meth:`process` before this runs.
         """
-        if self._rag is None or not any(
+        if self._scope.rag is None or not any(
             r.reason == "rag" and r.outcome != "error" for r in task.tool_runs
         ):
             return None
