@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 import toolwire
@@ -72,36 +75,31 @@ def make_plugin(
     module = types.ModuleType(name)
     if version is not None:
         module.__version__ = version  # type: ignore[attr-defined]
-    if domains:
-
-        @toolwire.hookimpl
-        def register_domains(register):  # type: ignore[no-untyped-def]
-            for domain in domains:
-                register(toolwire.DomainSpec(name=domain, description=f"{domain} things"))
-
-        module.register_domains = register_domains  # type: ignore[attr-defined]
-    if tools:
-
-        @toolwire.hookimpl
-        def register_tools(register):  # type: ignore[no-untyped-def]
-            for tool_class in tools:
-                register(tool_class)
-
-        module.register_tools = register_tools  # type: ignore[attr-defined]
-    if config_files:
-
-        @toolwire.hookimpl
-        def register_config_files(register):  # type: ignore[no-untyped-def]
-            for path in config_files:
-                register(path)
-
-        module.register_config_files = register_config_files  # type: ignore[attr-defined]
-    if coordinators:
-
-        @toolwire.hookimpl
-        def register_coordinators(register):  # type: ignore[no-untyped-def]
-            for tool_class, domain in coordinators:
-                register(tool_class, domain=domain)
-
-        module.register_coordinators = register_coordinators  # type: ignore[attr-defined]
+    # hook name -> the (args, kwargs) of each register(...) call it makes
+    hooks: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
+        "register_domains": [
+            ((toolwire.DomainSpec(name=domain, description=f"{domain} things"),), {})
+            for domain in domains
+        ],
+        "register_tools": [((tool_class,), {}) for tool_class in tools],
+        "register_config_files": [((path,), {}) for path in config_files],
+        "register_coordinators": [
+            ((tool_class,), {"domain": domain}) for tool_class, domain in coordinators
+        ],
+    }
+    for hook_name, calls in hooks.items():
+        if calls:
+            setattr(module, hook_name, _hook(calls))
     return module
+
+
+def _hook(calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> Callable[[Any], None]:
+    """A hook implementation making ``calls`` on its ``register`` callback (pluggy matches it
+    to its hook by the module attribute it is stored under, not by the function's name)."""
+
+    @toolwire.hookimpl
+    def hook(register: Callable[..., None]) -> None:
+        for args, kwargs in calls:
+            register(*args, **kwargs)
+
+    return hook

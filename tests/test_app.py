@@ -16,6 +16,7 @@ import toolwire
 from _build_samples import AnswerTool, LookupTool, PlanTool, Query, make_plugin
 from conftest import WriteFile
 from toolwire import App, ConfigError, PluginError, WiringError
+from toolwire.errors import Problem
 from toolwire.llm.base import LanguageModel
 from toolwire.sessions import MemorySessionStore
 from toolwire.testing import ScriptedModel
@@ -135,14 +136,19 @@ def test_duplicates_in_one_file_and_across_plugins(isolated: Path, write_file: W
         "  - {name: x, class: '_build_samples:LookupTool', domain: shop}\n"
         "  - {name: x, class: '_build_samples:PlanTool', domain: shop}\n"
     ))
-    other = make_plugin("other", tools=(LookupTool), config_files=())  # registers no domain
+    other = make_plugin("other", tools=(LookupTool,))  # registers no domain: fails to load
     intruder = write_file("intruder.yaml",
                           "tools:\n  - {name: lookup, class: '_build_samples:LookupTool', "
                           "domain: shop}\n")
     guest = make_plugin("guest", config_files=(str(intruder),))
     with pytest.raises(ConfigError) as raised:
-        load(same_file, shop_plugin(), guest)
+        load(same_file, shop_plugin(), other, guest)
     got = problems(raised)
+    # the failed plugin comes first: it is the likely cause of the problems after it
+    assert got.pop(0).startswith(
+        "plugin 'other' failed to load: raised ToolDeclarationError: tool LookupTool was "
+        "registered without a domain and the plugin declares 0 domains"
+    )
     lookup_class = f"{inspect.getsourcefile(LookupTool)}:{inspect.getsourcelines(LookupTool)[1]}"
     assert got[0] == (
         f"{intruder}:2: duplicate tool 'shop.lookup': declared by plugin 'shop' at {lookup_class} "
@@ -152,7 +158,7 @@ def test_duplicates_in_one_file_and_across_plugins(isolated: Path, write_file: W
     )
     assert got[1].startswith(f"{same_file}:3: duplicate tool 'shop.x' in this file "
                              "(first declared at line 2)")
-    assert other is not None
+    assert len(got) == 2
 
 
 def test_settings_are_validated_against_the_settings_model(
@@ -413,3 +419,59 @@ def test_a_failed_plugin_is_listed_first_when_the_build_fails(
     assert second.endswith("default_domain 'broken' is not a declared domain; declared domains: "
                            "none (is the domain's plugin installed?)")
     assert str(raised.value).splitlines() == [first, second]
+
+
+def test_problems_of_plugin_shipped_files_and_domain_claims_are_reported_together(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    broken = write_file("broken.yaml", "tools: [unclosed\n")
+    claims = write_file("claims.yaml", (
+        "domains:\n"
+        "  - {name: shop, description: mine now}\n"                # 2
+        "  - {name: Bad-Name}\n"                                   # 3
+        "tools:\n"
+        "  - {name: finder, class: '_build_samples:LookupTool'}\n"  # 5
+    ))
+    twin = make_plugin("twin", domains=("shop",))
+    with pytest.raises(ConfigError) as raised:
+        load(None, shop_plugin(), twin, make_plugin("guest", config_files=(str(broken),
+                                                                          str(claims))))
+    got = problems(raised)
+    assert got[0].startswith("duplicate domain 'shop': registered by plugin 'shop' and again by "
+                             "plugin 'twin'")
+    assert got[1].startswith(f"{broken}:2: invalid YAML:")
+    assert got[2] == f"{claims}:2: domain 'shop' belongs to plugin 'shop'"
+    assert got[3] == f"{claims}:3: domain name 'Bad-Name' is not lower snake case"
+    assert got[4] == f"{claims}:5: tool 'finder' has no 'domain' and there is no default domain"
+    assert len(got) == 5
+
+
+async def test_a_model_that_fails_to_start_fails_the_question_and_is_retried(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attempts: list[object] = []
+    model = FakeModel()
+
+    def create(settings: object) -> FakeModel:
+        attempts.append(settings)
+        if len(attempts) == 1:
+            raise ConfigError(Problem("llm.api_key: no key in $OPENAI_API_KEY"))
+        return model
+
+    services: list[dict[str, Any]] = []
+
+    class FakeService:
+        def __init__(self, **kwargs: Any) -> None:
+            services.append(kwargs)
+
+        async def ask(self, message: str, domain: str | None, session_id: str | None) -> str:
+            return "answer"
+
+    monkeypatch.setattr("toolwire.llm.create_language_model", create)
+    monkeypatch.setattr("toolwire.orchestrator.ConversationService", FakeService)
+    app = load(session_store=FakeModel())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="no key in"):
+        await app.ask("first?", "shop")
+    assert services == []  # nothing half-built is kept for the next question
+    assert await app.ask("second?", "shop") == "answer"
+    assert len(attempts) == 2 and [s["llm"] for s in services] == [model]

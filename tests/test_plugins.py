@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -23,6 +24,14 @@ def fake_entry_points(monkeypatch: pytest.MonkeyPatch, *points: EntryPoint) -> N
         return list(points)
 
     monkeypatch.setattr(plugins_module.metadata, "entry_points", entry_points)
+
+
+def hook_module(name: str, *hooks: Callable[..., None]) -> types.ModuleType:
+    """A plugin module holding ``hooks``, each under its function name (pluggy's match)."""
+    module = types.ModuleType(name)
+    for hook in hooks:
+        setattr(module, hook.__name__, hook)
+    return module
 
 
 def write_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str) -> None:
@@ -48,8 +57,6 @@ def test_explicit_plugin_contributes_domains_tools_and_files(tmp_path: Path) -> 
 
 
 def test_register_tools_takes_name_domain_and_priority() -> None:
-    plugin = types.ModuleType("named")
-
     @toolwire.hookimpl
     def register_domains(register):  # type: ignore[no-untyped-def]
         register(toolwire.DomainSpec(name="one"))
@@ -59,8 +66,7 @@ def test_register_tools_takes_name_domain_and_priority() -> None:
     def register_tools(register):  # type: ignore[no-untyped-def]
         register(LookupTool, name="finder", domain="two", priority=5)
 
-    plugin.register_domains = register_domains  # type: ignore[attr-defined]
-    plugin.register_tools = register_tools  # type: ignore[attr-defined]
+    plugin = hook_module("named", register_domains, register_tools)
     (tool,) = discover([plugin], load_entry_points=False).tools
     assert (tool.name, tool.domain, tool.priority) == ("finder", "two", 5)
 
@@ -135,8 +141,6 @@ def test_explicit_plugins_load_even_when_the_variable_is_empty() -> None:
 
 
 def test_plugin_raising_in_a_hook_is_reported_and_the_others_count() -> None:
-    failing = types.ModuleType("failing")
-
     @toolwire.hookimpl
     def register_domains(register):  # type: ignore[no-untyped-def]
         register(toolwire.DomainSpec(name="half"))
@@ -145,8 +149,7 @@ def test_plugin_raising_in_a_hook_is_reported_and_the_others_count() -> None:
     def register_tools(register):  # type: ignore[no-untyped-def]
         raise ValueError("database unreachable")
 
-    failing.register_domains = register_domains  # type: ignore[attr-defined]
-    failing.register_tools = register_tools  # type: ignore[attr-defined]
+    failing = hook_module("failing", register_domains, register_tools)
     healthy = make_plugin("healthy", domains=("healthy",), tools=(LookupTool,))
     found = discover([failing, healthy], load_entry_points=False)
     raise_line = register_tools.__code__.co_firstlineno + 2
@@ -198,25 +201,21 @@ def test_missing_config_file_fails_the_plugin(tmp_path: Path) -> None:
 
 
 def test_register_domains_insists_on_a_domain_spec() -> None:
-    plugin = types.ModuleType("stringy")
-
     @toolwire.hookimpl
     def register_domains(register):  # type: ignore[no-untyped-def]
         register("pharma")
 
-    plugin.register_domains = register_domains  # type: ignore[attr-defined]
+    plugin = hook_module("stringy", register_domains)
     (info,) = discover([plugin], load_entry_points=False).plugins
     assert "expects a toolwire DomainSpec" in (info.error or "")
 
 
 def test_unknown_hook_implementation_fails_at_start_with_a_suggestion() -> None:
-    plugin = types.ModuleType("typo")
-
     @toolwire.hookimpl
     def register_tool(register):  # type: ignore[no-untyped-def]
         """Misspelt: the hook is register_tools."""
 
-    plugin.register_tool = register_tool  # type: ignore[attr-defined]
+    plugin = hook_module("typo", register_tool)
     with pytest.raises(PluginError) as raised:
         discover([plugin], load_entry_points=False)
     assert raised.value.plugin == "typo"
@@ -229,13 +228,11 @@ def test_unknown_hook_implementation_fails_at_start_with_a_suggestion() -> None:
 
 
 def test_hook_implementation_with_a_wrong_argument_fails_at_start() -> None:
-    plugin = types.ModuleType("wrong_args")
-
     @toolwire.hookimpl
     def register_tools(registrar):  # type: ignore[no-untyped-def]
         """The argument must be called ``register``."""
 
-    plugin.register_tools = register_tools  # type: ignore[attr-defined]
+    plugin = hook_module("wrong_args", register_tools)
     with pytest.raises(PluginError, match=r"wrong_args.*registrar"):
         discover([plugin], load_entry_points=False)
 

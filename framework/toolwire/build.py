@@ -45,6 +45,7 @@ from toolwire.registry import (
     domain_reference_problems,
     duplicate_tool_problem,
     located,
+    qualify,
 )
 from toolwire.tools import TOOL_NAME_PATTERN, ChatbotTool, validate_tool_class
 
@@ -69,7 +70,7 @@ class _ToolDecl:
 
     @property
     def qualified_name(self) -> str:
-        return f"{self.domain}.{self.name}"
+        return qualify(self.domain, self.name)
 
 
 @dataclass
@@ -142,7 +143,7 @@ class _Builder:
             if resolved is None:
                 continue
             tool_class, name, domain = resolved
-            qualified = f"{domain}.{name}"
+            qualified = qualify(domain, name)
             first = seen.get(qualified)
             if first is not None:
                 first_line = first.source.line if first.source else None
@@ -153,7 +154,7 @@ class _Builder:
                 )
                 continue
             seen[qualified] = entry
-            self._merge_entry(entry, owner, tool_class, name, domain)
+            self._merge_entry(entry, owner, tool_class, name, domain, qualified)
 
     def _resolve_entry(
         self, entry: ToolEntry, owner: str
@@ -193,8 +194,8 @@ class _Builder:
         tool_class: type[ChatbotTool[Any]] | None,
         name: str,
         domain: str,
+        qualified: str,
     ) -> None:
-        qualified = f"{domain}.{name}"
         existing = self.tools.get(qualified)
         if existing is None:
             if tool_class is None:
@@ -400,7 +401,6 @@ def _add_file(builder: _Builder, config: PluginConfigFile, owner: str) -> None:
     for domain in config.domains:
         builder.add_domain_entry(domain, owner)
     builder.add_tool_entries(config.tools, owner)
-
 
 
 def _class_hint(module: ModuleType) -> str:

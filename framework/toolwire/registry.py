@@ -108,7 +108,7 @@ class ToolRegistration:
 
     @property
     def qualified_name(self) -> str:
-        return f"{self.domain}.{self.short_name}"
+        return qualify(self.domain, self.short_name)
 
     @property
     def wire_name(self) -> str:
@@ -117,6 +117,11 @@ class ToolRegistration:
     def location(self) -> SourceLocation | None:
         """Where the tool was declared: its YAML entry, else its class (see class_location)."""
         return self.source or class_location(self.tool_class)
+
+
+def qualify(domain: str, short_name: str) -> str:
+    """``("pharma", "substance_lookup")`` → ``"pharma.substance_lookup"``: the prefixed name."""
+    return f"{domain}.{short_name}"
 
 
 def to_wire_name(qualified_name: str) -> str:
@@ -167,7 +172,7 @@ class ToolRegistry:
         if exact is not None:
             return exact
         if domain is not None:
-            local = self._by_qualified.get(f"{domain}.{name}")
+            local = self._by_qualified.get(qualify(domain, name))
             if local is not None:
                 return local
         matches = [reg for reg in self._by_qualified.values() if reg.short_name == name]

@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from toolwire import catalogue
-from toolwire.app import App
 from toolwire.cli.state import load_app_or_exit, report_error
 from toolwire.errors import PluginError
 from toolwire.logging import configure_logging
@@ -61,29 +60,26 @@ def tools(
         typer.echo(f"unknown domain {domain!r}; domains: {known}", err=True)
         raise typer.Exit(1)
     records = [
-        record for record in tool_records(app) if domain is None or record["domain"] == domain
+        record
+        for record in catalogue.tool_records(app)
+        if domain is None or record.domain == domain
     ]
     if json_output:
-        typer.echo(json.dumps(records, indent=2))
+        # the records GET /v1/tools serves, without the enabled flag (the table shows it)
+        dumped = [record.model_dump(exclude={"enabled"}) for record in records]
+        typer.echo(json.dumps(dumped, indent=2))
         return
-    enabled = set(app.container.graph())
     table = Table(Column("tool", no_wrap=True), "plugin", "priority", "kinds", "injects", "enabled")
     for record in records:
         table.add_row(
-            record["qualified_name"],
-            record["plugin"],
-            str(record["priority"]),
-            ", ".join(record["kinds"]),
-            ", ".join(record["injects"]),
-            "yes" if record["qualified_name"] in enabled else "no",
+            record.qualified_name,
+            record.plugin,
+            str(record.priority),
+            ", ".join(record.kinds),
+            ", ".join(record.injects),
+            "yes" if record.enabled else "no",
         )
     Console(highlight=False).print(table)
-
-
-def tool_records(app: App) -> list[dict[str, Any]]:
-    """The tools as ``toolwire tools --json`` prints them, in registry order (the records
-    ``GET /v1/tools`` serves, without the ``enabled`` flag, which the table shows)."""
-    return [record.model_dump(exclude={"enabled"}) for record in catalogue.tool_records(app)]
 
 
 def check(
