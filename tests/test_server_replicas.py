@@ -130,18 +130,23 @@ def test_a_replica_killed_mid_round_loses_nothing(replicas: Replicas) -> None:
     assert f"Table booked in Rome (pid {pid_of(replicas['B'])})" in answer["text"]
 
 
-def test_two_replicas_resuming_at_once_apply_the_round_once(replicas: Replicas) -> None:
+def resume_on_both(replicas: Replicas, reply: str) -> tuple[str, list[httpx.Response]]:
+    """Start a conversation on A, then send ``reply`` (``{n}`` numbers the replica) to A and B at
+    once; both rounds wait for each other inside the tool, then both try to store their round."""
     replicas.reset_signals()
     a, b = replicas["A"], replicas["B"]
     session_id = start_conversation(a)
-
-    # Both rounds wait for each other inside the tool, then both try to store their round.
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         futures = [
-            pool.submit(ask, server, f"city=X{n} wait=barrier ask=again", session_id)
+            pool.submit(ask, server, reply.format(n=n), session_id)
             for n, server in enumerate((a, b))
         ]
-        responses = [future.result(timeout=30) for future in futures]
+        return session_id, [future.result(timeout=30) for future in futures]
+
+
+def test_two_replicas_resuming_at_once_apply_the_round_once(replicas: Replicas) -> None:
+    session_id, responses = resume_on_both(replicas, "city=X{n} wait=barrier ask=again")
+    a, b = replicas["A"], replicas["B"]
 
     statuses = sorted(response.status_code for response in responses)
     assert statuses == [200, 409], [r.text for r in responses]
@@ -160,19 +165,10 @@ def test_two_replicas_resuming_at_once_apply_the_round_once(replicas: Replicas) 
 
 
 def test_two_replicas_finishing_at_once_answer_once(replicas: Replicas) -> None:
-    replicas.reset_signals()
-    a, b = replicas["A"], replicas["B"]
-    session_id = start_conversation(a)
-
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        futures = [
-            pool.submit(ask, server, f"city=Y{n} wait=barrier", session_id)
-            for n, server in enumerate((a, b))
-        ]
-        responses = [future.result(timeout=30) for future in futures]
+    session_id, responses = resume_on_both(replicas, "city=Y{n} wait=barrier")
 
     assert sorted(r.status_code for r in responses) == [200, 409], [r.text for r in responses]
     winner = next(r for r in responses if r.status_code == 200).json()
     assert winner["kind"] == "answer"
-    gone = ask(a, "city=Z", session_id)
+    gone = ask(replicas["A"], "city=Z", session_id)
     assert gone.status_code == 404

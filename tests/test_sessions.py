@@ -117,6 +117,37 @@ async def test_unknown_and_expired_sessions_are_clear_errors(make_store) -> None
         await store.load(created.session_id)
 
 
+def damage(store: SessionStore, session_id: str, task_json: str) -> None:
+    """Overwrite the stored task behind the store's back."""
+    if isinstance(store, MemorySessionStore):
+        domain, _, version, expiry = store._rows[session_id]
+        store._rows[session_id] = (domain, task_json, version, expiry)
+        return
+    assert isinstance(store, SQLiteSessionStore)
+    connection = sqlite3.connect(store.path)
+    with connection:
+        connection.execute(
+            "UPDATE toolwire_sessions SET task = ? WHERE session_id = ?", (task_json, session_id)
+        )
+    connection.close()
+
+
+@pytest.mark.parametrize("damaged", ['{"task_prompt": 42}', "{not json"])
+async def test_a_stored_task_that_no_longer_parses_is_a_session_error(  # type: ignore[no-untyped-def]
+    make_store, damaged: str
+) -> None:
+    store = make_store()
+    created = await store.create("demo", TaskInfo(task_prompt="q"))
+    damage(store, created.session_id, damaged)
+
+    with pytest.raises(SessionError, match="cannot be read") as caught:
+        await store.load(created.session_id)
+
+    assert not isinstance(caught.value, UnknownSessionError)
+    assert created.session_id in str(caught.value)
+    assert "start a new conversation" in str(caught.value)
+
+
 async def test_sqlite_sessions_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "sessions.sqlite3"
     created = await SQLiteSessionStore(path).create("demo", TaskInfo(task_prompt="q"))

@@ -15,6 +15,7 @@ from toolwire import (
     TaskInfo,
     UnknownSessionError,
 )
+from toolwire.errors import SessionError
 from toolwire.sessions import SessionStore
 from toolwire.sessions_redis import RedisSessionStore
 from toolwire.settings import SessionSettings
@@ -130,6 +131,19 @@ async def test_unknown_and_deleted_sessions(store: RedisSessionStore) -> None:
         await store.load(session.session_id)
     with pytest.raises(UnknownSessionError):
         await store.save(session)
+
+
+async def test_a_stored_task_that_no_longer_parses_is_a_session_error(
+    store: RedisSessionStore,
+) -> None:
+    created = await store.create("demo", waiting_task())
+    await store._client.hset(store._key(created.session_id), "task", "{not json")
+
+    with pytest.raises(SessionError, match="cannot be read") as caught:
+        await store.load(created.session_id)
+
+    assert not isinstance(caught.value, UnknownSessionError)
+    assert created.session_id in str(caught.value)
 
 
 async def test_every_write_renews_the_time_to_live(redis_url: str) -> None:

@@ -16,11 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from toolwire.errors import (
     ConfigError,
     SessionConflictError,
+    SessionError,
     SessionStoreUnavailableError,
     UnknownSessionError,
 )
@@ -78,6 +79,23 @@ def new_session_id() -> str:
     return secrets.token_urlsafe(SESSION_ID_BYTES)
 
 
+def stored_session(session_id: str, domain: str, task_json: str, version: int) -> StoredSession:
+    """A stored row back as a ``StoredSession``; every store reads its rows through this.
+
+    A task that no longer parses (written by an incompatible version, or damaged) is a
+    ``SessionError`` naming the session, not a bare validation error.
+    """
+    try:
+        task = TaskInfo.model_validate_json(task_json)
+    except ValidationError as error:
+        raise SessionError(
+            f"the stored conversation {session_id!r} cannot be read ({error.error_count()} "
+            "problem(s) in its task); it was written by an incompatible version or damaged: "
+            "start a new conversation"
+        ) from error
+    return StoredSession(session_id=session_id, domain=domain, task=task, version=version)
+
+
 class MemorySessionStore:
     """Sessions in this process's memory (tests, one-shot scripts); gone when the process ends.
 
@@ -96,12 +114,7 @@ class MemorySessionStore:
 
     async def load(self, session_id: str) -> StoredSession:
         domain, task_json, version, _ = self._row(session_id)
-        return StoredSession(
-            session_id=session_id,
-            domain=domain,
-            task=TaskInfo.model_validate_json(task_json),
-            version=version,
-        )
+        return stored_session(session_id, domain, task_json, version)
 
     async def save(self, session: StoredSession) -> StoredSession:
         domain, _, version, _ = self._row(session.session_id)
@@ -191,16 +204,10 @@ class SQLiteSessionStore:
             ).fetchone()
             return None if row is None else (str(row[0]), str(row[1]), int(row[2]))
 
-        row = await self._run(select)
+        row = await self._run(select, write=False)
         if row is None:
             raise UnknownSessionError(session_id)
-        domain, task_json, version = row
-        return StoredSession(
-            session_id=session_id,
-            domain=domain,
-            task=TaskInfo.model_validate_json(task_json),
-            version=version,
-        )
+        return stored_session(session_id, *row)
 
     async def save(self, session: StoredSession) -> StoredSession:
         task_json = session.task.model_dump_json()
@@ -237,14 +244,21 @@ class SQLiteSessionStore:
         """Close the connection (the next operation opens a new one)."""
         await asyncio.to_thread(self._close)
 
-    async def _run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.to_thread(self._in_transaction, operation)
+    async def _run(self, operation: Callable[[sqlite3.Connection], T], *, write: bool = True) -> T:
+        """Run ``operation`` in a worker thread; a write holds the file's write lock throughout.
 
-    def _in_transaction(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        A read is one statement in autocommit mode: under WAL it never takes the write lock, so
+        loads (and the server's readiness probe) do not queue behind other processes' writes.
+        """
+        return await asyncio.to_thread(self._in_transaction, operation, write)
+
+    def _in_transaction(self, operation: Callable[[sqlite3.Connection], T], write: bool) -> T:
         with self._lock:
             connection: sqlite3.Connection | None = None
             try:
                 connection = self._open()
+                if not write:
+                    return operation(connection)
                 connection.execute("BEGIN IMMEDIATE")
                 result = operation(connection)
                 connection.execute("COMMIT")

@@ -22,7 +22,7 @@ from toolwire.errors import (
     SessionStoreUnavailableError,
     UnknownSessionError,
 )
-from toolwire.sessions import StoredSession, new_session_id
+from toolwire.sessions import StoredSession, new_session_id, stored_session
 from toolwire.settings import SessionSettings
 from toolwire.task import TaskInfo
 
@@ -112,11 +112,8 @@ class RedisSessionStore:
         if not raw:
             raise UnknownSessionError(session_id)
         fields = {_text(name): _text(value) for name, value in raw.items()}
-        return StoredSession(
-            session_id=session_id,
-            domain=fields["domain"],
-            task=TaskInfo.model_validate_json(fields["task"]),
-            version=int(fields["version"]),
+        return stored_session(
+            session_id, fields["domain"], fields["task"], int(fields["version"])
         )
 
     async def save(self, session: StoredSession) -> StoredSession:

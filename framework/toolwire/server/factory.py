@@ -64,6 +64,10 @@ class ServerState:
     config_path: str | os.PathLike[str] | None = None
     token: str | None = None
     owns_app: bool = False
+    domain_infos: list[DomainInfo] | None = None
+    tool_infos: list[ToolInfo] | None = None
+    """The catalogue, described on its first request: the app's domains and tools are fixed
+    once it is loaded, so it is not rebuilt (dependency graph included) for every request."""
 
     def ready_app(self) -> App:
         if self.app is None:
@@ -215,30 +219,43 @@ def _api_router() -> APIRouter:
     @router.get("/domains", response_model=list[DomainInfo], responses=_ERRORS)
     async def domains(request: Request) -> list[DomainInfo]:
         """The domains this server answers for."""
-        app = _state(request).ready_app()
-        return [
-            DomainInfo(
-                name=spec.name,
-                description=spec.description,
-                plugin=spec.plugin,
-                prompt_types=spec.prompt_types,
-                tools=[reg.qualified_name for reg in app.registry.in_domain(spec.name)],
-                default=spec.name == app.config.default_domain,
-            )
-            for spec in app.domains.values()
-        ]
+        state = _state(request)
+        if state.domain_infos is None:
+            state.domain_infos = _domain_infos(state.ready_app())
+        return state.domain_infos
 
     @router.get("/tools", response_model=list[ToolInfo], responses=_ERRORS)
     async def tools(request: Request) -> list[ToolInfo]:
         """Every registered tool, in registry order."""
-        app = _state(request).ready_app()
-        instances = app.tools
-        return [
-            ToolInfo(**record.model_dump(), instruction=_instruction(instances, record))
-            for record in tool_records(app)
-        ]
+        state = _state(request)
+        if state.tool_infos is None:
+            state.tool_infos = _tool_infos(state.ready_app())
+        return state.tool_infos
 
     return router
+
+
+def _domain_infos(app: App) -> list[DomainInfo]:
+    return [
+        DomainInfo(
+            name=spec.name,
+            description=spec.description,
+            plugin=spec.plugin,
+            prompt_types=spec.prompt_types,
+            tools=[reg.qualified_name for reg in app.registry.in_domain(spec.name)],
+            default=spec.name == app.config.default_domain,
+        )
+        for spec in app.domains.values()
+    ]
+
+
+def _tool_infos(app: App) -> list[ToolInfo]:
+    """``toolwire tools --json``'s records (:func:`tool_records`) plus the suitability question."""
+    instances = app.tools
+    return [
+        ToolInfo(**record.model_dump(), instruction=_instruction(instances, record))
+        for record in tool_records(app)
+    ]
 
 
 def _instruction(instances: Mapping[str, ChatbotTool[Any]], record: ToolRecord) -> str | None:

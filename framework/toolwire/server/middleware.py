@@ -11,44 +11,25 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolwire.server.schemas import ErrorBody
+from toolwire.server.problems import ApiError
 
 log = structlog.get_logger("toolwire.server.access")
 
 REQUEST_ID_HEADER = "x-request-id"
+_REQUEST_ID_KEY = REQUEST_ID_HEADER.encode("latin-1")
 _VALID_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
-def _header(scope: Scope, name: str) -> str | None:
-    wanted = name.encode("latin-1")
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    """The value of the header named ``wanted`` (lower-case bytes, as ASGI names headers)."""
     for key, value in scope.get("headers", ()):
         if key.lower() == wanted:
             return bytes(value).decode("latin-1")
     return None
-
-
-async def send_error(
-    send: Send, status: int, error: str, message: str, request_id: str | None, **details: Any
-) -> None:
-    """Send a complete JSON ``ErrorBody`` response from middleware."""
-    body = ErrorBody(error=error, message=message, request_id=request_id, details=details)
-    payload = body.model_dump_json().encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
 
 
 class RequestContextMiddleware:
@@ -63,7 +44,7 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        incoming = _header(scope, REQUEST_ID_HEADER)
+        incoming = _header(scope, _REQUEST_ID_KEY)
         if incoming is not None and _VALID_REQUEST_ID.fullmatch(incoming):
             request_id = incoming
         else:
@@ -80,9 +61,9 @@ class RequestContextMiddleware:
                 headers = [
                     (key, value)
                     for key, value in message.get("headers", [])
-                    if key.lower() != REQUEST_ID_HEADER.encode()
+                    if key.lower() != _REQUEST_ID_KEY
                 ]
-                headers.append((REQUEST_ID_HEADER.encode(), request_id.encode()))
+                headers.append((_REQUEST_ID_KEY, request_id.encode()))
                 message = {**message, "headers": headers}
             await send(message)
 
@@ -92,14 +73,13 @@ class RequestContextMiddleware:
             except Exception:
                 log.exception("request_crashed", method=scope["method"], path=scope["path"])
                 if not started:
-                    await send_error(
-                        send_with_id,
+                    crashed = ApiError(
                         500,
                         "internal_error",
                         "the server failed while handling this request; the request id finds "
                         "the traceback in the server's log",
-                        request_id,
                     )
+                    await crashed.response()(scope, receive, send_with_id)
             finally:
                 client = scope.get("client")
                 log.info(
@@ -125,9 +105,9 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         limit = self.limit()
-        declared = _header(scope, "content-length")
+        declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            await self._too_large(send, limit, int(declared))
+            await _too_large(limit, int(declared))(scope, receive, send)
             return
 
         chunks: list[bytes] = []
@@ -140,7 +120,7 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                await self._too_large(send, limit, None)
+                await _too_large(limit, None)(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -148,19 +128,16 @@ class BodyLimitMiddleware:
         body = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
         await self.app(scope, _replay([body], receive), send)
 
-    @staticmethod
-    async def _too_large(send: Send, limit: int, declared: int | None) -> None:
-        size = f"{declared} bytes" if declared is not None else "more than that"
-        request_id = structlog.contextvars.get_contextvars().get("request_id")
-        await send_error(
-            send,
-            413,
-            "body_too_large",
-            f"the request body is {size}; the limit is {limit} bytes (server.max_body_bytes); "
-            "send a shorter message",
-            request_id,
-            limit_bytes=limit,
-        )
+
+def _too_large(limit: int, declared: int | None) -> ASGIApp:
+    size = f"{declared} bytes" if declared is not None else "more than that"
+    return ApiError(
+        413,
+        "body_too_large",
+        f"the request body is {size}; the limit is {limit} bytes (server.max_body_bytes); "
+        "send a shorter message",
+        details={"limit_bytes": limit},
+    ).response()
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

@@ -34,7 +34,8 @@ log = structlog.get_logger(__name__)
 
 
 class ApiError(Exception):
-    """An error response the server decides on itself (auth, limits, time, unknown domain)."""
+    """An error response: the server's own decisions (auth, limits, time, unknown domain) are
+    raised as one; every other failure is turned into one by the handlers below."""
 
     def __init__(
         self,
@@ -43,7 +44,7 @@ class ApiError(Exception):
         message: str,
         *,
         details: dict[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -52,17 +53,17 @@ class ApiError(Exception):
         self.details = details or {}
         self.headers = headers
 
-
-def error_response(
-    request_id: str | None,
-    status: int,
-    error: str,
-    message: str,
-    details: dict[str, Any] | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> JSONResponse:
-    body = ErrorBody(error=error, message=message, request_id=request_id, details=details or {})
-    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+    def response(self) -> JSONResponse:
+        """The JSON ``ErrorBody`` response, carrying the current request's id."""
+        body = ErrorBody(
+            error=self.error,
+            message=self.message,
+            request_id=current_request_id(),
+            details=self.details,
+        )
+        return JSONResponse(
+            body.model_dump(mode="json"), status_code=self.status, headers=self.headers
+        )
 
 
 def current_request_id() -> str | None:
@@ -101,16 +102,14 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        return error_response(
-            current_request_id(), exc.status, exc.error, exc.message, exc.details, exc.headers
-        )
+        return exc.response()
 
     async def on_toolwire_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ToolwireError)
         status, code, details = toolwire_error_status(exc)
         event = log.error if status >= 500 else log.info
         event("request_error", error=code, status=status, message=str(exc))
-        return error_response(current_request_id(), status, code, str(exc), details)
+        return ApiError(status, code, str(exc), details=details).response()
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -122,20 +121,17 @@ def install_error_handlers(app: FastAPI) -> None:
             for problem in exc.errors()
         ]
         summary = "; ".join(f"{p['location']}: {p['message']}" for p in problems)
-        return error_response(
-            current_request_id(),
+        return ApiError(
             422,
             "invalid_request",
             f"the request body is not valid: {summary}",
-            {"problems": problems},
-        )
+            details={"problems": problems},
+        ).response()
 
     async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return error_response(
-            current_request_id(), exc.status_code, code, str(exc.detail), None, exc.headers
-        )
+        return ApiError(exc.status_code, code, str(exc.detail), headers=exc.headers).response()
 
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(ToolwireError, on_toolwire_error)

@@ -15,8 +15,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 STEP_FIELDS = ("purpose", "tool", "tool_name", "task_no", "coordinator", "domain")
 """Event fields that say what a step was doing; copied into the progress when present."""
 
@@ -30,13 +28,11 @@ class RequestProgress:
     last_event_at: float = 0.0
     """Seconds after the start of the question."""
     details: dict[str, str] = field(default_factory=dict)
-    events_seen: int = 0
 
     def record(self, event: str, fields: MutableMapping[str, Any]) -> None:
         self.last_event = event
         self.last_event_at = time.monotonic() - self.started
         self.details = {name: str(fields[name]) for name in STEP_FIELDS if name in fields}
-        self.events_seen += 1
 
     def describe(self) -> str:
         """``"tool_activated (tool=pharma.lookup, task_no=1), logged 0.02 s after the start"``.
@@ -73,10 +69,3 @@ def record_progress(
     if progress is not None:
         progress.record(str(event_dict.get("event", "")), event_dict)
     return event_dict
-
-
-def install_progress_processor() -> None:
-    """Put ``record_progress`` first in structlog's processor chain (once per process)."""
-    processors = list(structlog.get_config()["processors"])
-    if record_progress not in processors:
-        structlog.configure(processors=[record_progress, *processors])

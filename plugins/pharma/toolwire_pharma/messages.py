@@ -8,25 +8,29 @@ returns as context on a subtask, so the parent reads the buffer without parsing 
 
 from __future__ import annotations
 
+from typing import Self
+
 from pydantic import BaseModel, Field, ValidationError
 
 
-class InteractionQuestion(BaseModel):
-    """The user's question and the products it names, as the coordinator decided them."""
-
-    question: str
-    products: list[str]
-
+class _Message(BaseModel):
     @classmethod
-    def parse(cls, text: str) -> InteractionQuestion | None:
-        """The question if ``text`` is one serialised, else None (e.g. the user's own words)."""
+    def parse(cls, text: str) -> Self | None:
+        """The message if ``text`` is one serialised, else None (e.g. the user's own words)."""
         try:
             return cls.model_validate_json(text)
         except ValidationError:
             return None
 
 
-class SubstanceFinding(BaseModel):
+class InteractionQuestion(_Message):
+    """The user's question and the products it names, as the coordinator decided them."""
+
+    question: str
+    products: list[str]
+
+
+class SubstanceFinding(_Message):
     """One label looked up: the product it names and its active substances, or nothing."""
 
     label: str
@@ -37,13 +41,6 @@ class SubstanceFinding(BaseModel):
     suggestions: list[str] = Field(default_factory=list)
     """Close product names, when the label resolved to nothing."""
     source: str
-
-    @classmethod
-    def parse(cls, text: str) -> SubstanceFinding | None:
-        try:
-            return cls.model_validate_json(text)
-        except ValidationError:
-            return None
 
     def describe(self) -> str:
         """``Advil (ibuprofen)``; a bare substance label shows as itself."""

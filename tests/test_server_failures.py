@@ -1,0 +1,121 @@
+"""Failure paths of the HTTP service in process (FastAPI's test client): a session store that is
+down, one that crashes, a stored conversation that no longer parses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from server_support import plugin as trip_plugin
+from server_support.processes import write_config
+from toolwire import App, SessionStoreUnavailableError
+from toolwire.catalogue import ToolRecord, tool_records
+from toolwire.server import create_app
+from toolwire.sessions import MemorySessionStore, StoredSession
+
+
+class FailingStore(MemorySessionStore):
+    """Creates sessions, then fails every load with ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    async def load(self, session_id: str) -> StoredSession:
+        raise self.error
+
+
+def client_for(tmp_path: Path, store: MemorySessionStore) -> Iterator[TestClient]:
+    config = write_config(tmp_path / "toolwire.yaml", sessions={"store": "memory"})
+    app = App.load(
+        config,
+        llm=trip_plugin.scripted_model(),
+        session_store=store,
+        plugins=[trip_plugin],
+        load_entry_points=False,
+    )
+    with TestClient(create_app(app)) as client:
+        yield client
+
+
+def test_an_unreachable_store_makes_the_server_unready_and_the_resume_503(
+    tmp_path: Path,
+) -> None:
+    store = FailingStore(SessionStoreUnavailableError("redis at 127.0.0.1:1 refused"))
+    for client in client_for(tmp_path, store):
+        ready = client.get("/readyz")
+        resumed = client.post("/v1/ask", json={"message": "city=Rome", "session_id": "s-1"})
+
+    assert ready.status_code == 503
+    assert ready.json() == {
+        "status": "unavailable",
+        "detail": "session store unreachable: redis at 127.0.0.1:1 refused",
+    }
+    assert resumed.status_code == 503
+    body = resumed.json()
+    assert body["error"] == "session_store_unavailable"
+    assert "refused" in body["message"]
+    assert body["request_id"] == resumed.headers["x-request-id"]
+
+
+def test_a_crash_is_a_json_500_naming_the_request(tmp_path: Path) -> None:
+    store = FailingStore(RuntimeError("a bug in a store"))
+    for client in client_for(tmp_path, store):
+        response = client.post(
+            "/v1/ask",
+            json={"message": "city=Rome", "session_id": "s-1"},
+            headers={"x-request-id": "req-42"},
+        )
+        ready = client.get("/readyz")
+
+    assert response.status_code == 500
+    assert response.headers["x-request-id"] == "req-42"
+    assert response.json() == {
+        "error": "internal_error",
+        "message": "the server failed while handling this request; the request id finds the "
+        "traceback in the server's log",
+        "request_id": "req-42",
+        "details": {},
+    }
+    assert ready.status_code == 503
+    assert ready.json()["detail"] == "session store unreachable: a bug in a store"
+
+
+@pytest.mark.parametrize("damaged", ['{"task_prompt": 42}', "not json"])
+def test_a_stored_conversation_that_no_longer_parses_is_a_clear_400(
+    tmp_path: Path, damaged: str
+) -> None:
+    store = MemorySessionStore()
+    for client in client_for(tmp_path, store):
+        first = client.post("/v1/ask", json={"message": "book a table"}).json()
+        assert first["kind"] == "clarification", first
+        session_id = first["session_id"]
+        domain, _, version, expiry = store._rows[session_id]
+        store._rows[session_id] = (domain, damaged, version, expiry)
+        response = client.post("/v1/ask", json={"message": "city=Rome", "session_id": session_id})
+
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error"] == "session_error"
+    assert session_id in body["message"] and "start a new conversation" in body["message"]
+
+
+def test_the_catalogue_is_described_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolwire.server import factory
+
+    calls: list[str] = []
+
+    def counting(app: App) -> list[ToolRecord]:
+        calls.append("tool_records")
+        return tool_records(app)
+
+    monkeypatch.setattr(factory, "tool_records", counting)
+    for client in client_for(tmp_path, MemorySessionStore()):
+        first, second = client.get("/v1/tools").json(), client.get("/v1/tools").json()
+
+    assert first == second and [tool["qualified_name"] for tool in first] == ["trip.booking"]
+    assert calls == ["tool_records"]
+
