@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -10,6 +11,9 @@ from pydantic import BaseModel, Field
 import toolwire
 from toolwire import AgentCoordinator, ChatbotTool, OrchestratorActivatedTool, TaskInfo
 from toolwire import ToolExecutionResult as Result
+
+WriteFile = Callable[[str, str], Path]
+"""The ``write_file`` fixture: writes ``text`` to ``tmp_path / name`` and returns the path."""
 
 
 class Query(BaseModel):

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import structlog
 
+from _build_samples import WriteFile
 from toolwire.logging import configure_logging
-
-WriteFile = Callable[[str, str], Path]
 
 
 @pytest.fixture(autouse=True)

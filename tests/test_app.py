@@ -13,8 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 import toolwire
-from _build_samples import AnswerTool, LookupTool, PlanTool, Query, make_plugin
-from conftest import WriteFile
+from _build_samples import AnswerTool, LookupTool, PlanTool, Query, WriteFile, make_plugin
 from toolwire import App, ConfigError, PluginError, WiringError
 from toolwire.errors import Problem
 from toolwire.llm.base import LanguageModel

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import WriteFile
+from _build_samples import WriteFile
 from toolwire import plugins as plugins_module
 from toolwire.cli import app
 

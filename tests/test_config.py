@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import WriteFile
+from _build_samples import WriteFile
 from toolwire import ConfigError
 from toolwire.config import (
     AppConfig,

@@ -12,8 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from _build_samples import AnswerTool, LookupTool, make_plugin
-from conftest import WriteFile
+from _build_samples import AnswerTool, LookupTool, WriteFile, make_plugin
 from toolwire import App
 from toolwire.cli import app as cli
 from toolwire.server import create_app
