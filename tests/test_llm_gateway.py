@@ -134,6 +134,36 @@ async def test_per_tool_suitability_makes_one_call_per_tool_with_its_question_fi
         assert matching[0].body["tools"] == matching[1].body["tools"]
 
 
+async def test_per_tool_suitability_reads_a_garbage_answer_as_no_and_logs_the_tool() -> None:
+    def answer(request: FakeRequest) -> FakeReply:
+        if "weather" in request.messages[0]["content"]:
+            return FakeReply(text="I think so?")
+        return FakeReply(text=json.dumps({"answer": "yes"}))
+
+    async with FakeOpenAIServer(answer) as server:
+        gateway = make_gateway(server, suitability_mode="per_tool")
+        with capture_logs() as logs, collect_calls() as calls:
+            result = await gateway.suitability("Rain and ibuprofen?", QUESTIONS)
+        await gateway.aclose()
+
+    assert result == {
+        "pharma.drug_info": True, "pharma.interactions": True, "weather.forecast": False
+    }  # fmt: skip
+    assert len(server.chat_requests) == 4  # the garbage answer got its one corrective retry
+    assert [call.ok for call in calls].count(False) == 2
+    unanswered = [e for e in logs if e["event"] == "suitability_unanswered"]
+    assert [e["tools"] for e in unanswered] == [["weather.forecast"]]
+
+
+async def test_per_tool_suitability_with_no_valid_answer_at_all_is_a_model_error() -> None:
+    async with FakeOpenAIServer(lambda request: FakeReply(text="maybe")) as server:
+        gateway = make_gateway(server, suitability_mode="per_tool")
+        with pytest.raises(ModelError, match="no tool's question got a valid answer"):
+            await gateway.suitability("Ibuprofen?", QUESTIONS)
+        await gateway.aclose()
+    assert len(server.chat_requests) == 6  # every tool: one call and one corrective retry
+
+
 async def test_batched_suitability_with_invalid_output_twice_is_a_model_error(
     server: FakeOpenAIServer, gateway: OpenAIGateway
 ) -> None:
@@ -240,6 +270,22 @@ async def test_auto_mode_switches_to_a_function_call_when_the_server_rejects_jso
     assert "tools" in second.body and "tools" in third.body
     assert gateway.structured_mode == "tools"
     assert [e["event"] for e in logs].count("structured_output_fallback") == 1
+    await gateway.aclose()
+
+
+async def test_auto_mode_keeps_json_schema_when_a_failure_is_not_about_the_schema(
+    server: FakeOpenAIServer,
+) -> None:
+    gateway = make_gateway(server, structured_output="auto")
+    server.script(
+        FakeReply(status=500, error="model crashed"),
+        FakeReply(text='{"drug_a": "a", "drug_b": "b"}'),
+    )
+    with pytest.raises(ModelError, match="HTTP 500"):
+        await gateway.extract(DrugPair, "a and b")
+    assert gateway.structured_mode == "json_schema"
+    assert await gateway.extract(DrugPair, "a and b") == DrugPair(drug_a="a", drug_b="b")
+    assert all("response_format" in r.body for r in server.chat_requests)
     await gateway.aclose()
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import islice
 from typing import ClassVar
 
 import structlog
@@ -168,17 +169,11 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
         """Check every page in order, a batch at a time, until enough relevant ones are found."""
         found: list[Page] = []
         checked = 0
-        batch: list[Page] = []
-        for page in index.iter_pages():
-            batch.append(page)
-            if len(batch) < self.relevance_concurrency:
-                continue
-            found += await relevant_pages(self.llm, question, batch, concurrency=len(batch))
-            checked += len(batch)
-            batch = []
-            if len(found) >= self.result_page_count:
+        pages = index.iter_pages()
+        while len(found) < self.result_page_count:
+            batch = list(islice(pages, max(1, self.relevance_concurrency)))
+            if not batch:
                 break
-        if batch and len(found) < self.result_page_count:
             found += await relevant_pages(self.llm, question, batch, concurrency=len(batch))
             checked += len(batch)
         return SearchOutcome(

@@ -63,13 +63,22 @@ def _relevant_if(word: str):  # type: ignore[no-untyped-def]
     return verdict
 
 
+def _script_search(
+    model: ScriptedModel, kind: str, words: list[str], query: str, relevance: object
+) -> None:
+    """A question no tool volunteers for, classified as ``kind``, searched for ``query``."""
+    model.on_suitability([])  # nothing volunteers
+    model.on_classify(kind, words)
+    model.on_extract(SearchParams, {"query": query}, purpose=Purpose.PARAMETERS)
+    model.on_extract(PageRelevance, relevance, purpose=Purpose.RELEVANCE)
+
+
 async def test_definition_questions_get_no_gatekeeper_and_no_deep_search(
     app: App, model: ScriptedModel
 ) -> None:
-    model.on_suitability([])  # nothing volunteers
-    model.on_classify("definition", ["nonlocal"])
-    model.on_extract(SearchParams, {"query": "nonlocal statement"}, purpose=Purpose.PARAMETERS)
-    model.on_extract(PageRelevance, _relevant_if("nonlocal"), purpose=Purpose.RELEVANCE)
+    _script_search(
+        model, "definition", ["nonlocal"], "nonlocal statement", _relevant_if("nonlocal")
+    )
     model.on_answer()
     answer = await app.ask("What does the nonlocal statement do?")
     assert answer.kind == "answer" and '"nonlocal" statement' in answer.text
@@ -81,10 +90,7 @@ async def test_definition_questions_get_no_gatekeeper_and_no_deep_search(
 async def test_how_to_falls_back_to_the_neighbor_search_and_skips_the_full_search(
     app: App, model: ScriptedModel
 ) -> None:
-    model.on_suitability([])  # nothing volunteers
-    model.on_classify("how_to", ["json"])
-    model.on_extract(SearchParams, {"query": "json dumps sort keys"}, purpose=Purpose.PARAMETERS)
-    model.on_extract(PageRelevance, _relevant_if("allow_nan"), purpose=Purpose.RELEVANCE)
+    _script_search(model, "how_to", ["json"], "json dumps sort keys", _relevant_if("allow_nan"))
     missing = GatekeeperVerdict(sufficient=False, missing=["json.dump indent parameter"])
     model.on_gatekeeper(missing, times=1).on_gatekeeper(True)
     model.on_answer()
@@ -108,11 +114,8 @@ async def test_how_to_falls_back_to_the_neighbor_search_and_skips_the_full_searc
 async def test_how_to_runs_the_full_search_when_the_neighbors_found_nothing(
     app: App, model: ScriptedModel
 ) -> None:
-    model.on_suitability([])  # nothing volunteers
-    model.on_classify("how_to", ["heapq"])
-    model.on_extract(SearchParams, {"query": "heapq heappush"}, purpose=Purpose.PARAMETERS)
     # Only heapq.merge's page counts as relevant: the rag hit's neighbours are rejected.
-    model.on_extract(PageRelevance, _relevant_if("heapq.merge"), purpose=Purpose.RELEVANCE)
+    _script_search(model, "how_to", ["heapq"], "heapq heappush", _relevant_if("heapq.merge"))
     model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["heapq merge sorted inputs"]))
     model.on_answer()
     answer = await app.ask("How do I merge sorted lists with heapq?")
@@ -125,10 +128,7 @@ async def test_how_to_runs_the_full_search_when_the_neighbors_found_nothing(
 
 
 async def test_the_deep_search_is_bounded_in_rounds(app: App, model: ScriptedModel) -> None:
-    model.on_suitability([])
-    model.on_classify("comparison", [])
-    model.on_extract(SearchParams, {"query": "list tuple"}, purpose=Purpose.PARAMETERS)
-    model.on_extract(PageRelevance, {"relevant": False}, purpose=Purpose.RELEVANCE)
+    _script_search(model, "comparison", [], "list tuple", {"relevant": False})
     rounds = iter(range(1, 100))
     model.on_gatekeeper(
         lambda question, contexts: GatekeeperVerdict(
