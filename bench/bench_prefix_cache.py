@@ -20,7 +20,9 @@ import time
 import structlog
 from openai import AsyncOpenAI
 
-from toolwire.llm.local import MODEL_NAME, LocalModelServer
+from toolwire.llm.local import DEFAULT_LOCAL_MODEL, LocalModelServer
+
+MODEL_NAME = DEFAULT_LOCAL_MODEL
 
 QUESTIONS = [
     "Can I take ibuprofen together with warfarin?",
@@ -68,10 +70,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--tools", type=int, default=40, help="tools in the system prompt")
-    parser.add_argument("--prompt-cache", action="store_true", help="llama.cpp's RAM cache on")
+    parser.add_argument(
+        "--prompt-cache", action="store_true", help="llama.cpp's prompt cache in RAM on"
+    )
     args = parser.parse_args()
 
-    server = LocalModelServer(prompt_cache=args.prompt_cache)
+    server = LocalModelServer(cache_mib=512 if args.prompt_cache else 0)
     base_url = await server.ensure_started()
     client = AsyncOpenAI(base_url=base_url, api_key="not-needed", timeout=300)
     system = system_prompt(args.tools)
@@ -98,7 +102,7 @@ async def main() -> None:
     prompt_tokens = tokens.usage.prompt_tokens if tokens.usage else 0
     median_unchanged = statistics.median(unchanged)
     median_changed = statistics.median(changed)
-    print("== Time to first token, embedded model (llama.cpp, 2 threads) ==")
+    print(f"== Time to first token, embedded model {MODEL_NAME} (llama.cpp) ==")
     print(f"system prompt: {args.tools} tools, {len(system)} chars, ~{prompt_tokens} tokens")
     print(f"prompt cache option: {'on' if args.prompt_cache else 'off'}; rounds: {args.rounds}")
     print(f"unchanged prefix:        median {median_unchanged * 1000:7.0f} ms  {_ms(unchanged)}")

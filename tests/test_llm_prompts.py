@@ -74,8 +74,23 @@ def test_environment_overrides_the_configured_server_and_model() -> None:
 def test_without_url_or_key_the_embedded_model_is_chosen_but_not_started() -> None:
     model = create_language_model(LLMSettings(), environ={})
     assert isinstance(model, OpenAIGateway)
-    assert model.structured_mode == "json_object"
-    assert local_server(LLMSettings().context_window_tokens).base_url is None
+    assert model.structured_mode == "json_schema"  # llama.cpp's server reads the schema
+    server = local_server(LLMSettings())
+    assert server.base_url is None
+    assert server.spec.name == "qwen2.5-coder-1.5b"
+
+
+def test_the_smaller_embedded_model_is_one_setting_away() -> None:
+    settings = LLMSettings(local_model="qwen2.5-coder-0.5b", local_threads=1)
+    server = local_server(settings)
+    assert (server.spec.name, server.spec.extra) == ("qwen2.5-coder-0.5b", "local-small")
+    assert server is local_server(settings)
+    assert server is not local_server(LLMSettings())
+
+
+def test_an_unknown_embedded_model_is_a_config_error_before_any_start() -> None:
+    with pytest.raises(ConfigError, match="unknown embedded model 'tiny'"):
+        create_language_model(LLMSettings(local_model="tiny"), environ={})
 
 
 def test_a_configured_server_gets_the_key_and_the_schema_response_format() -> None:

@@ -59,6 +59,13 @@ class LLMSettings(Section):
     """Request field that carries the limit: ``max_tokens`` is what llama.cpp, vLLM, Ollama and
     most OpenAI models read (llama-cpp-python ignores the other and never stops);
     OpenAI's reasoning models require ``max_completion_tokens``."""
+    local_model: str = "qwen2.5-coder-1.5b"
+    """The embedded model (no ``base_url``, no API key): ``qwen2.5-coder-1.5b`` (the ``local``
+    extra, about 2.1 GB of memory) or ``qwen2.5-coder-0.5b`` (``local-small``, about 0.9 GB)."""
+    local_threads: int | None = Field(default=None, gt=0)
+    """CPU threads of the embedded model's server; None: every core this process may use."""
+    local_prompt_cache_mib: int = Field(default=512, ge=0)
+    """RAM the embedded server may keep earlier prompts' KV state in, for reuse by later calls."""
     context_window_tokens: int = Field(default=8192, gt=0)
     compression_threshold: float = Field(default=0.75, gt=0, le=1)
     """Compress accumulated context once it fills this share of the context window."""

@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from toolwire.errors import ConfigError
 from toolwire.llm.base import LanguageModel
 from toolwire.llm.gateway import OpenAIGateway
-from toolwire.llm.local import MODEL_NAME, LocalModelServer
+from toolwire.llm.local import LocalModelServer, local_model_spec
 from toolwire.settings import LLMSettings
 
 ENV_BASE_URL = "TOOLWIRE_LLM_BASE_URL"
 ENV_MODEL = "TOOLWIRE_LLM_MODEL"
 
-_local_servers: dict[int, LocalModelServer] = {}
+_local_servers: dict[tuple[str, int, int | None, int], LocalModelServer] = {}
 
 
 def resolve_settings(
@@ -30,11 +30,22 @@ def resolve_settings(
     return settings.model_copy(update=updates)
 
 
-def local_server(n_ctx: int) -> LocalModelServer:
-    """The process's embedded model server for this window size (started at its first use)."""
-    if n_ctx not in _local_servers:
-        _local_servers[n_ctx] = LocalModelServer(n_ctx=n_ctx)
-    return _local_servers[n_ctx]
+def local_server(settings: LLMSettings) -> LocalModelServer:
+    """The process's embedded model server for these settings (started at its first use)."""
+    key = (
+        settings.local_model,
+        settings.context_window_tokens,
+        settings.local_threads,
+        settings.local_prompt_cache_mib,
+    )
+    if key not in _local_servers:
+        _local_servers[key] = LocalModelServer(
+            local_model_spec(settings.local_model),
+            n_ctx=settings.context_window_tokens,
+            threads=settings.local_threads,
+            cache_mib=settings.local_prompt_cache_mib,
+        )
+    return _local_servers[key]
 
 
 def create_language_model(
@@ -46,14 +57,14 @@ def create_language_model(
     resolved = resolve_settings(settings or LLMSettings(), env)
     api_key = env.get(resolved.api_key_env) or None
     if resolved.base_url is None and api_key is None:
-        server = local_server(resolved.context_window_tokens)
+        server = local_server(resolved)
         return OpenAIGateway(
             resolved,
-            model=resolved.model or MODEL_NAME,
+            model=resolved.model or server.spec.name,
             base_url_provider=server.ensure_started,
-            structured_output="json_object",
-            # llama-cpp-python's server evaluates one request at a time: queueing more only
-            # lets the last ones run into the client timeout.
+            structured_output="json_schema",
+            # The embedded server has one slot (so that every call reuses its KV cache): queueing
+            # more only lets the last ones run into the client timeout.
             per_tool_concurrency=1,
             on_close=server.aclose,
         )

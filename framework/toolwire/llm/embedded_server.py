@@ -1,0 +1,82 @@
+"""The embedded model's server process: ``python -m toolwire.llm.embedded_server --model …``.
+
+A small launcher around xllamacpp (a prebuilt wheel of llama.cpp's own C++ server). It runs in a
+child process of toolwire (:class:`toolwire.llm.local.LocalModelServer`) so that a crash in native
+code never takes the application down, and so that the parent can stop it with a signal. Every
+setting that llama.cpp would otherwise default is set here explicitly: the served model name,
+context size, threads, sampling defaults (the request's temperature wins; no repetition penalty),
+one slot, and a bounded prompt cache in RAM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+SEED = 42
+"""Fixed sampling seed: the same request gives the same answer (temperature 0 is greedy anyway)."""
+
+
+def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m toolwire.llm.embedded_server")
+    parser.add_argument("--model", required=True, help="path of the GGUF file")
+    parser.add_argument("--alias", required=True, help="the model name the server answers to")
+    parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
+    parser.add_argument("--ctx", type=int, default=8192, help="context window in tokens")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: every core)")
+    parser.add_argument("--cache-mib", type=int, default=512, help="prompt cache in RAM (MiB)")
+    return parser.parse_args(argv)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = arguments(argv)
+    import xllamacpp  # the `local` extra; the parent checked it is installed
+
+    threads = args.threads or usable_cores()
+    params = xllamacpp.CommonParams()
+    params.model.path = args.model
+    params.model_alias = {args.alias}
+    params.hostnames = ["127.0.0.1"]
+    params.port = args.port
+    params.n_ctx = args.ctx
+    params.n_parallel = 1  # one slot: every call of a question reuses its KV cache
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.cache_prompt = True
+    params.cache_ram_mib = args.cache_mib
+    params.verbosity = 1  # errors and warnings only: the parent keeps the tail for start failures
+    sampling = params.sampling
+    sampling.temp = 0.0
+    sampling.top_k = 40
+    sampling.top_p = 1.0
+    sampling.min_p = 0.0
+    sampling.penalty_repeat = 1.0
+    sampling.seed = SEED
+
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)  # before the server's threads start
+    try:
+        server = xllamacpp.Server(params)
+    except RuntimeError as exc:
+        print(f"toolwire: the model server did not start: {exc}", file=sys.stderr, flush=True)
+        return 2
+    print(f"toolwire: serving {args.alias} on {server.listening_address}", file=sys.stderr)
+    sys.stderr.flush()
+    signal.sigwait(stop_signals)
+    # llama.cpp's threads are not joined: the process ends here, the OS frees the model.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
