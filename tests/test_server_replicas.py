@@ -5,6 +5,7 @@ replicas resuming it at the same moment cannot both apply the round."""
 from __future__ import annotations
 
 import concurrent.futures
+import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,9 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from server_support.processes import ServerProcess, write_config
 from server_support.redis_server import running_redis
+from toolwire.sessions_redis import DEFAULT_KEY_PREFIX
 
 
 @dataclass
@@ -25,6 +28,8 @@ class Replicas:
     config: Path
     workdir: Path
     servers: dict[str, ServerProcess]
+    sessions: dict[str, Any]
+    """The shared store's ``sessions`` configuration."""
     starts: int = 0
 
     def start(self, name: str) -> ServerProcess:
@@ -55,6 +60,23 @@ class Replicas:
         for server in self.servers.values():
             server.stop()
 
+    def damage(self, session_id: str, column: str, value: str) -> None:
+        """Overwrite one column of a stored conversation behind the servers' backs."""
+        if self.sessions["store"] == "sqlite":
+            connection = sqlite3.connect(self.sessions["path"])
+            with connection:
+                connection.execute(
+                    f"UPDATE toolwire_sessions SET {column} = ? WHERE session_id = ?",
+                    (value, session_id),
+                )
+            connection.close()
+            return
+        client = redis.Redis.from_url(self.sessions["redis_url"])
+        try:
+            assert client.hset(f"{DEFAULT_KEY_PREFIX}{session_id}", column, value) == 0
+        finally:
+            client.close()
+
 
 @pytest.fixture(scope="module", params=["sqlite", "redis"])
 def replicas(
@@ -65,7 +87,7 @@ def replicas(
 
     def pair(sessions: dict[str, Any]) -> Replicas:
         config = write_config(workdir / "toolwire.yaml", sessions=sessions)
-        group = Replicas(config, workdir, {})
+        group = Replicas(config, workdir, {}, sessions)
         for name in ("A", "B"):
             group.start(name)
         return group
@@ -172,3 +194,21 @@ def test_two_replicas_finishing_at_once_answer_once(replicas: Replicas) -> None:
     assert winner["kind"] == "answer"
     gone = ask(replicas["A"], "city=Z", session_id)
     assert gone.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "named"),
+    [("version", "abc", "its version is 'abc'"), ("task", "{not json", "in its task")],
+)
+def test_a_damaged_stored_column_is_a_clear_400(
+    replicas: Replicas, column: str, value: str, named: str
+) -> None:
+    session_id = start_conversation(replicas["A"])
+    replicas.damage(session_id, column, value)
+
+    response = ask(replicas["B"], "city=Rome", session_id)
+
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error"] == "session_error"
+    assert named in body["message"] and "start a new conversation" in body["message"]

@@ -117,34 +117,46 @@ async def test_unknown_and_expired_sessions_are_clear_errors(make_store) -> None
         await store.load(created.session_id)
 
 
-def damage(store: SessionStore, session_id: str, task_json: str) -> None:
-    """Overwrite the stored task behind the store's back."""
+def damage(store: SessionStore, session_id: str, column: str, value: object) -> None:
+    """Overwrite one stored column (``task`` or ``version``) behind the store's back."""
     if isinstance(store, MemorySessionStore):
-        domain, _, version, expiry = store._rows[session_id]
-        store._rows[session_id] = (domain, task_json, version, expiry)
+        domain, task_json, version, expiry = store._rows[session_id]
+        row = {"task": task_json, "version": version, **{column: value}}
+        store._rows[session_id] = (domain, row["task"], row["version"], expiry)  # type: ignore[assignment]
         return
     assert isinstance(store, SQLiteSessionStore)
     connection = sqlite3.connect(store.path)
     with connection:
         connection.execute(
-            "UPDATE toolwire_sessions SET task = ? WHERE session_id = ?", (task_json, session_id)
+            f"UPDATE toolwire_sessions SET {column} = ? WHERE session_id = ?", (value, session_id)
         )
     connection.close()
 
 
-@pytest.mark.parametrize("damaged", ['{"task_prompt": 42}', "{not json"])
-async def test_a_stored_task_that_no_longer_parses_is_a_session_error(  # type: ignore[no-untyped-def]
-    make_store, damaged: str
+@pytest.mark.parametrize(
+    ("column", "damaged", "named"),
+    [
+        ("task", '{"task_prompt": 42}', "problem(s) in its task"),
+        ("task", "{not json", "problem(s) in its task"),
+        ("version", "abc", "its version is 'abc'"),
+        ("version", 0, "its version is 0"),
+        ("version", 1.5, "its version is 1.5"),
+        ("version", b"\x00", "its version is b'\\x00'"),
+    ],
+)
+async def test_a_stored_row_that_no_longer_reads_is_a_session_error(  # type: ignore[no-untyped-def]
+    make_store, column: str, damaged: object, named: str
 ) -> None:
     store = make_store()
     created = await store.create("demo", TaskInfo(task_prompt="q"))
-    damage(store, created.session_id, damaged)
+    damage(store, created.session_id, column, damaged)
 
     with pytest.raises(SessionError, match="cannot be read") as caught:
         await store.load(created.session_id)
 
     assert not isinstance(caught.value, UnknownSessionError)
     assert created.session_id in str(caught.value)
+    assert named in str(caught.value)
     assert "start a new conversation" in str(caught.value)
 
 

@@ -146,6 +146,32 @@ async def test_a_stored_task_that_no_longer_parses_is_a_session_error(
     assert created.session_id in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("damaged", "named"), [("abc", "its version is 'abc'"), ("0", "its version is '0'")]
+)
+async def test_a_damaged_version_is_a_session_error_on_load_and_save(
+    store: RedisSessionStore, damaged: str, named: str
+) -> None:
+    created = await store.create("demo", waiting_task())
+    await store._client.hset(store._key(created.session_id), "version", damaged)
+
+    with pytest.raises(SessionError, match="cannot be read") as loaded:
+        await store.load(created.session_id)
+    assert named in str(loaded.value) and created.session_id in str(loaded.value)
+    if damaged == "abc":  # a round loaded before the damage: the save names it too
+        with pytest.raises(SessionError, match="version is not a number") as saved:
+            await store.save(created)
+        assert not isinstance(saved.value, SessionConflictError)
+
+
+async def test_a_missing_column_is_a_session_error(store: RedisSessionStore) -> None:
+    created = await store.create("demo", waiting_task())
+    await store._client.hdel(store._key(created.session_id), "domain")
+
+    with pytest.raises(SessionError, match="its domain is missing"):
+        await store.load(created.session_id)
+
+
 async def test_every_write_renews_the_time_to_live(redis_url: str) -> None:
     store = RedisSessionStore(redis_url, ttl_s=1, key_prefix=f"test:{uuid.uuid4().hex}:")
     try:

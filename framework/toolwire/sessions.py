@@ -79,21 +79,56 @@ def new_session_id() -> str:
     return secrets.token_urlsafe(SESSION_ID_BYTES)
 
 
-def stored_session(session_id: str, domain: str, task_json: str, version: int) -> StoredSession:
+def stored_session(
+    session_id: str, domain: object, task_json: object, version: object
+) -> StoredSession:
     """A stored row back as a ``StoredSession``; every store reads its rows through this.
 
-    A task that no longer parses (written by an incompatible version, or damaged) is a
-    ``SessionError`` naming the session, not a bare validation error.
+    A row that no longer reads (a task that does not parse, a version that is not a positive
+    whole number, a missing column: written by an incompatible version, or damaged) is a
+    ``SessionError`` naming the session and the damaged column, not a bare validation error.
     """
-    try:
-        task = TaskInfo.model_validate_json(task_json)
-    except ValidationError as error:
+    problems: list[str] = []
+    if not isinstance(domain, str) or not domain:
+        problems.append(f"its domain is {_shown(domain)}")
+    stored_version = _stored_version(version)
+    if stored_version is None:
+        problems.append(f"its version is {_shown(version)}, not a positive whole number")
+    task: TaskInfo | None = None
+    if not isinstance(task_json, str):
+        problems.append(f"its task is {_shown(task_json)}")
+    else:
+        try:
+            task = TaskInfo.model_validate_json(task_json)
+        except ValidationError as error:
+            problems.append(f"{error.error_count()} problem(s) in its task")
+    if problems or task is None or stored_version is None:
         raise SessionError(
-            f"the stored conversation {session_id!r} cannot be read ({error.error_count()} "
-            "problem(s) in its task); it was written by an incompatible version or damaged: "
-            "start a new conversation"
-        ) from error
-    return StoredSession(session_id=session_id, domain=domain, task=task, version=version)
+            f"the stored conversation {session_id!r} cannot be read ({'; '.join(problems)}); "
+            "it was written by an incompatible version or damaged: start a new conversation"
+        )
+    return StoredSession(
+        session_id=session_id, domain=str(domain), task=task, version=stored_version
+    )
+
+
+def _stored_version(value: object) -> int | None:
+    """A stored version as an int: a whole number from 1 up (Redis hands it over as text)."""
+    if isinstance(value, bytes):
+        value = value.decode("ascii", errors="replace")
+    if isinstance(value, str) and value.isascii() and value.isdecimal():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return None
+
+
+def _shown(value: object) -> str:
+    """A damaged stored value for an error message: its type and a short repr."""
+    if value is None:
+        return "missing"
+    text = repr(value)
+    return f"{text[:40]}… ({type(value).__name__})" if len(text) > 40 else text
 
 
 class MemorySessionStore:
@@ -196,13 +231,13 @@ class SQLiteSessionStore:
         return StoredSession(session_id=session_id, domain=domain, task=task, version=1)
 
     async def load(self, session_id: str) -> StoredSession:
-        def select(connection: sqlite3.Connection) -> tuple[str, str, int] | None:
+        def select(connection: sqlite3.Connection) -> tuple[object, object, object] | None:
             row = connection.execute(
                 "SELECT domain, task, version FROM toolwire_sessions "
                 "WHERE session_id = ? AND expires_at > ?",
                 (session_id, self._clock()),
             ).fetchone()
-            return None if row is None else (str(row[0]), str(row[1]), int(row[2]))
+            return None if row is None else (row[0], row[1], row[2])
 
         row = await self._run(select, write=False)
         if row is None:

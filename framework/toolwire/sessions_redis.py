@@ -42,13 +42,17 @@ return 1
 """
 
 # KEYS[1] session key; ARGV: expected version, task JSON, ttl seconds.
-# Returns {0, new version} when saved, {1, stored version} on a conflict, {2, 0} when missing.
+# Returns {0, new version} when saved, {1, stored version} on a conflict, {2, 0} when missing,
+# {3, 0} when the stored version is not a number (damaged).
 _SAVE = """
 local stored = redis.call('HGET', KEYS[1], 'version')
 if not stored then
   return {2, 0}
 end
 stored = tonumber(stored)
+if not stored then
+  return {3, 0}
+end
 if stored ~= tonumber(ARGV[1]) then
   return {1, stored}
 end
@@ -57,7 +61,7 @@ redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 return {0, stored + 1}
 """
 
-_SAVED, _CONFLICT, _MISSING = 0, 1, 2
+_SAVED, _CONFLICT, _MISSING, _DAMAGED = 0, 1, 2, 3
 _MAX_ID_ATTEMPTS = 5
 
 
@@ -113,7 +117,7 @@ class RedisSessionStore:
             raise UnknownSessionError(session_id)
         fields = {_text(name): _text(value) for name, value in raw.items()}
         return stored_session(
-            session_id, fields["domain"], fields["task"], int(fields["version"])
+            session_id, fields.get("domain"), fields.get("task"), fields.get("version")
         )
 
     async def save(self, session: StoredSession) -> StoredSession:
@@ -124,6 +128,11 @@ class RedisSessionStore:
         )
         if status == _MISSING:
             raise UnknownSessionError(session.session_id)
+        if status == _DAMAGED:
+            raise SessionError(
+                f"the stored conversation {session.session_id!r} cannot be saved: its stored "
+                "version is not a number (damaged); start a new conversation"
+            )
         if status == _CONFLICT:
             log.info(
                 "session_conflict",
