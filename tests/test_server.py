@@ -15,6 +15,7 @@ import pytest
 from fastapi.security import HTTPAuthorizationCredentials
 
 from server_support.processes import ServerProcess, write_config
+from toolwire.redaction import session_ref
 from toolwire.server import auth
 from toolwire.server.problems import ApiError
 
@@ -258,6 +259,34 @@ def test_request_id_is_echoed_and_in_every_event_of_the_request(server: ServerPr
     assert access["duration_ms"] > 0
 
 
+def events_of(server: ServerProcess, request_id: str) -> list[dict[str, Any]]:
+    """The events logged for one request, once its access event is written."""
+    deadline = time.monotonic() + 5
+    while True:
+        events = [e for e in server.events() if e.get("request_id") == request_id]
+        if any(e["event"] == "http_request" for e in events) or time.monotonic() > deadline:
+            return events
+        time.sleep(0.05)
+
+
+def test_session_ids_are_logged_as_a_short_hash(server: ServerProcess) -> None:
+    first = ask(server, {"message": "book a table"}).json()
+    session_id = first["session_id"]
+    ask(server, {"message": "city=Lund", "session_id": session_id}, headers={"X-Request-ID": "s-1"})
+    gone = ask(
+        server, {"message": "again", "session_id": session_id}, headers={"X-Request-ID": "s-2"}
+    )
+    assert gone.status_code == 404
+
+    resumed, refused = events_of(server, "s-1"), events_of(server, "s-2")
+    assert session_id not in server.log_text()
+    assert {e["event"] for e in resumed} >= {"tool_activated", "question_answered"}
+    handled = [e for e in resumed + refused if e["event"] != "http_request"]
+    assert {e.get("session") for e in handled} == {session_ref(session_id)}
+    error = next(e for e in refused if e["event"] == "request_error")
+    assert f"<session {session_ref(session_id)}>" in error["message"]
+
+
 def test_a_malformed_request_id_is_replaced(server: ServerProcess) -> None:
     response = httpx.get(f"{server.url}/healthz", headers={"X-Request-ID": "bad id\twith spaces"})
     assert response.headers["x-request-id"] != "bad id\twith spaces"
@@ -265,9 +294,7 @@ def test_a_malformed_request_id_is_replaced(server: ServerProcess) -> None:
 
 
 def test_an_empty_token_variable_stops_the_server(tmp_path: Path) -> None:
-    config = write_config(
-        tmp_path / "toolwire.yaml", sessions={"store": "memory"}, server=LIMITS
-    )
+    config = write_config(tmp_path / "toolwire.yaml", sessions={"store": "memory"}, server=LIMITS)
     process = ServerProcess(config, tmp_path / "server.log", env={"TOOLWIRE_API_TOKEN": " "})
     with pytest.raises(RuntimeError, match=r"TOOLWIRE_API_TOKEN \(server.token_env\) is set"):
         process.start(timeout_s=20)
@@ -283,6 +310,7 @@ def test_the_token_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch)
         return real(a, b)
 
     monkeypatch.setattr(auth.hmac, "compare_digest", recording)
+
     def bearer(token: str) -> HTTPAuthorizationCredentials:
         return HTTPAuthorizationCredentials(scheme="Bearer", credentials=token)
 

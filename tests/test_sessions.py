@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from orchestration_kit import AskingTool, Query, domain
-from toolwire import SessionConflictError, TaskInfo, UnknownSessionError
+from toolwire import (
+    SessionConflictError,
+    SessionStoreUnavailableError,
+    TaskInfo,
+    UnknownSessionError,
+)
 from toolwire.errors import SessionError
 from toolwire.sessions import (
     MemorySessionStore,
@@ -260,3 +267,43 @@ async def test_a_failed_commit_neither_wedges_the_store_nor_locks_out_other_proc
     assert (await store.save(loaded)).version == 2
     await store.aclose()
     await other_process.aclose()
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+async def test_the_sqlite_database_is_private(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "sessions.sqlite3"
+    store = SQLiteSessionStore(path)
+    await store.create("demo", TaskInfo(task_prompt="q"))  # the connection stays open: WAL files
+
+    assert mode_of(path.parent) == 0o700
+    for name in ("sessions.sqlite3", "sessions.sqlite3-wal", "sessions.sqlite3-shm"):
+        assert mode_of(path.parent / name) == 0o600, name
+    await store.aclose()
+
+
+async def test_a_readable_database_of_an_earlier_version_is_tightened(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    created = await SQLiteSessionStore(path).create("demo", TaskInfo(task_prompt="q"))
+    path.chmod(0o644)
+    tmp_path.chmod(0o755)
+
+    with capture_logs() as events:
+        loaded = await SQLiteSessionStore(path).load(created.session_id)
+
+    assert loaded.task.task_prompt == "q"
+    assert mode_of(path) == 0o600
+    assert mode_of(tmp_path) == 0o755  # an existing directory is the operator's choice
+    tightened = [e for e in events if e["event"] == "session_store_permissions_tightened"]
+    assert tightened[0]["path"] == str(path) and tightened[0]["mode"] == "0o644"
+
+
+async def test_a_database_path_that_cannot_be_created_is_a_session_error(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("a file where the directory should be")
+
+    with pytest.raises(SessionStoreUnavailableError, match="taken"):
+        await SQLiteSessionStore(tmp_path / "taken" / "s.sqlite3").create(
+            "d", TaskInfo(task_prompt="q")
+        )

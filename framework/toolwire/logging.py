@@ -2,7 +2,9 @@
 
 Logs are written to stderr so that command output on stdout (``toolwire tools --json``) stays
 clean. ``TOOLWIRE_LOG_LEVEL`` (default ``warning``) sets the threshold; build steps
-(``plugin_loaded``, ``tool_registered``, ``tool_wired``) are ``info`` events.
+(``plugin_loaded``, ``tool_registered``, ``tool_wired``) are ``info`` events. Every event is
+redacted before it is rendered (``toolwire.redaction``): secret shapes and known secret values
+are masked.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import structlog
+
+from toolwire.redaction import redact_event
 
 LOG_LEVEL_ENV = "TOOLWIRE_LOG_LEVEL"
 
@@ -48,6 +52,7 @@ def configure_logging(
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             *extra_processors,
+            redact_event,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),

@@ -8,14 +8,18 @@ Implementations: in-memory (tests), SQLite (the embedded default), Redis (``tool
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import secrets
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar, runtime_checkable
 
+import structlog
 from pydantic import BaseModel, ValidationError
 
 from toolwire.errors import (
@@ -27,6 +31,8 @@ from toolwire.errors import (
 )
 from toolwire.settings import SessionSettings
 from toolwire.task import TaskInfo
+
+log = structlog.get_logger(__name__)
 
 SESSION_ID_BYTES = 24
 """Entropy of a session id (``secrets.token_urlsafe``): 192 bits, unguessable."""
@@ -298,7 +304,7 @@ class SQLiteSessionStore:
                 result = operation(connection)
                 connection.execute("COMMIT")
                 return result
-            except sqlite3.Error as error:
+            except (sqlite3.Error, OSError) as error:
                 raise SessionStoreUnavailableError(
                     f"session store {str(self.path)!r} failed: {error}; check that the file is "
                     "writable and not corrupted (sessions.path in the configuration)"
@@ -321,7 +327,7 @@ class SQLiteSessionStore:
         """The store's one connection, opened on first use (closing the last connection of a
         WAL database checkpoints it with an fsync, so connections are not opened per call)."""
         if self._connection is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _private_database(self.path)
             connection = sqlite3.connect(
                 self.path, timeout=10.0, isolation_level=None, check_same_thread=False
             )
@@ -343,6 +349,37 @@ class SQLiteSessionStore:
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
+
+
+def _private_database(path: Path) -> None:
+    """Create the database file 0600 in a 0700 directory (conversations are private).
+
+    SQLite gives the ``-wal`` and ``-shm`` files the database's permissions. A directory this
+    creates is 0700; an existing directory is left as it is (it may be shared on purpose). A
+    database (or its ``-wal``/``-shm``) left group- or world-readable by an earlier version is
+    tightened to 0600.
+    """
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            mode = stat.S_IMODE(file.stat().st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            try:
+                file.chmod(mode & 0o700)
+            except PermissionError:  # not ours to change: say so, and go on
+                log.warning("session_store_not_private", path=str(file), mode=oct(mode))
+                continue
+            log.warning(
+                "session_store_permissions_tightened",
+                path=str(file),
+                mode=oct(mode),
+                new_mode=oct(mode & 0o700),
+            )
 
 
 def create_session_store(settings: SessionSettings) -> SessionStore:

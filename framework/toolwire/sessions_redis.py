@@ -22,6 +22,7 @@ from toolwire.errors import (
     SessionStoreUnavailableError,
     UnknownSessionError,
 )
+from toolwire.redaction import redact, session_ref
 from toolwire.sessions import StoredSession, new_session_id, stored_session
 from toolwire.settings import SessionSettings
 from toolwire.task import TaskInfo
@@ -101,7 +102,7 @@ class RedisSessionStore:
                 self._create, [self._key(session_id)], [domain, payload, self._ttl_s]
             )
             if created == 1:
-                log.debug("session_created", session_id=session_id, store="redis")
+                log.debug("session_created", session=session_ref(session_id), store="redis")
                 return StoredSession(session_id=session_id, domain=domain, task=task, version=1)
         raise SessionError(
             f"could not find an unused session id in {_MAX_ID_ATTEMPTS} attempts; "
@@ -136,7 +137,7 @@ class RedisSessionStore:
         if status == _CONFLICT:
             log.info(
                 "session_conflict",
-                session_id=session.session_id,
+                session=session_ref(session.session_id),
                 expected_version=session.version,
                 actual_version=version,
                 store="redis",
@@ -161,7 +162,7 @@ class RedisSessionStore:
 
     def _unreachable(self, error: RedisError) -> SessionStoreUnavailableError:
         return SessionStoreUnavailableError(
-            f"the Redis session store at {_redacted(self._url)} failed: {error}; "
+            f"the Redis session store at {redact(self._url)} failed: {error}; "
             "check that Redis is running and sessions.redis_url is right"
         )
 
@@ -169,13 +170,3 @@ class RedisSessionStore:
 def _text(value: bytes | str) -> str:
     """A field name or value as text, whether or not the client decodes responses."""
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _redacted(url: str) -> str:
-    """The URL without a password, for messages and logs."""
-    scheme, sep, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not at:
-        return url
-    user = credentials.partition(":")[0]
-    return f"{scheme}{sep}{user}:***@{host}" if user else f"{scheme}{sep}***@{host}"

@@ -20,11 +20,12 @@ from fastapi.responses import JSONResponse
 
 from toolwire.app import App
 from toolwire.catalogue import ToolRecord, tool_records
-from toolwire.errors import UnknownSessionError
+from toolwire.errors import ToolwireError, UnknownSessionError
 from toolwire.orchestrator import Answer
+from toolwire.redaction import scrubbing, session_ref
 from toolwire.server.auth import read_token, require_token
 from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
-from toolwire.server.problems import ApiError, install_error_handlers
+from toolwire.server.problems import ApiError, api_error_for, install_error_handlers
 from toolwire.server.progress import tracking_progress
 from toolwire.server.schemas import AskRequest, DomainInfo, ErrorBody, Health, ToolInfo
 from toolwire.settings import ServerSettings
@@ -187,14 +188,18 @@ def _api_router() -> APIRouter:
                 details={"length": len(body.message), "limit": settings.max_message_chars},
             )
         limit = settings.request_timeout_s
+        session = session_ref(body.session_id) if body.session_id else None
         with (
-            structlog.contextvars.bound_contextvars(session_id=body.session_id),
+            structlog.contextvars.bound_contextvars(session=session),
+            scrubbing({body.session_id: f"<session {session}>"} if body.session_id else {}),
             tracking_progress() as progress,
         ):
             timer = asyncio.timeout(limit)
             try:
                 async with timer:
                     return await app.ask(body.message, body.domain, body.session_id)
+            except ToolwireError as error:  # logged here, where the session is scrubbed
+                raise api_error_for(error) from error
             except TimeoutError:
                 if not timer.expired():
                     raise

@@ -97,6 +97,18 @@ def toolwire_error_status(error: ToolwireError) -> tuple[int, str, dict[str, Any
     return 500, "toolwire_error", {"type": type(error).__name__}
 
 
+def api_error_for(error: ToolwireError) -> ApiError:
+    """The response for one of toolwire's own errors, logged as a ``request_error`` event.
+
+    Routes that bind request-scoped log context (the session being resumed) call this inside
+    that context, so the event is logged with it; the handler below covers every other route.
+    """
+    status, code, details = toolwire_error_status(error)
+    event = log.error if status >= 500 else log.info
+    event("request_error", error=code, status=status, message=str(error))
+    return ApiError(status, code, str(error), details=details)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that turn exceptions into ``ErrorBody`` responses."""
 
@@ -106,10 +118,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_toolwire_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ToolwireError)
-        status, code, details = toolwire_error_status(exc)
-        event = log.error if status >= 500 else log.info
-        event("request_error", error=code, status=status, message=str(exc))
-        return ApiError(status, code, str(exc), details=details).response()
+        return api_error_for(exc).response()
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
