@@ -2,10 +2,10 @@
 
 Two kinds of file share one vocabulary: the app's own ``config/toolwire.yaml`` (``AppConfig``:
 run-time sections, ``default_domain``, ``domains``, ``tools``) and the YAML a plugin ships inside
-its package (``PluginConfigFile``: only ``domains`` and ``tools``). A file is read with
-ruamel.yaml's safe loader (its C parser when installed), whose node tree keeps line numbers,
-and validated as a whole: every problem of the file is collected into one ``ConfigError``,
-never a traceback. How declarations from several files are
+its package (``PluginConfigFile``: only ``domains`` and ``tools``). A file is read by
+``toolwire.yaml_file`` (ruamel.yaml's safe loader within size, depth and alias limits), whose
+node tree keeps line numbers, and validated as a whole: every problem of the file is collected
+into one ``ConfigError``, never a traceback. How declarations from several files are
 merged is described in ``toolwire.build``.
 """
 
@@ -15,14 +15,11 @@ import difflib
 import os
 import types
 import typing
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from toolwire.errors import ConfigError, Problem
@@ -34,6 +31,7 @@ from toolwire.settings import (
     ServerSettings,
     SessionSettings,
 )
+from toolwire.yaml_file import YamlDocument, read_yaml
 
 CONFIG_ENV = "TOOLWIRE_CONFIG"
 DEFAULT_CONFIG_PATH = Path("config") / "toolwire.yaml"
@@ -157,50 +155,6 @@ def parse_file(path: Path, model: type[F]) -> tuple[F, list[Problem]]:
     return validate_node(read_yaml(path), model, str(path))
 
 
-@dataclass(frozen=True)
-class YamlDocument:
-    """A file's top-level mapping twice: as plain data and as the node tree it was built from.
-
-    The plain data (dicts, lists, scalars resolved like ``yaml.safe_load``) is what gets
-    validated; the nodes are kept only for their ``start_mark`` line numbers.
-    """
-
-    data: dict[str, Any]
-    node: MappingNode | None
-    """None for an empty file."""
-
-
-def read_yaml(path: Path) -> YamlDocument:
-    """Read one YAML file with the safe loader, keeping the node tree for line numbers.
-
-    The C parser from ruamel.yaml.clib is used when it is installed (ruamel falls back to its
-    pure-Python parser otherwise); the round-trip loader is avoided because it is several
-    times slower and only its line information was ever used.
-    """
-    where = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(Problem(f"cannot read configuration: {error.strerror}", where)) from None
-    yaml = YAML(typ="safe", pure=False)
-    try:
-        node = yaml.compose(text)
-        # Constructing also rejects duplicate keys and unknown tags, both located by line.
-        data = yaml.constructor.construct_document(node) if node is not None else None
-    except MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        line = mark.line + 1 if mark is not None else None
-        message = " ".join(part for part in (error.context, error.problem) if part)
-        raise ConfigError(Problem(f"invalid YAML: {message}", where, line)) from None
-    except YAMLError as error:
-        raise ConfigError(Problem(f"invalid YAML: {error}", where)) from None
-    if node is None or data is None:  # no document, or an empty one ("---")
-        return YamlDocument({}, None)
-    if not isinstance(node, MappingNode) or not isinstance(data, dict):
-        raise ConfigError(Problem("the file must contain a mapping at its top level", where, 1))
-    return YamlDocument(to_plain(data), node)
-
-
 def validate_node(
     document: YamlDocument, model: type[F], path: str
 ) -> tuple[F, list[Problem]]:
@@ -288,15 +242,6 @@ def line_of(node: Node | None, loc: Sequence[str | int]) -> int | None:
         line = found[0].start_mark.line + 1
         node = found[1]
     return line
-
-
-def to_plain(node: Any) -> Any:
-    """Constructed YAML with every mapping key as a string (``1: x`` → ``{"1": "x"}``)."""
-    if isinstance(node, Mapping):
-        return {str(key): to_plain(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [to_plain(item) for item in node]
-    return node
 
 
 def _describe(model: type[BaseModel], item: Any, loc: tuple[str | int, ...]) -> str:
