@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,28 @@ def _hook(calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> Callable[[Any]
             register(*args, **kwargs)
 
     return hook
+
+
+def _register_line() -> int:
+    lines, first = inspect.getsourcelines(_hook)
+    return first + next(n for n, line in enumerate(lines) if "register(*args" in line)
+
+
+REGISTER_LINE = _register_line()
+"""The line of ``make_plugin``'s hooks that calls ``register``: where its declarations are."""
+
+
+def install_distribution(site: Path, name: str, version: str, plugin: str, module: str) -> None:
+    """A distribution installed into ``site`` as pip would: a dist-info directory with the
+    ``toolwire`` entry point ``plugin``, and the plugin ``module`` beside it (declaring a domain
+    of the module's name). Put ``site`` on ``sys.path`` to install it."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(f"[toolwire]\n{plugin} = {module}\n")
+    (site / f"{module}.py").write_text(
+        "import toolwire\n"
+        "@toolwire.hookimpl\n"
+        "def register_domains(register):\n"
+        f"    register(toolwire.DomainSpec(name={module!r}))\n"
+    )

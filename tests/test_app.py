@@ -12,8 +12,17 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+import _build_samples
 import toolwire
-from _build_samples import AnswerTool, LookupTool, PlanTool, Query, WriteFile, make_plugin
+from _build_samples import (
+    REGISTER_LINE,
+    AnswerTool,
+    LookupTool,
+    PlanTool,
+    Query,
+    WriteFile,
+    make_plugin,
+)
 from toolwire import App, ConfigError, PluginError, WiringError
 from toolwire.errors import Problem
 from toolwire.llm.base import LanguageModel
@@ -436,8 +445,9 @@ def test_problems_of_plugin_shipped_files_and_domain_claims_are_reported_togethe
         load(None, shop_plugin(), twin, make_plugin("guest", config_files=(str(broken),
                                                                           str(claims))))
     got = problems(raised)
-    assert got[0].startswith("duplicate domain 'shop': registered by plugin 'shop' and again by "
-                             "plugin 'twin'")
+    register_line = f"{_build_samples.__file__}:{REGISTER_LINE}"
+    assert got[0].startswith(f"{register_line}: duplicate domain 'shop': registered by plugin "
+                             f"'shop' at {register_line} and again by plugin 'twin'")
     assert got[1].startswith(f"{broken}:2: invalid YAML:")
     assert got[2] == f"{claims}:2: domain 'shop' belongs to plugin 'shop'"
     assert got[3] == f"{claims}:3: domain name 'Bad-Name' is not lower snake case"
@@ -474,3 +484,37 @@ async def test_a_model_that_fails_to_start_fails_the_question_and_is_retried(
     assert services == []  # nothing half-built is kept for the next question
     assert await app.ask("second?", "shop") == "answer"
     assert len(attempts) == 2 and [s["llm"] for s in services] == [model]
+
+
+# -- every domain's orchestrator is built with the app (issue 11 item 6) ----------------------
+
+
+async def test_every_domain_orchestrator_is_built_with_the_app_and_used_by_questions(
+    isolated: Path,
+) -> None:
+    desk = make_plugin("desk", domains=("desk",), tools=(PlanTool,))
+    model = ScriptedModel().on_classify("general").on_suitability({"answer": False}).on_answer()
+    app = load(None, shop_plugin(), desk, llm=model, session_store=MemorySessionStore())
+
+    built = dict(app.orchestrators)
+    await app.ask("anything?", "desk")
+
+    assert set(built) == {"shop", "desk"}
+    assert app._conversation_service().orchestrators == built  # the same objects, not rebuilt
+
+
+def test_a_domain_whose_orchestrator_cannot_be_built_fails_the_load(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> object:
+        raise TypeError("'<' not supported between instances of 'str' and 'int'")
+
+    monkeypatch.setattr(
+        "toolwire.orchestrator.domain_orchestrator.DomainTools.build", staticmethod(broken)
+    )
+    with pytest.raises(ConfigError) as raised:
+        load()
+    assert problems(raised) == [
+        "domain 'shop': its orchestrator cannot be built (TypeError: '<' not supported between "
+        "instances of 'str' and 'int'); check the domain's tools and their priorities"
+    ]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _build_samples import WriteFile
+from _build_samples import WriteFile, install_distribution
 from toolwire import plugins as plugins_module
 from toolwire.cli import app
 
@@ -33,6 +33,45 @@ def test_plugins_json(pharma_only: Path) -> None:
     assert json.loads(result.stdout) == [
         {"name": "pharma", "version": "0.1.0", "domains": ["pharma"], "error": None}
     ]
+
+
+def test_plugins_json_lists_domains_declared_in_shipped_yaml(
+    isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_file("yaml_only_plugin.py", (
+        "import toolwire\n"
+        "@toolwire.hookimpl\n"
+        "def register_config_files(register):\n"
+        "    register('yaml_only.yaml')\n"
+    ))
+    write_file("yaml_only.yaml", "domains:\n  - {name: garden}\n  - {name: orchard}\n")
+    monkeypatch.syspath_prepend(str(isolated))
+    monkeypatch.setattr(plugins_module.metadata, "entry_points",
+                        lambda group: [EntryPoint("yaml_only", "yaml_only_plugin", "toolwire")])
+
+    result = runner.invoke(app, ["plugins", "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == [
+        {"name": "yaml_only", "version": None, "domains": ["garden", "orchard"], "error": None}
+    ]
+
+
+def test_check_fails_on_two_distributions_with_one_plugin_name(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_distribution(isolated / "site", "alpha-shop", "1.0", "shop", "alpha_shop_cli")
+    install_distribution(isolated / "site", "beta-shop", "2.0", "shop", "beta_shop_cli")
+    monkeypatch.syspath_prepend(str(isolated / "site"))
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", "shop")
+
+    result = runner.invoke(app, ["check"])
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "plugin 'shop' failed to load: 2 installed distributions provide the plugin 'shop': "
+        "alpha-shop 1.0 (alpha_shop_cli) and beta-shop 2.0 (beta_shop_cli)"
+    )
 
 
 def test_plugins_table_shows_failures(pharma_only: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,6 +205,20 @@ PLUGIN_SOURCES: dict[str, str] = {
         "    register(TwinTool, name='lookup', domain='shop')\n"
     ),
     "p_dup2": "",  # the same source as p_dup, filled in below
+    "p_prio": (
+        "import toolwire\n"
+        "from _build_samples import PlanTool\n"
+        "@toolwire.hookimpl\n"
+        "def register_tools(register):\n"
+        "    register(PlanTool, domain='shop', priority='5')\n"
+    ),
+    "p_yard": (
+        "import toolwire\n"
+        "@toolwire.hookimpl\n"
+        "def register_domains(register):\n"
+        "    register(toolwire.DomainSpec(name='yard'))\n"
+    ),
+    "p_yard2": "",  # the same source as p_yard, filled in below
     "p_cycle": (
         "from __future__ import annotations\n"
         "import toolwire\n"
@@ -194,6 +247,7 @@ PLUGIN_SOURCES: dict[str, str] = {
     ),
 }
 PLUGIN_SOURCES["p_dup2"] = PLUGIN_SOURCES["p_dup"]
+PLUGIN_SOURCES["p_yard2"] = PLUGIN_SOURCES["p_yard"]
 FAILURES: dict[str, tuple[str, tuple[str, ...], list[tuple[str, int, str]]]] = {
     # case: (YAML after SHOP, plugins to install, expected (file, line, fragment) per line)
     "bad YAML syntax": (
@@ -251,6 +305,16 @@ FAILURES: dict[str, tuple[str, tuple[str, ...], list[tuple[str, int, str]]]] = {
         [("p_dup2.py", 3, "duplicate tool 'shop.lookup': declared by plugin 'p_dup' at "
                           "{tmp}/p_dup.py:3 and again by plugin 'p_dup2' at {tmp}/p_dup2.py:3; "
                           "rename one")],
+    ),
+    "priority as text through a hook": (
+        "", ("p_prio",),
+        [("p_prio.py", 5, "plugin 'p_prio' failed to load: raised ToolDeclarationError: "
+                          "register_tools: priority='5' is a str; pass a whole number")],
+    ),
+    "duplicate domain through hooks": (
+        "", ("p_yard", "p_yard2"),
+        [("p_yard2.py", 4, "duplicate domain 'yard': registered by plugin 'p_yard' at "
+                           "{tmp}/p_yard.py:4 and again by plugin 'p_yard2'")],
     ),
     "cycle": (
         "", ("p_cycle",), [("p_cycle.py", 4, "dependency cycle: shop.a -> shop.b -> shop.a")]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
 import types
 from collections.abc import Callable
 from importlib.metadata import EntryPoint
@@ -11,7 +13,14 @@ import pytest
 from structlog.testing import capture_logs
 
 import toolwire
-from _build_samples import AnswerTool, LookupTool, NotATool, PlanTool, make_plugin
+from _build_samples import (
+    AnswerTool,
+    LookupTool,
+    NotATool,
+    PlanTool,
+    install_distribution,
+    make_plugin,
+)
 from toolwire import PluginError
 from toolwire import plugins as plugins_module
 from toolwire.plugins import PluginInfo, discover
@@ -246,3 +255,129 @@ def test_two_plugins_with_one_name_report_the_second() -> None:
         ("same", None),
     ]
     assert [d.name for d in found.domains] == ["first"]
+
+
+# -- registrations are checked as strictly as YAML (issue 11 item 6) ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ("priority='5'", "register_tools: priority='5' is a str; pass a whole number"),
+        ("priority=True", "register_tools: priority=True is a bool; pass a whole number"),
+        ("priority=2.5", "register_tools: priority=2.5 is a float; pass a whole number"),
+        ("name='Finder Tool'", "register_tools: name='Finder Tool' is not a lower snake case"),
+        ("domain=5", "register_tools: domain=5 is not a lower snake case name"),
+    ],
+)
+def test_a_registration_of_the_wrong_type_fails_the_plugin_at_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arguments: str, message: str
+) -> None:
+    write_module(tmp_path, monkeypatch, "sloppy_priority", (
+        "import toolwire\n"
+        "from _build_samples import PlanTool\n"
+        "@toolwire.hookimpl\n"
+        "def register_domains(register):\n"
+        "    register(toolwire.DomainSpec(name='shop'))\n"
+        "@toolwire.hookimpl\n"
+        "def register_tools(register):\n"
+        f"    register(PlanTool, {arguments})\n"
+    ))
+    monkeypatch.delitem(sys.modules, "sloppy_priority", raising=False)  # the previous case's
+    plugin = importlib.import_module("sloppy_priority")
+
+    found = discover([plugin], load_entry_points=False)
+
+    (info,) = found.plugins
+    assert info.error is not None and message in info.error
+    assert info.origin == SourceLocation(str(tmp_path / "sloppy_priority.py"), 8)
+    assert found.tools == [] and found.domains == []
+
+
+def test_a_coordinator_registration_is_checked_the_same_way() -> None:
+    @toolwire.hookimpl
+    def register_coordinators(register):  # type: ignore[no-untyped-def]
+        register(PlanTool, domain="shop", priority="first")
+
+    (info,) = discover([hook_module("c", register_coordinators)], load_entry_points=False).plugins
+    assert "register_coordinators: priority='first' is a str" in (info.error or "")
+
+
+def test_a_tool_class_whose_priority_is_not_a_number_fails_at_registration() -> None:
+    class Late(PlanTool):
+        priority = "5"  # type: ignore[assignment]
+
+    plugin = make_plugin("late", domains=("shop",), tools=(Late,))
+    (info,) = discover([plugin], load_entry_points=False).plugins
+    assert "its priority '5' is a str, not a whole number" in (info.error or "")
+
+
+def test_a_hook_domain_needs_a_lower_snake_case_name() -> None:
+    plugin = make_plugin("caps", domains=("Shop-Floor",))
+    (info,) = discover([plugin], load_entry_points=False).plugins
+    assert "register_domains: DomainSpec.name='Shop-Floor' is not a lower snake case" in (
+        info.error or ""
+    )
+
+
+# -- two distributions, one plugin name (issue 11 item 8) --------------------------------------
+
+
+def test_two_distributions_with_one_entry_point_name_are_a_collision_naming_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_distribution(tmp_path, "alpha-shop", "1.0", "shop", "alpha_shop_plugin")
+    install_distribution(tmp_path, "beta-shop", "2.0", "shop", "beta_shop_plugin")
+    install_distribution(tmp_path, "gamma-desk", "3.0", "desk", "gamma_desk_plugin")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    found = discover(environ={"TOOLWIRE_PLUGINS": "shop,desk"})
+
+    by_name = {info.name: info for info in found.plugins}
+    assert by_name["shop"].error == (
+        "2 installed distributions provide the plugin 'shop': alpha-shop 1.0 (alpha_shop_plugin) "
+        "and beta-shop 2.0 (beta_shop_plugin); none of them was loaded. Uninstall all but one, "
+        "or rename its entry point (the [project.entry-points.toolwire] table of its "
+        "pyproject.toml)"
+    )
+    assert by_name["desk"].error is None and by_name["desk"].version == "3.0"
+    assert [domain.name for domain in found.domains] == ["gamma_desk_plugin"]
+
+
+def test_one_distribution_seen_twice_is_one_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    point = EntryPoint("twice", "twice_plugin_module", "toolwire")
+    module = make_plugin("twice", domains=("twice",))
+    monkeypatch.setitem(sys.modules, "twice_plugin_module", module)
+    fake_entry_points(monkeypatch, point, point)
+
+    found = discover(environ={"TOOLWIRE_PLUGINS": "twice"})
+
+    assert [(info.name, info.error) for info in found.plugins] == [("twice", None)]
+
+
+# -- the domains a plugin contributes, by any route (issue 11 item 9) --------------------------
+
+
+def test_a_plugin_lists_the_domains_its_shipped_yaml_declares(tmp_path: Path) -> None:
+    shipped = tmp_path / "shipped.yaml"
+    shipped.write_text("domains:\n  - {name: garden}\n  - {name: alpha}\ntools: []\n")
+    plugin = make_plugin("alpha", domains=("alpha",), config_files=(str(shipped),))
+
+    found = discover([plugin], load_entry_points=False)
+
+    assert found.plugins[0].domains == ("alpha", "garden")
+    assert [file.config.domains[0].name for file in found.config_files] == ["garden"]
+
+
+def test_a_shipped_yaml_that_cannot_be_read_waits_for_the_build_to_report_it(
+    tmp_path: Path,
+) -> None:
+    shipped = tmp_path / "shipped.yaml"
+    shipped.write_text("domains: [unclosed\n")
+    plugin = make_plugin("alpha", domains=("alpha",), config_files=(str(shipped),))
+
+    found = discover([plugin], load_entry_points=False)
+
+    assert found.plugins[0].error is None and found.plugins[0].domains == ("alpha",)
+    (file,) = found.config_files
+    assert [problem.line for problem in file.problems] == [2]

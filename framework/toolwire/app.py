@@ -1,21 +1,22 @@
 """The facade: ``App.load()`` builds everything once; questions only walk the orchestrator.
 
-Build order: plugins → configuration → registry → container (every singleton built now). The
-language model and the session store are created on first use, so listing tools or checking a
-configuration never starts a model; nothing on the per-question path reads configuration files
-or discovers plugins.
+Build order: plugins → configuration → registry → container (every singleton built now) → one
+orchestrator per domain (so a mistake only an orchestrator would meet fails ``App.load`` and
+``toolwire check``, not the first question). The language model and the session store are
+created on first use, so listing tools or checking a configuration never starts a model; nothing
+on the per-question path reads configuration files or discovers plugins.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from toolwire.build import build
 from toolwire.config import AppConfig, parse_app_config
 from toolwire.container import ToolContainer
-from toolwire.errors import ConfigError
+from toolwire.errors import ConfigError, Problem
 from toolwire.llm.base import LanguageModel
 from toolwire.logging import configure_logging
 from toolwire.plugins import PluginInfo, discover
@@ -24,7 +25,7 @@ from toolwire.sessions import SessionStore
 from toolwire.tools import ChatbotTool
 
 if TYPE_CHECKING:
-    from toolwire.orchestrator import Answer, ConversationService
+    from toolwire.orchestrator import Answer, ConversationService, DomainOrchestrator
 
 
 class App:
@@ -53,6 +54,8 @@ class App:
         self._conversations: ConversationService | None = None
         model: object = llm if llm is not None else _DeferredLanguageModel(self)
         self.container = ToolContainer.build(registry, {LanguageModel: model})
+        self.orchestrators = _build_orchestrators(self, model)
+        """Domain name → its orchestrator, built with the app."""
 
     @classmethod
     def load(
@@ -140,6 +143,7 @@ class App:
                 store=self.session_store,
                 default_domain=self.config.default_domain,
                 settings=self.config.orchestrator,
+                orchestrators=self.orchestrators,
             )
         return self._conversations
 
@@ -152,6 +156,33 @@ class App:
             await self._session_store.aclose()
             self._session_store = None
         self._conversations = None
+
+
+def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]:
+    """Every domain's orchestrator, or one ``ConfigError`` naming each domain that cannot have
+    one (an error the orchestrator would otherwise raise at the domain's first question)."""
+    from toolwire.orchestrator import DomainOrchestrator
+
+    built: dict[str, DomainOrchestrator] = {}
+    problems: list[Problem] = []
+    for name, spec in app.domains.items():
+        try:
+            built[name] = DomainOrchestrator(
+                spec, app.registry, app.tools, cast(LanguageModel, llm), app.config.orchestrator
+            )
+        except ConfigError as error:
+            problems += error.problems
+        except Exception as error:  # a plugin's tool broke it: report it, located by domain
+            problems.append(
+                Problem(
+                    f"domain {name!r}: its orchestrator cannot be built "
+                    f"({type(error).__name__}: {error}); check the domain's tools and their "
+                    "priorities"
+                )
+            )
+    if problems:
+        raise ConfigError(problems)
+    return built
 
 
 class _DeferredLanguageModel:

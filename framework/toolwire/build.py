@@ -32,7 +32,6 @@ from toolwire.config import (
     PluginConfigFile,
     ToolEntry,
     format_loc,
-    parse_file,
 )
 from toolwire.errors import ConfigError, Problem
 from toolwire.plugins import PluginSet
@@ -95,19 +94,21 @@ class _Builder:
 
     # -- domains -----------------------------------------------------------------------------
 
-    def add_domain_spec(self, spec: DomainSpec) -> None:
+    def add_domain_spec(self, spec: DomainSpec, source: SourceLocation | None) -> None:
         existing = self.domains.get(spec.name)
         if existing is not None:
+            first = f" at {existing.source}" if existing.source else ""
             self.problems.append(
-                Problem(
+                located(
+                    source,
                     f"duplicate domain {spec.name!r}: registered by plugin "
-                    f"{existing.spec.plugin!r} and again by plugin {spec.plugin!r}; "
+                    f"{existing.spec.plugin!r}{first} and again by plugin {spec.plugin!r}; "
                     "a plugin adds tools to another plugin's domain with register_coordinators "
-                    "or YAML, it does not declare the domain again"
+                    "or YAML, it does not declare the domain again",
                 )
             )
             return
-        self.domains[spec.name] = _DomainDecl(spec)
+        self.domains[spec.name] = _DomainDecl(spec, source)
 
     def add_domain_entry(self, entry: DomainEntry, owner: str) -> None:
         if not TOOL_NAME_PATTERN.match(entry.name):
@@ -369,7 +370,7 @@ def build(
     builder.default_domain = app_config.default_domain
     builder.app_config = app_config
     for spec in plugin_set.domains:
-        builder.add_domain_spec(spec)
+        builder.add_domain_spec(spec, plugin_set.domain_sources.get((spec.plugin, spec.name)))
     for contribution in plugin_set.tools:
         name = contribution.name or contribution.tool_class.name
         builder.add_tool(
@@ -382,13 +383,8 @@ def build(
             )
         )
     for file in plugin_set.config_files:
-        try:
-            shipped, problems = parse_file(file.path, PluginConfigFile)
-        except ConfigError as error:
-            builder.problems += error.problems
-            continue
-        builder.problems += problems
-        _add_file(builder, shipped, file.plugin)
+        builder.problems += file.problems
+        _add_file(builder, file.config, file.plugin)
     _add_file(builder, app_config, APP_OWNER)
     registry = builder.registry()
     builder.check_domain_references(registry)

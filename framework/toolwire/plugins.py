@@ -26,9 +26,15 @@ import pluggy
 import structlog
 
 from toolwire import hookspecs
-from toolwire.errors import PluginError, Problem, ToolDeclarationError
+from toolwire.config import PluginConfigFile, parse_file
+from toolwire.errors import ConfigError, PluginError, Problem, ToolDeclarationError
 from toolwire.registry import DomainSpec, SourceLocation, located
-from toolwire.tools import AgentCoordinator, ChatbotTool, validate_tool_class
+from toolwire.tools import (
+    TOOL_NAME_PATTERN,
+    AgentCoordinator,
+    ChatbotTool,
+    validate_tool_class,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -104,8 +110,13 @@ class ToolContribution:
 
 @dataclass(frozen=True)
 class ConfigFileContribution:
+    """A YAML file a plugin ships, read once at discovery (the build merges its valid part and
+    reports its problems)."""
+
     plugin: str
     path: Path
+    config: PluginConfigFile = field(default_factory=PluginConfigFile)
+    problems: tuple[Problem, ...] = ()
 
 
 @dataclass
@@ -114,6 +125,8 @@ class PluginSet:
 
     plugins: list[PluginInfo] = field(default_factory=list)
     domains: list[DomainSpec] = field(default_factory=list)
+    domain_sources: dict[tuple[str, str], SourceLocation] = field(default_factory=dict)
+    """(plugin, domain name) → the ``register(DomainSpec(...))`` line that declared it."""
     tools: list[ToolContribution] = field(default_factory=list)
     config_files: list[ConfigFileContribution] = field(default_factory=list)
 
@@ -133,7 +146,7 @@ class _Candidate:
 class _Contribution:
     """One plugin's contributions, kept apart until all its hooks succeeded."""
 
-    domains: list[DomainSpec] = field(default_factory=list)
+    domains: list[tuple[DomainSpec, SourceLocation | None]] = field(default_factory=list)
     tools: list[tuple[type[ChatbotTool[Any]], str | None, str | None, int | None]] = field(
         default_factory=list
     )
@@ -196,21 +209,49 @@ def _allowed_names(environ: Mapping[str, str]) -> set[str] | None:
 
 def _load_entry_points(result: PluginSet, allowed: set[str] | None) -> list[_Candidate]:
     loaded: list[_Candidate] = []
-    seen: set[str] = set()
+    by_name: dict[str, list[metadata.EntryPoint]] = {}
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if entry_point.name in seen or (allowed is not None and entry_point.name not in allowed):
-            continue
-        seen.add(entry_point.name)
+        if allowed is None or entry_point.name in allowed:
+            by_name.setdefault(entry_point.name, []).append(entry_point)
+    for name, entry_points in by_name.items():
+        entry_point = entry_points[0]
         version = entry_point.dist.version if entry_point.dist is not None else None
+        others = [other for other in entry_points[1:] if not _same_plugin(entry_point, other)]
+        if others:
+            _fail(result, name, version, _collision(name, [entry_point, *others]))
+            continue
         try:
             plugin = entry_point.load()
         except Exception as error:  # any import-time failure is the plugin's, not ours
-            _fail(result, entry_point.name, version, f"failed to import: {_describe(error)}", error)
+            _fail(result, name, version, f"failed to import: {_describe(error)}", error)
             continue
-        loaded.append(_Candidate(entry_point.name, version, plugin))
-    for name in sorted((allowed or set()) - seen):
+        loaded.append(_Candidate(name, version, plugin))
+    for name in sorted((allowed or set()) - set(by_name)):
         _fail(result, name, None, f"named in {PLUGINS_ENV} but no installed plugin has this name")
     return loaded
+
+
+def _same_plugin(first: metadata.EntryPoint, second: metadata.EntryPoint) -> bool:
+    """One distribution seen twice (on two path entries): the same plugin, not a collision."""
+    if first.dist is not None and second.dist is not None:
+        return bool(first.dist.name == second.dist.name and first.value == second.value)
+    return first.value == second.value
+
+
+def _collision(name: str, entry_points: list[metadata.EntryPoint]) -> str:
+    """Two distributions claim one plugin name: neither loads, and both are named."""
+    owners = [
+        f"{point.dist.name} {point.dist.version} ({point.value})"
+        if point.dist is not None
+        else f"an unnamed distribution ({point.value})"
+        for point in entry_points
+    ]
+    return (
+        f"{len(owners)} installed distributions provide the plugin {name!r}: "
+        f"{' and '.join(owners)}; none of them was loaded. Uninstall all but one, or rename "
+        f"its entry point (the [project.entry-points.{ENTRY_POINT_GROUP}] table of its "
+        "pyproject.toml)"
+    )
 
 
 def _check_hook_names(pm: pluggy.PluginManager) -> None:
@@ -256,12 +297,16 @@ def _collect(pm: pluggy.PluginManager, candidate: _Candidate, result: PluginSet)
         _fail(result, candidate.name, candidate.version, f"raised {_describe(error)}", error)
         pm.unregister(name=candidate.name)
         return
-    result.domains += contribution.domains
+    for spec, source in contribution.domains:
+        result.domains.append(spec)
+        if source is not None:
+            result.domain_sources[(candidate.name, spec.name)] = source
     result.tools += tools + contribution.coordinators
-    result.config_files += [
-        ConfigFileContribution(candidate.name, p) for p in contribution.config_files
-    ]
-    domains = tuple(domain.name for domain in contribution.domains)
+    files = [_read_shipped_file(candidate.name, path) for path in contribution.config_files]
+    result.config_files += files
+    declared = [spec.name for spec, _ in contribution.domains]
+    declared += [entry.name for file in files for entry in file.config.domains]
+    domains = tuple(dict.fromkeys(declared))
     result.plugins.append(PluginInfo(candidate.name, candidate.version, domains))
     log.info(
         "plugin_loaded",
@@ -270,6 +315,15 @@ def _collect(pm: pluggy.PluginManager, candidate: _Candidate, result: PluginSet)
         domains=list(domains),
         tools=len(tools) + len(contribution.coordinators),
     )
+
+
+def _read_shipped_file(plugin: str, path: Path) -> ConfigFileContribution:
+    """Read a shipped YAML file once; its problems wait for the build, which reports them."""
+    try:
+        config, problems = parse_file(path, PluginConfigFile)
+    except ConfigError as error:  # unreadable: nothing of it is merged
+        return ConfigFileContribution(plugin, path, problems=tuple(error.problems))
+    return ConfigFileContribution(plugin, path, config, tuple(problems))
 
 
 def _place_tools(contribution: _Contribution, plugin: str) -> list[ToolContribution]:
@@ -282,7 +336,7 @@ def _place_tools(contribution: _Contribution, plugin: str) -> list[ToolContribut
                     f"tool {tool_class.__qualname__} was registered without a domain and the "
                     f"plugin declares {len(contribution.domains)} domains; pass domain=..."
                 )
-            domain = contribution.domains[0].name
+            domain = contribution.domains[0][0].name
         placed.append(ToolContribution(plugin, tool_class, domain, name, priority))
     return placed
 
@@ -291,9 +345,43 @@ def _domain_registrar(contribution: _Contribution, plugin: str) -> RegisterDomai
     def register(domain: DomainSpec) -> None:
         if not isinstance(domain, DomainSpec):
             raise TypeError(f"register_domains expects a toolwire DomainSpec, got {domain!r}")
-        contribution.domains.append(domain.model_copy(update={"plugin": plugin}))
+        _check_name("register_domains", "DomainSpec.name", domain.name)
+        spec = domain.model_copy(update={"plugin": plugin})
+        contribution.domains.append((spec, _caller_location()))
 
     return register
+
+
+def _caller_location() -> SourceLocation | None:
+    """The line of the plugin's code that called a ``register`` callback."""
+    frame = sys._getframe(2)  # 0: this function, 1: the callback, 2: its caller
+    return SourceLocation(frame.f_code.co_filename, frame.f_lineno)
+
+
+def _check_registration(
+    hook: str, *, name: object, domain: object, priority: object
+) -> None:
+    """Keyword arguments of a tool registration, as strictly as the YAML keys they mirror.
+
+    Checked when the hook calls ``register``: a wrong type fails the plugin at load, located at
+    the registering line, instead of the first question that sorts or names the tool.
+    """
+    if name is not None:
+        _check_name(hook, "name", name)
+    if domain is not None:
+        _check_name(hook, "domain", domain)
+    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
+        raise ToolDeclarationError(
+            f"{hook}: priority={priority!r} is a {type(priority).__name__}; pass a whole "
+            "number (lower runs first), e.g. priority=5"
+        )
+
+
+def _check_name(hook: str, key: str, value: object) -> None:
+    if not isinstance(value, str) or not TOOL_NAME_PATTERN.match(value):
+        raise ToolDeclarationError(
+            f"{hook}: {key}={value!r} is not a lower snake case name ([a-z][a-z0-9_]*)"
+        )
 
 
 def _tool_registrar(contribution: _Contribution) -> RegisterTool:
@@ -305,6 +393,7 @@ def _tool_registrar(contribution: _Contribution) -> RegisterTool:
         priority: int | None = None,
     ) -> None:
         validated = validate_tool_class(tool_class, where="register_tools")
+        _check_registration("register_tools", name=name, domain=domain, priority=priority)
         contribution.tools.append((validated, name, domain, priority))
 
     return register
@@ -319,6 +408,7 @@ def _coordinator_registrar(contribution: _Contribution, plugin: str) -> Register
         priority: int | None = None,
     ) -> None:
         validated = validate_tool_class(tool_class, where="register_coordinators")
+        _check_registration("register_coordinators", name=name, domain=domain, priority=priority)
         if not issubclass(validated, AgentCoordinator):
             raise ToolDeclarationError(
                 f"{validated.__qualname__} was registered as a coordinator but does not "

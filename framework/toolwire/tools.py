@@ -272,6 +272,11 @@ def validate_tool_class(tool_class: object, *, where: str = "") -> type[ChatbotT
     is_model = isinstance(settings, type) and issubclass(settings, BaseModel)
     if settings is not None and not is_model:
         problems.append("settings_model must be a pydantic BaseModel subclass or None")
+    priority: object = tool_class.priority
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        problems.append(
+            f"its priority {priority!r} is a {type(priority).__name__}, not a whole number"
+        )
     if not TOOL_NAME_PATTERN.match(tool_class.name):
         problems.append(
             f"its default name {tool_class.name!r} is not lower snake case ([a-z][a-z0-9_]*)"

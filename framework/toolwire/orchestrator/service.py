@@ -48,11 +48,13 @@ class ConversationService:
     ) -> None:
         self.store = store
         self.default_domain = default_domain
+        built = dict(orchestrators or {})  # built beforehand: App.load builds every domain's
         self.orchestrators: dict[str, DomainOrchestrator] = {
             name: DomainOrchestrator(spec, registry, tools, llm, settings)
             for name, spec in domains.items()
+            if name not in built
         }
-        self.orchestrators.update(orchestrators or {})
+        self.orchestrators.update(built)
 
     async def ask(
         self, message: str, domain: str | None = None, session_id: str | None = None
