@@ -331,14 +331,38 @@ async def test_http_500_is_a_model_error_with_the_status(
     assert len(calls) == 1 and not calls[0].ok
 
 
-async def test_timeout_is_a_model_error_after_the_clients_retries(
+async def test_a_timeout_is_a_model_error_and_not_retried_past_the_calls_time(
     server: FakeOpenAIServer,
 ) -> None:
     gateway = make_gateway(server, timeout_s=0.2, max_retries=1)
     server.script(FakeReply(delay_s=1.0), FakeReply(delay_s=1.0))
     with pytest.raises(ModelError, match="timed out"):
         await gateway.answer("q", [])
-    assert len(server.chat_requests) == 2  # the first try and one retry
+    assert len(server.chat_requests) == 1  # the call's time is spent: no second try
+    await gateway.aclose()
+
+
+async def test_a_transient_server_error_is_retried_while_the_call_has_time(
+    server: FakeOpenAIServer,
+) -> None:
+    gateway = make_gateway(server, timeout_s=5.0, max_retries=2)
+    server.script(FakeReply(status=503, error="loading"), FakeReply(text="Fine."))
+    with capture_logs() as logs, collect_calls() as calls:
+        assert await gateway.answer("q", []) == "Fine."
+    assert len(server.chat_requests) == 2
+    assert [call.ok for call in calls] == [True]
+    assert [e["event"] for e in logs].count("llm_call_retry") == 1
+    await gateway.aclose()
+
+
+async def test_retries_stop_at_max_retries_and_name_the_last_status(
+    server: FakeOpenAIServer,
+) -> None:
+    gateway = make_gateway(server, timeout_s=5.0, max_retries=1)
+    server.script(*[FakeReply(status=429, error="slow down")] * 3)
+    with pytest.raises(ModelError, match="HTTP 429: slow down"):
+        await gateway.answer("q", [])
+    assert len(server.chat_requests) == 2
     await gateway.aclose()
 
 
@@ -348,6 +372,79 @@ async def test_a_response_that_is_not_json_is_a_model_error(
     server.script(FakeReply(raw_body=b"<html>proxy error</html>"))
     with pytest.raises(ModelError):
         await gateway.answer("q", [])
+
+
+def completion_body(**changes: object) -> bytes:
+    """A valid chat completion with some fields replaced."""
+    body: dict[str, object] = {
+        "id": "x", "object": "chat.completion", "created": 0, "model": "fake-model",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "Fine."}}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
+    }  # fmt: skip
+    body.update(changes)
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (completion_body(choices={"0": "Fine."}), "choices: Input should be a valid list"),
+        (completion_body(choices=[]), "choices: List should have at least 1 item"),
+        (completion_body(choices=[{"index": 0}]), "choices.0.message: Field required"),
+        (
+            completion_body(choices=[{"message": {"content": 42}}]),
+            "choices.0.message.content: Input should be a valid string",
+        ),
+        (completion_body(usage="many"), "usage: Input should be a valid dictionary"),
+        (b"[1, 2, 3]", "(root): Input should be a valid dictionary"),
+        (b'"just text"', "(root): Input should be a valid dictionary"),
+    ],
+    ids=[
+        "choices-not-a-list",
+        "no-choices",
+        "choice-without-message",
+        "content-a-number",
+        "usage-a-string",
+        "a-list",
+        "a-string",
+    ],
+)
+@pytest.mark.parametrize("purpose", ["answer", "parameters"])
+async def test_json_that_is_not_a_chat_completion_is_a_model_error(
+    server: FakeOpenAIServer, gateway: OpenAIGateway, body: bytes, problem: str, purpose: str
+) -> None:
+    """Issue 11 item 1: valid JSON in the wrong shape, in the free-text and structured paths."""
+    server.script(FakeReply(raw_body=body))
+    with collect_calls() as calls, pytest.raises(ModelError) as raised:
+        if purpose == "answer":
+            await gateway.answer("q", [])
+        else:
+            await gateway.extract(DrugPair, "x", purpose=Purpose.PARAMETERS)
+    assert raised.value.purpose == purpose
+    assert "not an OpenAI chat completion" in raised.value.detail
+    assert problem in raised.value.detail
+    assert [(call.purpose, call.ok) for call in calls] == [(purpose, False)]
+
+
+async def test_a_server_error_never_quotes_the_api_key_or_other_secrets(
+    server: FakeOpenAIServer,
+) -> None:
+    gateway = make_gateway(server, max_retries=0)
+    echo = (
+        "Incorrect API key provided: test-key. Tried Bearer abc.def-123 against "
+        "https://user:hunter2@db.example.org and key sk-proj-0123456789abcdef. " + "x" * 400
+    )
+    server.script(FakeReply(status=401, error=echo))
+    with pytest.raises(ModelError) as raised:
+        await gateway.answer("q", [])
+    await gateway.aclose()
+    detail = raised.value.detail
+    assert detail.startswith("HTTP 401: Incorrect API key provided: ***.")
+    for secret in ("test-key", "abc.def-123", "hunter2", "sk-proj-0123456789abcdef"):
+        assert secret not in detail
+    assert "https://user:***@db.example.org" in detail
+    assert len(detail) < 250
 
 
 async def test_blocked_model_requests_raise_before_anything_is_sent(
@@ -424,12 +521,7 @@ async def test_every_call_leaves_a_record_and_an_llm_call_event_with_server_figu
     assert first.shared_prefix_chars == 0
     assert first.cached_prompt_tokens == 0
     # the second call shares everything up to the task text, and the server cached it
-    one, two = (
-        prompts.canonical(
-            [{"tools": r.body["tools"], "tool_choice": r.body["tool_choice"]}, r.messages]
-        )
-        for r in server.chat_requests
-    )
+    one, two = (prompts.canonical(r.messages) for r in server.chat_requests)
     assert second.shared_prefix_chars == prompts.shared_prefix_length(one, two)
     assert one[: second.shared_prefix_chars].endswith('"content":"Task: ')
     assert second.cached_prompt_tokens > 0.8 * second.prompt_tokens

@@ -1,7 +1,10 @@
-"""Language-model access: one purpose-level interface, several implementations.
+"""Language-model access: one purpose-level interface over small chat transports.
 
-The OpenAI gateway and its factory import ``openai`` (most of a second): they load on first use,
-so ``import toolwire`` and commands that never call a model stay quick.
+``LanguageModel`` is what the orchestrator asks (one method per purpose); ``ChatModel`` implements
+it over any ``ChatTransport`` (send messages and an optional output schema, get text and usage);
+``OpenAITransport`` is the transport to OpenAI-compatible servers and the embedded model, and
+``OpenAIGateway`` the two in one object. The modules that import ``openai`` (most of a second)
+load on first use, so ``import toolwire`` and commands that never call a model stay quick.
 """
 
 from importlib import import_module
@@ -19,17 +22,22 @@ from toolwire.llm.base import (
     record_call,
 )
 from toolwire.llm.guard import ModelRequestsBlockedError, ensure_model_requests_allowed
+from toolwire.llm.transport import ChatReply, ChatRequest, ChatTransport, Message
 
 ALLOW_MODEL_REQUESTS: bool = True
 """False forbids every real model request (the gateway checks it before each call); tests switch
 it off with ``toolwire.testing.block_model_requests()``."""
 
 if TYPE_CHECKING:
+    from toolwire.llm.chat_model import ChatModel
     from toolwire.llm.factory import create_language_model, resolve_settings
     from toolwire.llm.gateway import OpenAIGateway
+    from toolwire.llm.openai_transport import OpenAITransport
 
 _LAZY = {
+    "ChatModel": "toolwire.llm.chat_model",
     "OpenAIGateway": "toolwire.llm.gateway",
+    "OpenAITransport": "toolwire.llm.openai_transport",
     "create_language_model": "toolwire.llm.factory",
     "resolve_settings": "toolwire.llm.factory",
 }
@@ -43,10 +51,16 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ALLOW_MODEL_REQUESTS",
     "CallRecord",
+    "ChatModel",
+    "ChatReply",
+    "ChatRequest",
+    "ChatTransport",
     "GatekeeperVerdict",
     "LanguageModel",
+    "Message",
     "ModelRequestsBlockedError",
     "OpenAIGateway",
+    "OpenAITransport",
     "Purpose",
     "SuitabilityQuestion",
     "Usage",

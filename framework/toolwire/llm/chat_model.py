@@ -1,0 +1,268 @@
+"""The provider-independent language model: every purpose over any chat transport.
+
+Each purpose builds its messages in :mod:`toolwire.llm.prompts`, sends them through a
+:class:`~toolwire.llm.transport.ChatTransport` with its output schema, validates the reply with
+pydantic and retries once with the validation error fed back. Every call leaves a ``llm_call``
+log event and a :class:`~toolwire.llm.base.CallRecord` in the current question's collector.
+A new purpose is one message builder, one output schema and one method here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import structlog
+from pydantic import BaseModel
+
+from toolwire.errors import ModelError
+from toolwire.llm import prompts
+from toolwire.llm.base import (
+    CallRecord,
+    GatekeeperVerdict,
+    M,
+    Purpose,
+    SuitabilityQuestion,
+    record_call,
+)
+from toolwire.llm.compression import ContextCompressor
+from toolwire.llm.structured import YesNo, boolean_model, parse_output
+from toolwire.llm.transport import ChatReply, ChatRequest, ChatTransport, Message
+from toolwire.registry import to_wire_name
+from toolwire.settings import LLMSettings
+from toolwire.task import PromptAndContext
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class _Sent:
+    """A transport's reply and the record of the call that produced it."""
+
+    reply: ChatReply
+    record: CallRecord
+
+
+class ChatModel:
+    """:class:`toolwire.llm.LanguageModel` over a :class:`ChatTransport`.
+
+    ``per_tool_concurrency`` bounds the calls in flight at once (per-tool suitability, relevance);
+    a server with one slot, like the embedded one, wants 1.
+    """
+
+    def __init__(
+        self,
+        transport: ChatTransport,
+        settings: LLMSettings | None = None,
+        *,
+        per_tool_concurrency: int = 8,
+    ) -> None:
+        self.transport = transport
+        self.settings = settings or LLMSettings()
+        self._semaphore = asyncio.Semaphore(per_tool_concurrency)
+        self._last_prompt: dict[str, str] = {}
+        self.compressor = ContextCompressor(
+            self,
+            window_tokens=self.settings.context_window_tokens,
+            threshold=self.settings.compression_threshold,
+        )
+
+    # -- the purposes ---------------------------------------------------------------------------
+
+    async def suitability(
+        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
+    ) -> dict[str, bool]:
+        if not questions:
+            return {}
+        if self.settings.suitability_mode == "per_tool":
+            return await self._suitability_per_tool(task_prompt, questions)
+        return await self._suitability_batched(task_prompt, questions)
+
+    async def _suitability_batched(
+        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
+    ) -> dict[str, bool]:
+        wired = [(to_wire_name(question.tool_name), question) for question in questions]
+        schema = boolean_model(tuple((wire, question.question) for wire, question in wired))
+        messages = prompts.suitability_batched_messages(task_prompt, wired)
+        limits = self.settings.max_completion_tokens
+        max_tokens = limits.suitability + limits.suitability_batched_per_tool * len(questions)
+        answers = await self._required_structured_call(
+            Purpose.SUITABILITY, messages, schema, max_tokens
+        )
+        values = answers.model_dump(by_alias=True)
+        return {question.tool_name: bool(values[wire]) for wire, question in wired}
+
+    async def _suitability_per_tool(
+        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
+    ) -> dict[str, bool]:
+        async def ask(question: SuitabilityQuestion) -> YesNo | None:
+            async with self._semaphore:
+                messages = prompts.suitability_single_messages(task_prompt, question)
+                return await self._structured_call(Purpose.SUITABILITY, messages, YesNo)
+
+        answers = await asyncio.gather(*(ask(question) for question in questions))
+        unanswered = [q.tool_name for q, a in zip(questions, answers, strict=True) if a is None]
+        if len(unanswered) == len(questions):
+            raise ModelError(Purpose.SUITABILITY, "no tool's question got a valid answer")
+        if unanswered:
+            log.warning("suitability_unanswered", tools=unanswered)
+        return {
+            question.tool_name: answer is not None and answer.answer == "yes"
+            for question, answer in zip(questions, answers, strict=True)
+        }
+
+    async def extract(
+        self,
+        schema: type[M],
+        text: str,
+        *,
+        instruction: str = "",
+        purpose: Purpose = Purpose.DECOMPOSITION,
+    ) -> M | None:
+        messages = prompts.extract_messages(purpose, text, instruction)
+        return await self._structured_call(purpose, messages, schema)
+
+    async def judge_context(
+        self, question: str, contexts: Sequence[PromptAndContext]
+    ) -> GatekeeperVerdict:
+        contexts = await self.compressor.fit(question, contexts)
+        messages = prompts.gatekeeper_messages(question, contexts)
+        return await self._required_structured_call(Purpose.GATEKEEPER, messages, GatekeeperVerdict)
+
+    async def answer(self, question: str, contexts: Sequence[PromptAndContext]) -> str:
+        contexts = await self.compressor.fit(question, contexts)
+        messages = prompts.answer_messages(question, contexts)
+        sent = await self._send(Purpose.ANSWER, messages, None)
+        if sent.reply.truncated:
+            log.warning(
+                "llm_output_truncated", purpose=str(Purpose.ANSWER), chars=len(sent.reply.text)
+            )
+        text = sent.reply.text.strip()
+        if not text:
+            sent.record.ok = False
+            sent.record.error = "empty answer"
+        self._finish(sent.record)
+        if not text:
+            raise ModelError(Purpose.ANSWER, "the model returned an empty answer")
+        return text
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    # -- structured output ----------------------------------------------------------------------
+
+    async def _required_structured_call(
+        self,
+        purpose: Purpose,
+        messages: list[Message],
+        schema: type[M],
+        max_tokens: int | None = None,
+    ) -> M:
+        """:meth:`_structured_call` for purposes that have no "no answer": None is a ModelError."""
+        result = await self._structured_call(purpose, messages, schema, max_tokens)
+        if result is None:
+            raise ModelError(
+                purpose, "the model's output did not match the schema after one corrective retry"
+            )
+        return result
+
+    async def _structured_call(
+        self,
+        purpose: Purpose,
+        messages: list[Message],
+        schema: type[M],
+        max_tokens: int | None = None,
+    ) -> M | None:
+        """One call, one corrective retry on invalid output, then None (figures recorded)."""
+        limit = max_tokens or self._completion_limit(purpose)
+        attempt_messages = messages
+        for attempt in (1, 2):
+            sent = await self._send(purpose, attempt_messages, schema, limit)
+            try:
+                result = parse_output(schema, sent.reply.text)
+            except ValueError as exc:
+                error = _output_error(exc, sent.reply, limit)
+                sent.record.ok = False
+                sent.record.error = error
+                self._finish(sent.record)
+                log.warning(
+                    "llm_output_invalid", purpose=str(purpose), attempt=attempt, error=error
+                )
+                attempt_messages = prompts.corrective_messages(messages, sent.reply.text, error)
+                continue
+            self._finish(sent.record)
+            return result
+        return None
+
+    def _completion_limit(self, purpose: Purpose) -> int:
+        """The configured most tokens a purpose's answer may take (``LLMSettings``)."""
+        limit: int = getattr(self.settings.max_completion_tokens, purpose.value)
+        return limit
+
+    # -- one call and its figures ---------------------------------------------------------------
+
+    async def _send(
+        self,
+        purpose: Purpose,
+        messages: list[Message],
+        schema: type[BaseModel] | None,
+        max_tokens: int | None = None,
+    ) -> _Sent:
+        """One request through the transport; a failure leaves a failed record and raises."""
+        serialised = prompts.canonical(messages)
+        previous = self._last_prompt.get(purpose)
+        self._last_prompt[purpose] = serialised
+        shared = prompts.shared_prefix_length(previous, serialised) if previous else 0
+        request = ChatRequest(
+            purpose=str(purpose),
+            messages=messages,
+            schema=schema,
+            max_tokens=max_tokens or self._completion_limit(purpose),
+            timeout_s=self.settings.timeout_s,
+            temperature=self.settings.temperature,
+        )
+        started = time.perf_counter()
+        try:
+            reply = await self.transport.send(request)
+        except ModelError as error:
+            self._finish(
+                CallRecord(
+                    purpose=str(purpose),
+                    model=self.settings.model or "",
+                    latency_ms=_elapsed_ms(started),
+                    shared_prefix_chars=shared,
+                    ok=False,
+                    error=error.detail,
+                )
+            )
+            raise
+        record = CallRecord(
+            purpose=str(purpose),
+            model=reply.model,
+            latency_ms=_elapsed_ms(started),
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            cached_prompt_tokens=reply.cached_prompt_tokens,
+            shared_prefix_chars=shared,
+        )
+        return _Sent(reply, record)
+
+    def _finish(self, record: CallRecord) -> None:
+        record_call(record)
+        log.info("llm_call", **record.model_dump())
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)
+
+
+def _output_error(exc: ValueError, reply: ChatReply, max_tokens: int) -> str:
+    """Why structured output was rejected, naming the completion limit when it cut the output."""
+    if reply.truncated:
+        return (
+            f"the output was cut off at the limit of {max_tokens} tokens ({exc}); answer with "
+            "shorter values"
+        )
+    return str(exc)

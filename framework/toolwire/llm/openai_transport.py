@@ -1,0 +1,301 @@
+"""The chat transport to OpenAI-compatible servers: OpenAI, vLLM, Ollama, llama.cpp, embedded.
+
+It sends one request through ``openai.AsyncOpenAI``, asks for structured output the way the
+server understands (:mod:`toolwire.llm.structured`), retries transient failures (connection
+errors, 408/409/429/5xx) only while the request's time lasts, and checks that the reply has
+the shape of a chat completion before reading it: a reply that is JSON but not a completion is a
+``ModelError`` like any other bad reply. Error messages carry the HTTP status and a shortened
+server message with the API key and other secret shapes removed, never a body verbatim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import openai
+import structlog
+from openai import AsyncOpenAI
+from pydantic import BaseModel, Field, ValidationError
+
+from toolwire.errors import ModelError
+from toolwire.llm.guard import ensure_model_requests_allowed
+from toolwire.llm.structured import StructuredMode, request_options
+from toolwire.llm.transport import ChatReply, ChatRequest
+
+log = structlog.get_logger(__name__)
+
+BaseUrlProvider = Callable[[], Awaitable[str]]
+"""Returns the server's base URL, starting the server if needed (the embedded model)."""
+
+TRANSIENT_STATUS = frozenset({408, 409, 429})
+"""HTTP statuses worth another try (and every 5xx): the server may answer the next one."""
+
+RETRY_DELAY_S = 0.5
+"""Pause before the first retry; doubled for each further one."""
+
+MESSAGE_CHARS = 200
+"""How much of a server's error message an error quotes."""
+
+_SECRET = re.compile(
+    r"(?i)(bearer\s+)[\w.~+/=-]+"  # bearer tokens
+    r"|\b(sk|pk|rk|key|api[-_]?key)[-_][\w-]{8,}"  # API keys in the usual shapes
+    r"|(://[^\s/:@]+:)[^\s/@]+(@)"  # passwords in URLs
+)
+
+
+class _WireFunction(BaseModel):
+    arguments: str
+
+
+class _WireToolCall(BaseModel):
+    function: _WireFunction | None = None
+
+
+class _WireMessage(BaseModel):
+    content: str | None = None
+    tool_calls: list[_WireToolCall] | None = None
+
+
+class _WireChoice(BaseModel):
+    message: _WireMessage
+    finish_reason: str | None = None
+
+
+class _WirePromptDetails(BaseModel):
+    cached_tokens: int | None = None
+
+
+class _WireUsage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_details: _WirePromptDetails | None = None
+
+
+class _WireTimings(BaseModel):
+    """llama.cpp's own figures; ``cache_n``: prompt tokens reused from the KV cache."""
+
+    cache_n: int | None = None
+
+
+class _WireCompletion(BaseModel):
+    """The part of an OpenAI chat completion toolwire reads, checked before it is read."""
+
+    model: str | None = None
+    choices: list[_WireChoice] = Field(min_length=1)
+    usage: _WireUsage | None = None
+    timings: _WireTimings | None = None
+
+
+class OpenAITransport:
+    """:class:`toolwire.llm.transport.ChatTransport` over ``openai.AsyncOpenAI``.
+
+    ``base_url_provider`` defers connecting until the first call (the embedded model's server is
+    started then, not at creation). ``client`` injects a ready client. ``model`` None: the first
+    model the server lists. ``structured_output="auto"`` asks with a JSON schema and switches to
+    a forced function call once the server rejects the schema.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        base_url_provider: BaseUrlProvider | None = None,
+        client: AsyncOpenAI | None = None,
+        structured_output: StructuredMode | str = "auto",
+        max_retries: int = 2,
+        completion_limit_field: str = "max_tokens",
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._base_url = base_url
+        self._api_key = api_key
+        self._model = model
+        self._base_url_provider = base_url_provider
+        self._client = client
+        self._client_lock = asyncio.Lock()
+        self._structured: StructuredMode = cast(
+            StructuredMode, "json_schema" if structured_output == "auto" else structured_output
+        )
+        self._may_fall_back = structured_output == "auto"
+        self._max_retries = max_retries
+        self._limit_field = completion_limit_field
+        self._on_close = on_close
+
+    @property
+    def structured_mode(self) -> StructuredMode:
+        """How structured output is requested right now (``auto`` may have switched to tools)."""
+        return self._structured
+
+    async def send(self, request: ChatRequest) -> ChatReply:
+        ensure_model_requests_allowed(request.purpose)
+        deadline = time.monotonic() + request.timeout_s
+        client = await self._connect(request, deadline)
+        mode = self._structured
+        try:
+            return await self._send(client, request, mode, deadline)
+        except ModelError as error:
+            if not (self._may_fall_back and mode == "json_schema" and _rejects_schema(error)):
+                raise
+        self._structured = "tools"
+        self._may_fall_back = False
+        log.warning("structured_output_fallback", purpose=request.purpose, mode="tools")
+        return await self._send(client, request, "tools", deadline)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+        if self._on_close is not None:
+            await self._on_close()
+
+    # -- one request, retried while its time lasts ------------------------------------------
+
+    async def _send(
+        self, client: AsyncOpenAI, request: ChatRequest, mode: StructuredMode, deadline: float
+    ) -> ChatReply:
+        options = request_options(request.schema, mode) if request.schema is not None else {}
+        parameters: dict[str, Any] = {**options, self._limit_field: request.max_tokens}
+        for attempt in range(self._max_retries + 1):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ModelError(request.purpose, _out_of_time(request))
+            try:
+                raw = await client.chat.completions.with_raw_response.create(
+                    model=self._model or "",
+                    messages=cast(Any, list(request.messages)),
+                    temperature=request.temperature,
+                    timeout=remaining,
+                    **parameters,
+                )
+            except openai.APITimeoutError as error:
+                raise ModelError(request.purpose, _out_of_time(request)) from error
+            except openai.APIError as error:
+                delay = RETRY_DELAY_S * 2**attempt
+                retry = _is_transient(error) and attempt < self._max_retries
+                if retry and deadline - time.monotonic() > delay:
+                    log.info(
+                        "llm_call_retry", purpose=request.purpose, attempt=attempt + 1,
+                        problem=self._describe(error),
+                    )  # fmt: skip
+                    await asyncio.sleep(delay)
+                    continue
+                raise ModelError(request.purpose, self._describe(error)) from error
+            return _reply(request, raw.content, self._model or "")
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _connect(self, request: ChatRequest, deadline: float) -> AsyncOpenAI:
+        async with self._client_lock:
+            if self._client is None:
+                base_url = await self._base_url_provider() if self._base_url_provider else None
+                self._client = AsyncOpenAI(
+                    base_url=base_url or self._base_url,
+                    api_key=self._api_key or "not-needed",
+                    max_retries=0,  # retries are ours, bounded by the request's time
+                )
+            if self._model is None:
+                self._model = await self._first_served_model(self._client, request, deadline)
+            return self._client
+
+    async def _first_served_model(
+        self, client: AsyncOpenAI, request: ChatRequest, deadline: float
+    ) -> str:
+        try:
+            page = await client.models.list(timeout=max(deadline - time.monotonic(), 0.1))
+        except openai.APIError as error:
+            message = f"cannot list the server's models: {self._describe(error)}"
+            raise ModelError(request.purpose, message) from error
+        if not page.data:
+            raise ModelError(request.purpose, "the server lists no model; set TOOLWIRE_LLM_MODEL")
+        return page.data[0].id
+
+    def _describe(self, error: openai.APIError) -> str:
+        if isinstance(error, openai.APIStatusError):
+            return f"HTTP {error.status_code}: {self.redact(_server_message(error))}"
+        if isinstance(error, openai.APIConnectionError):
+            return f"cannot connect to the model server: {self.redact(str(error))}"
+        return f"{type(error).__name__}: {self.redact(str(error))}"
+
+    def redact(self, text: str) -> str:
+        """``text`` shortened, without the API key or anything shaped like a secret."""
+        if self._api_key:
+            text = text.replace(self._api_key, "***")
+        text = _SECRET.sub(lambda m: (m[1] or m[3] or "") + "***" + (m[4] or ""), text)
+        text = text.replace("\n", " ")
+        return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+
+
+def _reply(request: ChatRequest, body: bytes, model: str) -> ChatReply:
+    """The reply's text and figures; ``ModelError`` when the body is not a chat completion."""
+    try:
+        completion = _WireCompletion.model_validate(json.loads(body))
+    except json.JSONDecodeError as error:
+        message = f"the server's reply is not JSON ({error.msg} at position {error.pos})"
+        raise ModelError(request.purpose, message) from error
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in problem['loc']) or '(root)'}: {problem['msg']}"
+            for problem in error.errors(include_url=False, include_input=False)
+        )
+        message = f"the server's reply is not an OpenAI chat completion ({problems})"
+        raise ModelError(request.purpose, message) from error
+    choice = completion.choices[0]
+    usage = completion.usage or _WireUsage()
+    cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else None
+    if not cached and completion.timings is not None:  # llama.cpp's own server
+        cached = completion.timings.cache_n
+    return ChatReply(
+        text=_output_text(choice.message),
+        model=completion.model or model,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cached_prompt_tokens=cached or 0,
+        truncated=choice.finish_reason == "length",
+    )
+
+
+def _output_text(message: _WireMessage) -> str:
+    """A forced function call's arguments, else the message content."""
+    for call in message.tool_calls or []:
+        if call.function is not None:
+            return call.function.arguments
+    return message.content or ""
+
+
+def _out_of_time(request: ChatRequest) -> str:
+    return f"timed out: no reply within the {request.timeout_s:.1f} s the call had"
+
+
+def _is_transient(error: openai.APIError) -> bool:
+    if isinstance(error, openai.APIStatusError):
+        if _is_schema_rejection(error):
+            return False
+        return error.status_code in TRANSIENT_STATUS or error.status_code >= 500
+    return isinstance(error, openai.APIConnectionError)
+
+
+def _server_message(error: openai.APIStatusError) -> str:
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+    return str(error.message)
+
+
+def _rejects_schema(error: ModelError) -> bool:
+    """Whether a failure looks like a server that does not know ``json_schema`` response formats."""
+    cause = error.__cause__
+    return isinstance(cause, openai.APIStatusError) and _is_schema_rejection(cause)
+
+
+def _is_schema_rejection(error: openai.APIStatusError) -> bool:
+    if error.status_code not in {400, 422, 500}:
+        return False
+    text = str(error.message) + str(error.body)
+    return "response_format" in text or "json_schema" in text

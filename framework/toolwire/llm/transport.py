@@ -1,0 +1,73 @@
+"""The seam between toolwire's purposes and a model provider: a chat transport.
+
+A transport sends chat messages, optionally with the schema the reply must follow, and returns
+the reply's text with the usage figures the server reported. Everything above it (which messages
+each purpose sends, parsing and correcting structured output, the question's time budget, the
+call records) is :class:`toolwire.llm.chat_model.ChatModel`'s and the same for every provider,
+so a new provider is one small class with :meth:`ChatTransport.send` and
+:meth:`ChatTransport.aclose`. The OpenAI-compatible transport
+(:class:`toolwire.llm.openai_transport.OpenAITransport`) serves OpenAI, vLLM, Ollama, llama.cpp
+and the embedded model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypedDict, runtime_checkable
+
+from pydantic import BaseModel
+
+
+class Message(TypedDict):
+    """One chat message in the OpenAI wire format."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One model call as a transport sees it."""
+
+    purpose: str
+    """Why the call is made (``Purpose`` value): for errors and logs only."""
+    messages: Sequence[Message]
+    schema: type[BaseModel] | None
+    """The reply must be JSON valid against this model (None: free text)."""
+    max_tokens: int
+    """Most tokens the reply may take."""
+    timeout_s: float
+    """Most seconds the call may take in all, retries included (the question's budget decides)."""
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """The model's reply and the figures the server reported for it."""
+
+    text: str
+    """The message content, or a forced function call's arguments."""
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    """Prompt tokens the server reused from its cache instead of evaluating them."""
+    truncated: bool = False
+    """The reply stopped at ``max_tokens``."""
+
+
+@runtime_checkable
+class ChatTransport(Protocol):
+    """Sends chat messages to one model; what a model provider implements."""
+
+    async def send(self, request: ChatRequest) -> ChatReply:
+        """The model's reply; ``ModelError`` (with ``request.purpose``) when there is none.
+
+        Keep error messages free of secrets: never quote an API key or a server's body verbatim.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and any process the transport owns (idempotent)."""
+        ...
