@@ -9,6 +9,7 @@ on the per-question path reads configuration files or discovers plugins.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -19,6 +20,8 @@ from toolwire.container import ToolContainer
 from toolwire.errors import ConfigError, Problem
 from toolwire.llm.base import LanguageModel
 from toolwire.logging import configure_logging
+from toolwire.mcp.connections import McpConnections
+from toolwire.mcp.discovery import McpDiscovery, discover_mcp_tools
 from toolwire.plugins import PluginInfo, discover
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.sessions import SessionStore
@@ -40,6 +43,8 @@ class App:
         plugins: list[PluginInfo],
         llm: LanguageModel | None = None,
         session_store: SessionStore | None = None,
+        mcp: McpConnections | None = None,
+        mcp_discovery: McpDiscovery | None = None,
     ) -> None:
         """Use :meth:`load`; this builds the container (every tool singleton) from the registry."""
         self.config = config
@@ -47,13 +52,20 @@ class App:
         self.domains = domains
         self.plugins = plugins
         """Every plugin found, including the ones that failed (``error`` set)."""
+        self.mcp = mcp if mcp is not None else McpConnections()
+        """The connections to the declared MCP servers (opened by the first call of a tool)."""
+        self.mcp_discovery = mcp_discovery or McpDiscovery()
+        """What the ``mcp_servers:`` declarations gave: tools, and ``problems`` (a server that
+        did not start is one; its tools are missing and the rest of the app works)."""
         self._llm = llm
         self._owns_llm = llm is None
         self._session_store = session_store
         self._owns_session_store = session_store is None
         self._conversations: ConversationService | None = None
         model: object = llm if llm is not None else _DeferredLanguageModel(self)
-        self.container = ToolContainer.build(registry, {LanguageModel: model})
+        self.container = ToolContainer.build(
+            registry, {LanguageModel: model, McpConnections: self.mcp}
+        )
         self.orchestrators = _build_orchestrators(self, model)
         """Domain name → its orchestrator, built with the app."""
 
@@ -66,6 +78,7 @@ class App:
         session_store: SessionStore | None = None,
         plugins: Sequence[object] = (),
         load_entry_points: bool = True,
+        connect_mcp: bool = True,
     ) -> App:
         """Build the app. Configuration: ``config_path``, else ``$TOOLWIRE_CONFIG``, else
         ``./config/toolwire.yaml`` (a missing default file means the built-in defaults).
@@ -74,11 +87,16 @@ class App:
         listing every configuration problem (plugins that failed to load first), ``WiringError``
         listing every wiring problem.
         A plugin that fails to import or raises in a hook is left out and reported in
-        ``app.plugins``.
+        ``app.plugins``; an MCP server that cannot be listed is left out and reported in
+        ``app.mcp_discovery.problems``. Each declared MCP server is started once to list its
+        tools (``connect_mcp=False``: none is, see ``toolwire.mcp.discovery``).
         """
         configure_logging()
         plugin_set = discover(plugins, load_entry_points=load_entry_points)
         config, problems = parse_app_config(config_path)
+        connections = McpConnections(config.mcp_servers)
+        mcp_tools = discover_mcp_tools(config, connections, connect=connect_mcp)
+        plugin_set = dataclasses.replace(plugin_set, tools=plugin_set.tools + mcp_tools.tools)
         try:
             built = build(plugin_set, config, problems)
             return cls(
@@ -88,9 +106,13 @@ class App:
                 plugins=plugin_set.plugins,
                 llm=llm,
                 session_store=session_store,
+                mcp=connections,
+                mcp_discovery=mcp_tools,
             )
-        except ConfigError as error:  # a failed plugin is the likely cause: list it first
-            error.add_causes([info.problem() for info in plugin_set.failed])
+        except ConfigError as error:  # a failed plugin or MCP server is the likely cause
+            causes = [info.problem() for info in plugin_set.failed] + mcp_tools.problems
+            error.add_causes(causes)
+            connections.close()
             raise
 
     # -- tools ---------------------------------------------------------------------------------
@@ -147,8 +169,15 @@ class App:
             )
         return self._conversations
 
+    @property
+    def mcp_problems(self) -> list[Problem]:
+        """Why declared MCP servers (or some of their tools) are missing, at their YAML lines."""
+        return self.mcp_discovery.problems
+
     async def aclose(self) -> None:
-        """Release the model and the session store this app created (not ones passed in)."""
+        """Release the model and the session store this app created (not ones passed in), and
+        close the connections to MCP servers (stopping the ones started as commands)."""
+        await self.mcp.aclose()
         if self._owns_llm and self._llm is not None:
             await self._llm.aclose()
             self._llm = None

@@ -380,6 +380,7 @@ def build(
                 name,
                 contribution.domain,
                 contribution.priority,
+                source=contribution.source,
             )
         )
     for file in plugin_set.config_files:

@@ -9,7 +9,18 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from toolwire.app import App
+from toolwire.mcp.tool import McpTool
+from toolwire.registry import ToolRegistration
 from toolwire.tools import tool_kinds
+
+
+class McpSource(BaseModel):
+    """Where an MCP-backed tool comes from."""
+
+    server: str = Field(description="The name of its mcp_servers: declaration.")
+    tool: str = Field(description="The tool's own name on the MCP server.")
+    transport: str = Field(description="stdio (a command) or http (a URL).")
+    target: str = Field(description="The command line or the URL.")
 
 
 class ToolRecord(BaseModel):
@@ -23,6 +34,9 @@ class ToolRecord(BaseModel):
     kinds: list[str] = Field(description="activated, coordinator, context_consumer, ...")
     injects: list[str] = Field(description="Prefixed names of the tools injected into it.")
     enabled: bool = Field(description="Disabled tools are registered but never built or run.")
+    mcp: McpSource | None = Field(
+        default=None, description="For a tool of an external MCP server: which server and tool."
+    )
 
 
 def tool_records(app: App) -> list[ToolRecord]:
@@ -38,6 +52,21 @@ def tool_records(app: App) -> list[ToolRecord]:
             kinds=[str(kind) for kind in tool_kinds(registration.tool_class)],
             injects=graph.get(registration.qualified_name, []),
             enabled=registration.enabled,
+            mcp=mcp_source(registration),
         )
         for registration in app.registry
     ]
+
+
+def mcp_source(registration: ToolRegistration) -> McpSource | None:
+    """The MCP server and tool behind a registered tool (None: not MCP-backed)."""
+    tool_class = registration.tool_class
+    if not issubclass(tool_class, McpTool):
+        return None
+    binding = tool_class.binding
+    return McpSource(
+        server=binding.server,
+        tool=binding.remote_name,
+        transport=binding.transport,
+        target=binding.target,
+    )

@@ -103,6 +103,8 @@ class AppConfig(PluginConfigFile):
     server: ServerSettings = Field(default_factory=ServerSettings)
     default_domain: str | None = None
     """The domain a question goes to when the caller names none."""
+    mcp_servers: list[McpServerEntry] = Field(default_factory=list)
+    """External MCP servers whose tools join a domain (``toolwire.mcp.declarations``)."""
 
     @property
     def path(self) -> str | None:
@@ -173,7 +175,7 @@ def validate_node(
             problems.append(Problem(_describe(model, item, loc), path, line_of(node, loc)))
 
     entries: dict[str, list[Located]] = {}
-    for key, entry_model in (("tools", ToolEntry), ("domains", DomainEntry)):
+    for key, entry_model in _entry_lists(model):
         raw = plain.pop(key, None) or []
         entries[key] = []
         if not isinstance(raw, list):
@@ -199,9 +201,20 @@ def validate_node(
         validated = model.model_validate(plain)
     validated.tools = [e for e in entries["tools"] if isinstance(e, ToolEntry)]
     validated.domains = [e for e in entries["domains"] if isinstance(e, DomainEntry)]
+    if isinstance(validated, AppConfig):
+        servers = entries["mcp_servers"]
+        validated.mcp_servers = [e for e in servers if isinstance(e, McpServerEntry)]
     validated._source = SourceLocation(path, 1)
     validated._node = node
     return validated, problems
+
+
+def _entry_lists(model: type[BaseModel]) -> list[tuple[str, type[Located]]]:
+    """The lists of located entries a file of this kind may hold, validated entry by entry."""
+    lists: list[tuple[str, type[Located]]] = [("tools", ToolEntry), ("domains", DomainEntry)]
+    if issubclass(model, AppConfig):
+        lists.append(("mcp_servers", McpServerEntry))
+    return lists
 
 
 def _child(node: Node, key: str | int) -> tuple[Node, Node] | None:
@@ -294,3 +307,9 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
             if found is not None:
                 return found
     return None
+
+
+# The MCP declarations are located entries too; their module needs ``Located`` from this one.
+from toolwire.mcp.declarations import McpServerEntry  # noqa: E402
+
+AppConfig.model_rebuild()

@@ -12,6 +12,7 @@
     ├── PluginError                    a plugin failed to import or raised in a hook
     ├── UnknownDomainError             a question named no installed domain (and no default)
     ├── ModelError                     a language-model call failed after its retries
+    ├── McpServerError                 an MCP server cannot be reached, or a call to it failed
     └── SessionError                   a conversation's stored state cannot be used
         ├── UnknownSessionError
         ├── SessionConflictError       another process applied the same round first
@@ -114,6 +115,10 @@ class ModelError(ToolwireError):
         self.purpose = purpose
         self.detail = message
         super().__init__(f"model call for {purpose!r} failed: {message}")
+
+
+class McpServerError(ToolwireError):
+    """An external MCP server cannot be started or reached, or a call to it failed."""
 
 
 class SessionError(ToolwireError):

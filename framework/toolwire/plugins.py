@@ -106,6 +106,8 @@ class ToolContribution:
     domain: str
     name: str | None = None
     priority: int | None = None
+    source: SourceLocation | None = None
+    """Where the tool was declared, when that is not its class (an ``mcp_servers:`` entry)."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "toolwire.cli.build_commands",
     "toolwire.cli.ask_commands",
     "toolwire.cli.serve_command",
+    "toolwire.cli.mcp_commands",
 )
 
 app = typer.Typer(

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from toolwire import catalogue
-from toolwire.cli.state import load_app_or_exit, report_error
+from toolwire.cli.state import load_app_or_exit, report_error, report_problems
 from toolwire.errors import PluginError
 from toolwire.logging import configure_logging
 from toolwire.plugins import PluginInfo, discover
@@ -69,17 +69,23 @@ def tools(
         dumped = [record.model_dump(exclude={"enabled"}) for record in records]
         typer.echo(json.dumps(dumped, indent=2))
         return
-    table = Table(Column("tool", no_wrap=True), "plugin", "priority", "kinds", "injects", "enabled")
+    columns = ["plugin", "priority", "kinds", "injects", "enabled"]
+    with_mcp = any(record.mcp for record in records)
+    table = Table(Column("tool", no_wrap=True), *columns, *(["source"] if with_mcp else []))
     for record in records:
-        table.add_row(
+        row = [
             record.qualified_name,
             record.plugin,
             str(record.priority),
             ", ".join(record.kinds),
             ", ".join(record.injects),
             "yes" if record.enabled else "no",
-        )
+        ]
+        if with_mcp:
+            row.append(f"mcp {record.mcp.server}: {record.mcp.tool}" if record.mcp else "")
+        table.add_row(*row)
     Console(highlight=False).print(table)
+    report_problems(app.mcp_problems)
 
 
 def check(
@@ -87,19 +93,41 @@ def check(
     config: Annotated[
         Path | None, typer.Option("--config", help="The configuration file to check.")
     ] = None,
+    connect: Annotated[
+        bool,
+        typer.Option(
+            "--connect",
+            help="Also start every declared MCP server and list the tools it offers.",
+        ),
+    ] = False,
 ) -> None:
-    """Build everything once and report every problem as path:line: message; exit 1 if any."""
+    """Build everything once and report every problem as path:line: message; exit 1 if any.
+
+    Declared MCP servers are checked without being started (their allow-listed tools stand in
+    for what they offer) unless --connect is given.
+    """
     # every warning of the build is also a reported problem: keep the output to those lines
     configure_logging(force=True, default_level="critical")
-    app = load_app_or_exit(ctx, config)
+    app = load_app_or_exit(ctx, config, connect_mcp=connect)
     failed = [info for info in app.plugins if info.error is not None]
     for info in failed:
         typer.echo(str(info.problem()), err=True)
-    if failed:
+    report_problems(app.mcp_problems)
+    if connect:
+        for server, offered in app.mcp_discovery.listed.items():
+            names = ", ".join(tool.name for tool in offered) or "no tools"
+            typer.echo(f"mcp server {server!r} offers: {names}")
+    if failed or app.mcp_problems:
         raise typer.Exit(1)
+    servers = len(app.config.mcp_servers)
+    mcp = (
+        f", {servers} MCP servers ({'started and listed' if connect else 'not started'})"
+        if servers
+        else ""
+    )
     typer.echo(
         f"ok: {len(app.plugins)} plugins, {len(app.domains)} domains, "
-        f"{len(app.registry)} tools ({app.config.path or 'built-in defaults'})"
+        f"{len(app.registry)} tools{mcp} ({app.config.path or 'built-in defaults'})"
     )
 
 

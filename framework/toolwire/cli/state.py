@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import typer
 from rich.console import Console
 
 from toolwire.app import App
-from toolwire.errors import ConfigError, PluginError
+from toolwire.errors import ConfigError, PluginError, Problem
 
 
 @dataclass(frozen=True)
@@ -27,10 +28,12 @@ def config_option(ctx: typer.Context, override: Path | None = None) -> Path | No
     return state.config
 
 
-def load_app_or_exit(ctx: typer.Context, config: Path | None = None) -> App:
+def load_app_or_exit(
+    ctx: typer.Context, config: Path | None = None, *, connect_mcp: bool = True
+) -> App:
     """Build the app; on a configuration or plugin error print it plainly and exit 1."""
     try:
-        return App.load(config_option(ctx, config))
+        return App.load(config_option(ctx, config), connect_mcp=connect_mcp)
     except (ConfigError, PluginError) as error:
         report_error(error)
         raise typer.Exit(1) from None
@@ -38,7 +41,11 @@ def load_app_or_exit(ctx: typer.Context, config: Path | None = None) -> App:
 
 def report_error(error: ConfigError | PluginError) -> None:
     """One line per problem on stderr, ``path:line: message`` where the location is known."""
+    report_problems(error.problems if isinstance(error, ConfigError) else [str(error)])
+
+
+def report_problems(problems: Sequence[Problem | str]) -> None:
+    """Each problem as one plain line on stderr."""
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    lines = [str(p) for p in error.problems] if isinstance(error, ConfigError) else [str(error)]
-    for line in lines:
-        err.print(line, markup=False)
+    for problem in problems:
+        err.print(str(problem), markup=False)

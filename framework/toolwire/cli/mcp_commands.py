@@ -1,0 +1,84 @@
+"""``toolwire mcp serve``: a domain as an MCP server (needs the ``toolwire[mcp]`` extra)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolwire.cli.state import config_option, report_error, report_problems
+from toolwire.errors import ConfigError, PluginError, UnknownDomainError
+from toolwire.logging import configure_logging
+
+mcp_app = typer.Typer(
+    name="mcp",
+    help="The Model Context Protocol: serve a domain to MCP clients (docs/mcp.md).",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(mcp_app)
+
+
+@mcp_app.command("serve")
+def serve(
+    ctx: typer.Context,
+    domain: Annotated[
+        str | None, typer.Option(help="The domain to serve (default: default_domain).")
+    ] = None,
+    http: Annotated[
+        bool, typer.Option("--http", help="Streamable HTTP at /mcp instead of stdio.")
+    ] = False,
+    host: Annotated[
+        str | None, typer.Option(help="With --http: address (default: server.host, 127.0.0.1).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="With --http: port, 0 for a free one (default: server.port).")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="Configuration file (overrides the global option)."),
+    ] = None,
+) -> None:
+    """Serve a domain over MCP: its tools as MCP tools, and <domain>.ask for the whole chatbot.
+
+    By default over stdio (for a desktop assistant or an IDE to start); with --http over
+    streamable HTTP, behind the same bearer token as toolwire serve (server.token_env).
+    """
+    try:
+        from toolwire.mcp.server import DomainMcpServer
+        from toolwire.mcp.transports import serve_http, serve_stdio
+    except ImportError as error:
+        typer.echo(
+            f"toolwire mcp serve needs the mcp extra ({error.name} is missing): "
+            "pip install 'toolwire[mcp]'",
+            err=True,
+        )
+        raise typer.Exit(2) from None
+    from toolwire.app import App
+
+    configure_logging(force=True, default_level="info" if http else "warning")
+    try:
+        app = App.load(config_option(ctx, config))
+        served = DomainMcpServer(app, domain)
+    except (ConfigError, PluginError) as error:
+        report_error(error)
+        raise typer.Exit(1) from None
+    except UnknownDomainError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(1) from None
+    report_problems(app.mcp_problems)
+    if not http:
+        asyncio.run(serve_stdio(served))
+        return
+    given = {"host": host, "port": port}
+    updates = {key: value for key, value in given.items() if value is not None}
+    settings = app.config.server.model_copy(update=updates)
+    try:
+        asyncio.run(serve_http(served, settings))
+    except ConfigError as error:  # a token variable that is set but empty
+        report_error(error)
+        raise typer.Exit(1) from None

@@ -1,0 +1,224 @@
+"""From ``mcp_servers:`` declarations to tool classes the registry takes like any other.
+
+Registration needs each server's tool list (names, descriptions, input schemas), so
+``App.load()`` asks every declared server for it once: all servers at the same time, each bounded
+by its ``timeout_s``, each connection closed right after listing. The connection that calls the
+tools is a different one, opened on the first call (:mod:`toolwire.mcp.connections`).
+
+A server that cannot be started or listed is a problem at its declaration's ``path:line``; its
+tools are missing and the rest of the app loads. ``toolwire check`` (``connect=False``) starts no
+server: an allow-listed tool is registered with an open parameter model, so names that refer to
+it still resolve, and the tools of a server without an allow-list are only known after
+connecting (``toolwire check --connect``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+from toolwire.config import AppConfig
+from toolwire.errors import McpServerError, Problem
+from toolwire.mcp.connections import McpConnections
+from toolwire.mcp.declarations import (
+    McpServerEntry,
+    McpToolOverride,
+    duplicate_problems,
+    entry_problems,
+    short_name_for,
+)
+from toolwire.mcp.records import RemoteTool
+from toolwire.mcp.tool import McpBinding, McpTool, derived_question
+from toolwire.plugins import ToolContribution
+from toolwire.tools import TOOL_NAME_PATTERN
+
+log = structlog.get_logger(__name__)
+
+MCP_OWNER = "config"
+"""MCP servers are declared in the app's configuration, so their tools belong to it (the app's
+YAML may still change their priority or disable them by prefixed name)."""
+
+
+EXTRA_MODULES = ("mcp", "json_schema_to_pydantic")
+"""What ``pip install 'toolwire[mcp]'`` brings and discovery needs."""
+
+
+class McpParams(BaseModel):
+    """Base of the parameter models made from MCP input schemas."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+@dataclass
+class McpDiscovery:
+    """What the declarations contributed: tool classes, and the problems found on the way."""
+
+    tools: list[ToolContribution] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    listed: dict[str, list[RemoteTool]] = field(default_factory=dict)
+    """Server name → every tool it offered (allow-listed or not), for ``check --connect``."""
+
+
+def discover_mcp_tools(
+    config: AppConfig, connections: McpConnections, *, connect: bool = True
+) -> McpDiscovery:
+    """Tool classes for every valid declaration of ``config.mcp_servers`` (module docstring)."""
+    entries, default_domain = config.mcp_servers, config.default_domain
+    if not entries:
+        return McpDiscovery()
+    missing = [name for name in EXTRA_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        return McpDiscovery(
+            problems=[
+                entry.problem(
+                    f"needs the mcp extra ({', '.join(missing)} is not installed): "
+                    "pip install 'toolwire[mcp]'"
+                )
+                for entry in entries
+            ]
+        )
+    found = McpDiscovery(problems=duplicate_problems(entries))
+    usable: dict[str, tuple[McpServerEntry, str]] = {}
+    for entry in entries:
+        problems = entry_problems(entry)
+        domain = entry.domain or default_domain
+        if domain is None:
+            problems.append(
+                entry.problem("has no 'domain' and there is no default_domain; add domain: ...")
+            )
+        found.problems += problems
+        if domain is not None and not problems:
+            usable.setdefault(entry.name, (entry, domain))
+    if not usable:
+        return found
+    listings: dict[str, list[RemoteTool] | McpServerError]
+    if connect:
+        listings = connections.list_tools([entry for entry, _ in usable.values()])
+    else:
+        listings = {name: _allow_listed(entry) for name, (entry, _) in usable.items()}
+    for entry, domain in usable.values():
+        listing = listings[entry.name]
+        if isinstance(listing, McpServerError):
+            found.problems.append(entry.problem(str(listing)))
+            log.warning("mcp_server_failed", server=entry.name, error=str(listing))
+            continue
+        found.listed[entry.name] = listing
+        _add_tools(found, entry, domain, listing)
+    return found
+
+
+def _allow_listed(entry: McpServerEntry) -> list[RemoteTool]:
+    """What a server is assumed to offer without asking it: its allow-list, schemas open."""
+    allowed = entry.tools or []
+    return [RemoteTool(name=tool.name, description=tool.description or "") for tool in allowed]
+
+
+def _add_tools(
+    found: McpDiscovery, entry: McpServerEntry, domain: str, listing: list[RemoteTool]
+) -> None:
+    allowed = entry.allowed()
+    offered = {remote.name: remote for remote in listing}
+    if allowed is not None:
+        for index, name in enumerate(allowed):
+            if name not in offered:
+                close = ", ".join(sorted(offered)) or "none"
+                found.problems.append(
+                    entry.problem(
+                        f"the server offers no tool {name!r}; it offers: {close}", "tools", index
+                    )
+                )
+    short_names: dict[str, str] = {}
+    for remote in listing:
+        if allowed is not None and remote.name not in allowed:
+            continue
+        override = allowed.get(remote.name) if allowed is not None else None
+        short = (override.as_ if override else None) or short_name_for(remote.name)
+        clash = short_names.setdefault(short, remote.name)
+        if clash != remote.name or not TOOL_NAME_PATTERN.match(short):
+            reason = (
+                f"both {clash!r} and {remote.name!r} become {short!r}"
+                if clash != remote.name
+                else f"{remote.name!r} becomes {short!r}, which is not lower snake case"
+            )
+            found.problems.append(
+                entry.problem(
+                    f"{reason}; list the tool under 'tools:' with 'as: <short_name>'", "tools"
+                )
+            )
+            continue
+        try:
+            tool_class = tool_class_for(entry, remote, short, override)
+        except Exception as error:  # the library's schema errors have no common base
+            found.problems.append(
+                entry.problem(
+                    f"tool {remote.name!r}: its input schema cannot become a parameter model "
+                    f"({type(error).__name__}: {error}); leave it out with a 'tools:' allow-list"
+                )
+            )
+            continue
+        priority = override.priority if override and override.priority is not None else None
+        found.tools.append(
+            ToolContribution(
+                MCP_OWNER,
+                tool_class,
+                domain,
+                short,
+                entry.priority if priority is None else priority,
+                source=entry.source,
+            )
+        )
+
+
+def tool_class_for(
+    entry: McpServerEntry, remote: RemoteTool, short_name: str, override: McpToolOverride | None
+) -> type[McpTool]:
+    """The :class:`McpTool` subclass for one MCP tool."""
+    description = (override.description if override else None) or remote.description
+    question = (override.question if override else None) or derived_question(
+        description, short_name
+    )
+    class_name = _camel(f"{entry.name}_{short_name}")
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": f"{class_name}Tool",
+        "__doc__": description or f"The tool {remote.name!r} of the MCP server {entry.name!r}.",
+        "name": short_name,
+        "params_model": params_model_for(remote.input_schema, f"{class_name}Params", description),
+        "description": description,
+        "question": question,
+        "binding": McpBinding(entry.name, remote.name, entry.transport, entry.target),
+    }
+    return type(f"{class_name}Tool", (McpTool,), namespace)
+
+
+def params_model_for(
+    input_schema: dict[str, Any], model_name: str, description: str = ""
+) -> type[BaseModel]:
+    """A pydantic model of an MCP input schema (its own field names as aliases)."""
+    from json_schema_to_pydantic import create_model
+
+    schema = {**input_schema, "title": model_name}
+    schema.setdefault("type", "object")
+    with warnings.catch_warnings():
+        # a field called "schema" or "json" shadows a BaseModel attribute: the alias keeps the
+        # wire name, so the warning says nothing the model gets wrong
+        warnings.filterwarnings("ignore", message="Field name .* shadows an attribute")
+        model: type[BaseModel] = create_model(
+            schema,
+            base_model_type=McpParams,
+            allow_undefined_array_items=True,
+            allow_undefined_type=True,
+            populate_by_name=True,
+        )
+    model.__doc__ = description or None
+    return model
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[^a-zA-Z0-9]+", name) if part)

@@ -1,0 +1,263 @@
+"""A domain as an MCP server (``toolwire mcp serve``), on the SDK's low-level ``Server``.
+
+What a client sees (docs/mcp.md):
+
+- every enabled orchestrator-activated tool of the domain, named by its prefixed name
+  (``pharma.dosage_info``; MCP tool names may contain dots), its input schema the tool's
+  parameter model, its description the tool's description followed by its yes/no question;
+- its result the tool's ``ToolExecutionResult``: the text as text content and
+  ``{"kind", "text"}`` as structured content (``kind``: ``context``, ``guaranteed`` — a finished
+  answer to pass on verbatim —, ``clarification`` — a question for the user; call again with the
+  answer in the arguments —, ``terminal``). A tool that raises, or arguments its model rejects,
+  give an error result (``isError``), as MCP asks of tool failures;
+- ``<domain>.ask``: the whole orchestrator on a message, returning the answer's text and kind
+  (and ``session_id`` while a clarifying question waits: send the reply with it).
+
+A tool runs as the orchestrator would run it: the app's singleton with its injected tools; a
+context consumer gets an empty context buffer; its execution text is its arguments as JSON (a
+direct call has no user message).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Literal
+
+import structlog
+from pydantic import BaseModel, Field, ValidationError
+
+from toolwire.app import App
+from toolwire.errors import ConfigError, ToolwireError, UnknownDomainError
+from toolwire.orchestrator.execution import execute
+from toolwire.orchestrator.invoke import describe
+from toolwire.tools import ChatbotTool, OrchestratorActivatedTool, ResultKind
+
+if TYPE_CHECKING:
+    from mcp.server import Server, ServerRequestContext
+    from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, Tool
+
+log = structlog.get_logger(__name__)
+
+ASK_TOOL = "ask"
+"""The short name of the tool that runs the whole orchestrator: ``<domain>.ask``."""
+
+
+class AskArguments(BaseModel):
+    """Ask the domain's chatbot: the whole orchestrator on one message."""
+
+    message: str = Field(
+        description="The user's question, or the user's reply to a clarifying question",
+        min_length=1,
+    )
+    session_id: str | None = Field(
+        default=None,
+        description="Only when replying: the session_id of the answer that asked the question",
+    )
+
+
+class AskResult(BaseModel):
+    """The chatbot's reply: an answer, or a clarifying question to reply to."""
+
+    kind: Literal["answer", "clarification"]
+    text: str
+    session_id: str | None = Field(
+        default=None, description="Set while a clarifying question waits for the user's reply"
+    )
+    guaranteed_contexts: list[str] = Field(default_factory=list)
+    failures: list[str] = Field(default_factory=list)
+
+
+class ToolResult(BaseModel):
+    """A tool's ``ToolExecutionResult``."""
+
+    kind: ResultKind = Field(
+        description="context: text for an answer; guaranteed: a finished answer to pass on "
+        "verbatim; clarification: a question for the user (call again with the answer in the "
+        "arguments); terminal: the final answer"
+    )
+    text: str
+
+
+@dataclass(frozen=True)
+class ServedTool:
+    """One tool of the domain as the MCP server offers it."""
+
+    name: str
+    tool: ChatbotTool[Any]
+
+
+class DomainMcpServer:
+    """One domain of ``app`` as an MCP server: ``server`` runs over stdio or streamable HTTP."""
+
+    def __init__(self, app: App, domain: str | None = None) -> None:
+        name = domain or app.config.default_domain
+        if name is None and len(app.domains) == 1:
+            name = next(iter(app.domains))
+        if name is None or name not in app.domains:
+            known = ", ".join(sorted(app.domains)) or "none"
+            raise UnknownDomainError(
+                f"unknown domain {name!r}; pass --domain (domains: {known})"
+                if name
+                else f"name the domain to serve with --domain (domains: {known})"
+            )
+        self.app = app
+        self.domain = name
+        self.ask_name = f"{name}.{ASK_TOOL}"
+        instances = app.tools
+        self.tools = {
+            registration.qualified_name: ServedTool(
+                registration.qualified_name, instances[registration.qualified_name]
+            )
+            for registration in app.registry.in_domain(name)
+            if registration.qualified_name in instances
+            and isinstance(instances[registration.qualified_name], OrchestratorActivatedTool)
+        }
+        if self.ask_name in self.tools:
+            raise ConfigError(
+                f"tool {self.ask_name!r} would hide the MCP tool that asks the whole chatbot; "
+                "rename the tool (the 'name' key of its YAML entry)"
+            )
+        self.server = self._build_server()
+
+    def listing(self) -> list[Tool]:
+        """The MCP tools offered, the ask tool first, then the domain's tools in registry order."""
+        from mcp.types import Tool
+
+        domain = self.app.domains[self.domain]
+        ask = Tool(
+            name=self.ask_name,
+            description=(
+                f"Ask the {self.domain} chatbot ({domain.description or 'toolwire domain'}): "
+                "it chooses and runs the domain's tools and composes the answer. When the reply "
+                "is a clarifying question, ask the user and call again with their reply as "
+                "message and the same session_id."
+            ),
+            input_schema=AskArguments.model_json_schema(),
+            output_schema=AskResult.model_json_schema(),
+        )
+        return [ask] + [
+            Tool(
+                name=served.name,
+                description=tool_description(served.tool),
+                input_schema=served.tool.params_model.model_json_schema(by_alias=True),
+                output_schema=ToolResult.model_json_schema(),
+            )
+            for served in self.tools.values()
+        ]
+
+    def _build_server(self) -> Server[Any]:
+        from mcp.server import Server
+        from mcp.types import ListToolsResult
+
+        tools = ListToolsResult(tools=self.listing())
+
+        async def list_tools(_ctx: ServerRequestContext[Any], _params: Any) -> ListToolsResult:
+            return tools
+
+        async def call_tool(
+            _ctx: ServerRequestContext[Any], params: CallToolRequestParams
+        ) -> CallToolResult:
+            return await self.call(params.name, params.arguments or {})
+
+        return Server(
+            f"toolwire-{self.domain}",
+            version=_toolwire_version(),
+            instructions=self.app.domains[self.domain].description or None,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+        )
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        """Run the ask tool or one of the domain's tools (what ``tools/call`` does)."""
+        from mcp import MCPError
+        from mcp.types import INVALID_PARAMS
+
+        if name == self.ask_name:
+            return await self._ask(arguments)
+        served = self.tools.get(name)
+        if served is None:
+            offered = ", ".join([self.ask_name, *self.tools])
+            raise MCPError(INVALID_PARAMS, f"unknown tool {name!r}; this server offers: {offered}")
+        try:
+            params = served.tool.params_model.model_validate(arguments)
+        except ValidationError as error:
+            return _error(f"invalid arguments for {name}: {_validation_message(error)}")
+        text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        log.info("mcp_tool_called", tool=name)
+        try:
+            outcome = await execute(served.tool, params, text, {}, None)
+        except Exception as error:  # the tool's failure is the caller's to see, as an error result
+            log.warning("mcp_tool_failed", tool=name, error=describe(error))
+            return _error(f"tool {name} raised {describe(error)}")
+        return _structured(outcome.text, ToolResult(kind=outcome.kind, text=outcome.text))
+
+    async def _ask(self, arguments: dict[str, Any]) -> CallToolResult:
+        try:
+            request = AskArguments.model_validate(arguments)
+        except ValidationError as error:
+            return _error(f"invalid arguments for {self.ask_name}: {_validation_message(error)}")
+        log.info("mcp_ask", domain=self.domain, resumes=request.session_id is not None)
+        try:
+            answer = await self.app.ask(request.message, self.domain, request.session_id)
+        except ToolwireError as error:
+            return _error(str(error))
+        result = AskResult(
+            kind=answer.kind,
+            text=answer.text,
+            session_id=answer.session_id,
+            guaranteed_contexts=answer.guaranteed_contexts,
+            failures=answer.failures,
+        )
+        text = answer.text
+        if answer.kind == "clarification":
+            text += (
+                f"\n\n[a clarifying question: call {self.ask_name} with the user's reply as "
+                f'message and session_id "{answer.session_id}"]'
+            )
+        return _structured(text, result)
+
+
+def tool_description(tool: ChatbotTool[Any]) -> str:
+    """What an MCP client reads about a tool: its description, then its yes/no question."""
+    description = getattr(tool, "description", "") or _docstring_summary(type(tool))
+    question = tool.executable_instruction()
+    return f"{description}\n\nUse it when the answer to this question is yes: {question}".strip()
+
+
+def _docstring_summary(tool_class: type) -> str:
+    doc = (tool_class.__doc__ or "").strip()
+    return doc.split("\n\n")[0].replace("\n", " ") if doc else tool_class.__name__
+
+
+def _structured(text: str, result: BaseModel) -> CallToolResult:
+    from mcp.types import CallToolResult, TextContent
+
+    return CallToolResult(
+        content=[TextContent(text=text)], structured_content=result.model_dump(mode="json")
+    )
+
+
+def _error(message: str) -> CallToolResult:
+    from mcp.types import CallToolResult, TextContent
+
+    return CallToolResult(content=[TextContent(text=message)], is_error=True)
+
+
+def _validation_message(error: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(part) for part in item['loc']) or '(arguments)'}: {item['msg']}"
+        for item in error.errors()
+    )
+
+
+def _toolwire_version() -> str:
+    try:
+        return metadata.version("toolwire")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+
+__all__ = ["ASK_TOOL", "AskArguments", "AskResult", "DomainMcpServer", "ToolResult"]
