@@ -87,14 +87,15 @@ def test_tools_json(pharma_only: Path) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == [
         {"name": "substance_lookup", "qualified_name": "pharma.substance_lookup",
-         "domain": "pharma", "priority": 50, "plugin": "pharma", "kinds": [], "injects": []},
+         "domain": "pharma", "priority": 50, "plugin": "pharma", "kinds": [], "injects": [],
+         "mcp": None},
         {"name": "interaction_analysis", "qualified_name": "pharma.interaction_analysis",
          "domain": "pharma", "priority": 10, "plugin": "pharma",
          "kinds": ["activated", "coordinator", "context_consumer", "clarifiable"],
-         "injects": ["pharma.substance_lookup"]},
+         "injects": ["pharma.substance_lookup"], "mcp": None},
         {"name": "dosage_info", "qualified_name": "pharma.dosage_info",
          "domain": "pharma", "priority": 20, "plugin": "pharma", "kinds": ["activated"],
-         "injects": ["pharma.substance_lookup"]},
+         "injects": ["pharma.substance_lookup"], "mcp": None},
     ]
 
 

@@ -122,7 +122,7 @@ def test_every_problem_of_a_file_is_reported_with_its_line(
         load_app_config(path)
     assert sorted(problems_of(raised)) == sorted([
         f"{path}:1: unknown key 'defualt_domain'; did you mean 'default_domain'? allowed keys: "
-        "domains, tools, llm, orchestrator, sessions, server, default_domain",
+        "domains, tools, llm, orchestrator, sessions, server, default_domain, mcp_servers",
         f"{path}:3: llm.timeout_s: Input should be greater than 0",
         f"{path}:6: unknown key 'clas'; did you mean 'class'? allowed keys: name, class, "
         "domain, priority, enabled, settings, inject",

@@ -108,6 +108,6 @@ def cli_tool_records(
     assert result.exit_code == 0, result.output
     records: list[dict[str, Any]] = json.loads(result.stdout)
     assert list(records[0]) == [
-        "name", "qualified_name", "domain", "priority", "plugin", "kinds", "injects"
+        "name", "qualified_name", "domain", "priority", "plugin", "kinds", "injects", "mcp"
     ]
     return records

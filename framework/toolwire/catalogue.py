@@ -33,10 +33,10 @@ class ToolRecord(BaseModel):
     plugin: str = Field(description="The plugin that declared it; 'config' for the app's YAML.")
     kinds: list[str] = Field(description="activated, coordinator, context_consumer, ...")
     injects: list[str] = Field(description="Prefixed names of the tools injected into it.")
-    enabled: bool = Field(description="Disabled tools are registered but never built or run.")
     mcp: McpSource | None = Field(
         default=None, description="For a tool of an external MCP server: which server and tool."
     )
+    enabled: bool = Field(description="Disabled tools are registered but never built or run.")
 
 
 def tool_records(app: App) -> list[ToolRecord]:
@@ -51,8 +51,8 @@ def tool_records(app: App) -> list[ToolRecord]:
             plugin=registration.plugin,
             kinds=[str(kind) for kind in tool_kinds(registration.tool_class)],
             injects=graph.get(registration.qualified_name, []),
-            enabled=registration.enabled,
             mcp=mcp_source(registration),
+            enabled=registration.enabled,
         )
         for registration in app.registry
     ]

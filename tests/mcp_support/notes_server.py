@@ -12,6 +12,7 @@ import os
 import sys
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 NOTES = {
@@ -28,7 +29,7 @@ def read_note(
 ) -> str:
     """Read the text of one of the user's notes by its title."""
     if title not in NOTES:
-        raise ValueError(f"no note titled {title!r}; notes: {', '.join(sorted(NOTES))}")
+        raise ToolError(f"no note titled {title!r}; notes: {', '.join(sorted(NOTES))}")
     return NOTES[title]
 
 

@@ -129,12 +129,12 @@ class McpConnections:
             failure = error
         else:
             return tool_result(result)
+        stderr = connection.stderr_tail()
         await connection.close()
         log.warning("mcp_call_failed", server=server, tool=tool, error=describe(failure))
         raise McpServerError(
             f"mcp server {server!r} failed during a call of {tool!r}: {_failure(failure, entry)}"
-            f"{connection.stderr_tail()}; the connection was closed and the next call starts "
-            "it again"
+            f"{stderr}; the connection was closed and the next call starts it again"
         ) from None
 
     async def _close_all(self) -> None:
@@ -262,8 +262,8 @@ def _auth_headers(entry: McpServerEntry) -> dict[str, str]:
     token = os.environ.get(entry.bearer_token_env)
     if not token:
         raise McpServerError(
-            f"mcp server {entry.name!r}: the environment variable {entry.bearer_token_env} "
-            "(bearer_token_env) is not set; set it to the server's token"
+            f"the environment variable {entry.bearer_token_env} (bearer_token_env) is not set; "
+            "set it to the server's token"
         )
     return {"Authorization": f"Bearer {token}"}
 

@@ -1,0 +1,435 @@
+"""External MCP servers as tool sources: ``mcp_servers:`` in YAML (docs/mcp.md, "Consume").
+
+The server is ``mcp_support/notes_server.py``, a small MCP server written with the SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolwire import App
+from toolwire.cli import app as cli
+from toolwire.errors import ConfigError, McpServerError
+from toolwire.mcp import McpTool
+from toolwire.testing import ScriptedModel
+
+NOTES_SERVER = Path(__file__).parent / "mcp_support" / "notes_server.py"
+NOTES_COMMAND = json.dumps([sys.executable, str(NOTES_SERVER)])
+FAILING_COMMAND = json.dumps(
+    [sys.executable, "-c", "import sys; sys.stderr.write('cannot open notes.db'); sys.exit(3)"]
+)
+
+Factory = Callable[..., App]
+
+
+def config(servers: str, tools: str = "") -> str:
+    """The app's YAML: the ``office`` domain, memory sessions, these servers (and tools)."""
+    return (
+        "default_domain: office\n"
+        "sessions: {store: memory}\n"
+        "domains:\n"
+        "  - name: office\n"
+        "    description: The user's notes.\n"
+        f"mcp_servers:\n{servers}"
+        + (f"tools:\n{tools}" if tools else "")
+    )
+
+
+NOTES = (
+    "  - name: notes\n"
+    f"    command: {NOTES_COMMAND}\n"
+    "    tools:\n"
+    "      - read_note\n"
+    "      - {name: listNotes, question: 'Does the user want to know which notes exist?'}\n"
+    "      - process_id\n"
+    "      - crash\n"
+)
+
+
+@pytest.fixture
+def load(toolwire_app_factory: Factory) -> Factory:
+    def build(text: str, model: ScriptedModel | None = None, **kwargs: object) -> App:
+        return toolwire_app_factory(config=text, llm=model or ScriptedModel(), **kwargs)
+
+    return build
+
+
+def answer_with_contexts(model: ScriptedModel) -> ScriptedModel:
+    return model.on_gatekeeper(True).on_answer()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_declared_server_registers_its_tools_and_no_connection_stays_open(load: Factory) -> None:
+    app = load(config(NOTES))
+    names = [registration.qualified_name for registration in app.registry.in_domain("office")]
+    assert names == ["office.read_note", "office.list_notes", "office.process_id", "office.crash"]
+    read_note = app.tool("read_note")
+    assert isinstance(read_note, McpTool)
+    assert read_note.binding.server == "notes" and read_note.binding.remote_name == "read_note"
+    assert read_note.description == "Read the text of one of the user's notes by its title."
+    title = read_note.params_model.model_fields["title"]
+    assert title.annotation is str and title.description == "The note's title, e.g. 'groceries'"
+    assert read_note.executable_instruction() == (
+        "Does the question ask for what the tool 'read_note' does: Read the text of one of the "
+        "user's notes by its title?"
+    )
+    assert app.tool("office.list_notes").executable_instruction() == (
+        "Does the user want to know which notes exist?"
+    )
+    assert app.mcp_problems == []
+    assert app.mcp.connected() == []  # listing at load used its own connection, now closed
+
+
+async def test_the_orchestrator_selects_an_mcp_tool_and_reuses_one_connection(
+    load: Factory,
+) -> None:
+    model = answer_with_contexts(ScriptedModel().on_suitability(["read_note"]))
+    app = load(config(NOTES), model)
+    model.on_extract(app.tool("read_note").params_model, {"title": "groceries"})
+    answer = await app.ask("What is on my groceries note?")
+    assert answer.text == "milk, eggs, three lemons" and answer.failures == []
+    assert [run.tool_name for run in answer.trace.tools] == ["office.read_note"]
+    assert model.calls_for(model.purposes[0])[0].inputs["tool_names"] == [
+        "office.read_note", "office.list_notes", "office.process_id", "office.crash"
+    ]
+
+    process_id = app.tool("process_id")
+    assert isinstance(process_id, McpTool)
+    first, second = await process_id.call(), await process_id.call()
+    assert first.text == second.text  # one server process served every call
+    assert app.mcp.connected() == ["notes"]
+    await app.aclose()
+    assert app.mcp.connected() == []
+    deadline = time.monotonic() + 10
+    while pid_alive(int(first.text)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not pid_alive(int(first.text)), "App.aclose() stops the server it started"
+
+
+async def test_an_mcp_tool_named_in_required_tool_names_runs_without_a_suitability_test(
+    load: Factory,
+) -> None:
+    tools = (
+        "  - name: notes_coordinator\n"
+        "    class: mcp_support.notes_tools:NotesCoordinator\n"
+        "    domain: office\n"
+    )
+    model = answer_with_contexts(ScriptedModel().on_suitability([]))
+    app = load(config(NOTES, tools), model)
+    answer = await app.ask("Which notes do I have?")
+    subtask = answer.trace.sub_tasks[0]
+    assert [(run.tool_name, run.reason) for run in subtask.tools] == [
+        ("office.list_notes", "required")
+    ]
+    assert answer.text == "groceries, meeting"
+
+
+async def test_an_mcp_tool_is_injected_into_plugin_tools_as_a_typed_proxy(load: Factory) -> None:
+    tools = (
+        "  - name: note_digest\n"
+        "    class: mcp_support.notes_tools:NoteDigestTool\n"
+        "    inject: {read_note: office.read_note}\n"
+        "  - name: plain_digest\n"
+        "    class: mcp_support.notes_tools:PlainDigestTool\n"
+        "    inject: {read_note: read_note}\n"
+    )
+    from mcp_support.notes_tools import DigestParams
+
+    model = answer_with_contexts(ScriptedModel().on_suitability(["note_digest", "plain_digest"]))
+    model.on_extract(DigestParams, {"title": "meeting"})
+    app = load(config(NOTES, tools), model)
+    assert app.container.graph()["office.note_digest"] == ["office.read_note"]
+    answer = await app.ask("How long is my meeting note?")
+    assert answer.guaranteed_contexts == ["'meeting' has 8 words."]
+    assert "'meeting' has 45 characters." in answer.text
+    assert [run.tool_name for run in answer.trace.tools] == [
+        "office.note_digest", "office.plain_digest"
+    ]  # the MCP tool itself was not activated: the plugin tools called it directly
+    read_note = app.tool("read_note")
+    assert isinstance(read_note, McpTool)
+    with pytest.raises(ValueError, match="title"):
+        await read_note.call(titel="meeting")  # arguments are validated before any call
+
+
+async def test_a_server_crashing_mid_call_is_a_recorded_failure_and_the_answer_is_composed(
+    load: Factory,
+) -> None:
+    model = answer_with_contexts(ScriptedModel().on_suitability(["crash", "read_note"]))
+    app = load(config(NOTES), model)
+    model.on_extract(app.tool("read_note").params_model, {"title": "meeting"})
+    model.on_extract(app.tool("crash").params_model, {"reason": "test"})
+    answer = await app.ask("Crash, then read my meeting note")
+    assert answer.kind == "answer"
+    assert answer.text.startswith("Thursday 10:00 with the pharmacy team, room 4")
+    [failure] = answer.failures
+    assert failure.startswith(
+        "task 1: tool office.crash raised McpServerError: mcp server 'notes' failed during a "
+        "call of 'crash': "
+    )
+    assert "notes server crashing on purpose: test" in failure  # the server's stderr
+    assert failure.endswith("the connection was closed and the next call starts it again")
+    process_id = app.tool("process_id")
+    assert isinstance(process_id, McpTool)
+    assert (await process_id.call()).text.isdigit()  # a new server process took over
+
+
+async def test_an_error_result_of_an_mcp_tool_is_a_recorded_tool_failure(load: Factory) -> None:
+    model = answer_with_contexts(ScriptedModel().on_suitability(["read_note"]))
+    app = load(config(NOTES), model)
+    model.on_extract(app.tool("read_note").params_model, {"title": "diary"})
+    answer = await app.ask("Read my diary note")
+    failure = answer.failures[0]  # then the answer composer finds nothing to compose
+    assert "MCP tool 'read_note' of server 'notes' reported an error" in failure
+    assert "no note titled 'diary'" in failure
+    assert app.mcp.connected() == ["notes"]  # an error result is no reason to reconnect
+
+
+def test_a_server_that_fails_to_start_is_reported_at_its_declaration_and_the_rest_loads(
+    load: Factory, tmp_path: Path
+) -> None:
+    servers = (
+        "  - name: broken\n"
+        f"    command: {FAILING_COMMAND}\n"
+        "    timeout_s: 20\n" + NOTES
+    )
+    app = load(config(servers))
+    [problem] = app.mcp_problems
+    assert problem.path is not None and problem.path.endswith(".yaml")
+    assert problem.line == 7  # the "- name: broken" line
+    assert problem.message.startswith("mcp server 'broken': cannot list its tools (")
+    assert "its stderr ended with: cannot open notes.db" in problem.message
+    assert "office.read_note" in app.tools  # the other server's tools are there
+
+
+def test_a_reference_to_a_tool_of_a_failed_server_lists_the_server_first(load: Factory) -> None:
+    servers = f"  - name: broken\n    command: {FAILING_COMMAND}\n"
+    tools = (
+        "  - name: note_digest\n"
+        "    class: mcp_support.notes_tools:NoteDigestTool\n"
+        "    inject: {read_note: office.read_note}\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load(config(servers, tools))
+    first, second = [problem.message for problem in raised.value.problems]
+    assert first.startswith("mcp server 'broken': cannot list its tools")
+    assert "unknown tool 'office.read_note'" in second
+
+
+@pytest.mark.parametrize(
+    ("entry", "line", "message"),
+    [
+        (
+            "  - {name: both, command: [x], url: 'http://127.0.0.1:1/mcp'}\n",
+            7,
+            "mcp_servers[0]: Value error, give exactly one of 'command' (a server started over "
+            "stdio) or 'url' (a streamable HTTP server)",
+        ),
+        (
+            "  - name: typo\n    comand: [python]\n",
+            8,
+            "unknown key 'comand'; did you mean 'command'? allowed keys: name, domain, command, "
+            "url, env, cwd, bearer_token_env, tools, priority, timeout_s",
+        ),
+    ],
+)
+def test_a_malformed_declaration_is_a_located_config_error(
+    load: Factory, entry: str, line: int, message: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load(config(entry))
+    [problem] = raised.value.problems
+    assert (problem.line, problem.message) == (line, message)
+
+
+def test_declaration_mistakes_found_without_starting_are_located(load: Factory) -> None:
+    servers = (
+        "  - name: missing\n"
+        "    command: [no-such-mcp-server-here]\n"
+        "  - name: web\n"
+        "    url: ftp://127.0.0.1/mcp\n"
+        "  - name: odd\n"
+        f"    command: {NOTES_COMMAND}\n"
+        "    tools: ['2fa', read_note, not_offered]\n"
+    )
+    app = load(config(servers))
+    assert [(problem.line, problem.message) for problem in app.mcp_problems] == [
+        (8, "mcp server 'missing': command 'no-such-mcp-server-here' is not an executable on "
+            "PATH; give its full path or install it"),
+        (10, "mcp server 'web': url 'ftp://127.0.0.1/mcp' is not an http(s) URL"),
+        (13, "mcp server 'odd': tool '2fa' becomes '2fa', which is not lower snake case; give "
+             "it a name with 'as: <short_name>'"),
+    ]
+    assert app.registry.in_domain("office") == []
+
+
+def test_an_allow_listed_tool_the_server_lacks_is_reported(load: Factory) -> None:
+    servers = (
+        "  - name: notes\n"
+        f"    command: {NOTES_COMMAND}\n"
+        "    tools: [read_note, {name: delete_note, as: remove}]\n"
+    )
+    app = load(config(servers))
+    [problem] = app.mcp_problems
+    assert problem.line == 9
+    assert problem.message == (
+        "mcp server 'notes': the server offers no tool 'delete_note'; it offers: crash, "
+        "listNotes, process_id, read_note"
+    )
+    assert [reg.short_name for reg in app.registry.in_domain("office")] == ["read_note"]
+
+
+def test_without_an_allow_list_every_tool_joins_under_a_snake_case_name(load: Factory) -> None:
+    app = load(config(f"  - name: notes\n    command: {NOTES_COMMAND}\n    priority: 40\n"))
+    registrations = app.registry.in_domain("office")
+    assert [reg.short_name for reg in registrations] == [
+        "read_note", "list_notes", "process_id", "crash"
+    ]
+    assert {reg.priority for reg in registrations} == {40}
+
+
+def test_check_validates_declarations_without_starting_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "toolwire.yaml"
+    servers = f"  - name: broken\n    command: {FAILING_COMMAND}\n    tools: [read_note]\n"
+    tools = (
+        "  - name: note_digest\n"
+        "    class: mcp_support.notes_tools:NoteDigestTool\n"
+        "    inject: {read_note: office.read_note}\n"
+    )
+    path.write_text(config(servers, tools), encoding="utf-8")
+    runner = CliRunner()
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", "")
+    checked = runner.invoke(cli, ["check", "--config", str(path)])
+    assert checked.exit_code == 0, checked.output
+    assert "1 MCP servers (not started)" in checked.output
+    connected = runner.invoke(cli, ["check", "--config", str(path), "--connect"])
+    assert connected.exit_code == 1
+    assert f"{path}:7: mcp server 'broken': cannot list its tools" in connected.output
+
+
+def test_check_connect_lists_what_each_server_offers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "toolwire.yaml"
+    path.write_text(config(NOTES), encoding="utf-8")
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", "")
+    result = CliRunner().invoke(cli, ["check", "--config", str(path), "--connect"])
+    assert result.exit_code == 0, result.output
+    assert "mcp server 'notes' offers: read_note, listNotes, process_id, crash" in result.output
+    assert "1 MCP servers (started and listed)" in result.output
+
+
+def test_tools_shows_where_an_mcp_tool_comes_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "toolwire.yaml"
+    path.write_text(config(NOTES), encoding="utf-8")
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", "")
+    result = CliRunner().invoke(cli, ["--config", str(path), "tools", "--json"])
+    assert result.exit_code == 0, result.output
+    records = {record["qualified_name"]: record for record in json.loads(result.stdout)}
+    assert records["office.list_notes"]["mcp"] == {
+        "server": "notes",
+        "tool": "listNotes",
+        "transport": "stdio",
+        "target": f"{sys.executable} {NOTES_SERVER}",
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def notes_over_http(tmp_path: Path) -> Iterator[str]:
+    """The notes server on streamable HTTP (127.0.0.1, a free port): its URL."""
+    port = free_port()
+    log = (tmp_path / "notes-http.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, str(NOTES_SERVER), "--http", str(port)], stdout=log, stderr=log
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert process.poll() is None, (tmp_path / "notes-http.log").read_text()
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+
+
+async def test_a_server_reached_over_streamable_http(load: Factory, notes_over_http: str) -> None:
+    model = answer_with_contexts(ScriptedModel().on_suitability(["read_note"]))
+    servers = f"  - name: notes\n    url: {notes_over_http}\n    tools: [read_note]\n"
+    app = load(config(servers), model)
+    model.on_extract(app.tool("read_note").params_model, {"title": "groceries"})
+    answer = await app.ask("What is on my groceries note?")
+    assert answer.text == "milk, eggs, three lemons"
+    assert app.tool("read_note").binding.transport == "http"  # type: ignore[attr-defined]
+
+
+def test_a_missing_bearer_token_variable_is_reported_at_the_declaration(
+    load: Factory, notes_over_http: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NOTES_TOKEN", raising=False)
+    servers = (
+        f"  - name: notes\n    url: {notes_over_http}\n    bearer_token_env: NOTES_TOKEN\n"
+    )
+    app = load(config(servers))
+    [problem] = app.mcp_problems
+    assert problem.message == (
+        "mcp server 'notes': the environment variable NOTES_TOKEN (bearer_token_env) is not "
+        "set; set it to the server's token"
+    )
+
+
+def test_call_sync_refuses_a_running_event_loop(load: Factory) -> None:
+    app = load(config(NOTES))
+    tool = app.tool("read_note")
+    assert isinstance(tool, McpTool)
+
+    async def inside_a_loop() -> None:
+        tool.call_sync(title="groceries")
+
+    with pytest.raises(RuntimeError, match=r"use 'await tool\.call"):
+        asyncio.run(inside_a_loop())
+    assert tool.call_sync(title="groceries").text == "milk, eggs, three lemons"
+
+
+def test_a_call_to_an_undeclared_server_is_a_clear_error() -> None:
+    from toolwire.mcp.connections import McpConnections
+
+    connections = McpConnections()
+    try:
+        with pytest.raises(McpServerError, match="no MCP server 'ghost' is declared"):
+            connections.call_sync("ghost", "x", {})
+    finally:
+        connections.close()

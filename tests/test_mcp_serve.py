@@ -1,0 +1,229 @@
+"""A domain as an MCP server (``toolwire mcp serve``), driven by the SDK's own client.
+
+Over stdio: the real command for the pharma domain (direct tool calls need no model), and the
+test launcher (``mcp_support.serve_launch``: the same server code with the ``trip`` test plugin
+and its deterministic model) for ``trip.ask`` through a clarification round. Over streamable
+HTTP: the launcher, with and without a bearer token, and toolwire itself as the client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from toolwire import App
+
+TESTS_DIR = Path(__file__).resolve().parent
+TOOLWIRE = str(Path(sys.executable).with_name("toolwire"))
+TOKEN = "mcp-test-token"
+
+
+@asynccontextmanager
+async def stdio_session(
+    command: str, *args: str, env: dict[str, str]
+) -> AsyncIterator[ClientSession]:
+    parameters = StdioServerParameters(command=command, args=list(args), env=env)
+    async with stdio_client(parameters) as streams, ClientSession(*streams) as session:
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str | None = None) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers) as client,
+        streamable_http_client(url, http_client=client) as streams,
+        ClientSession(*streams) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def trip_config(tmp_path: Path) -> Path:
+    path = tmp_path / "trip.yaml"
+    path.write_text(
+        "default_domain: trip\nsessions: {store: memory}\nserver: {host: 127.0.0.1, port: 0}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def launcher_env(**extra: str) -> dict[str, str]:
+    return {"PYTHONPATH": str(TESTS_DIR), "TOOLWIRE_PLUGINS": "", **extra}
+
+
+async def ask_through_a_clarification(session: ClientSession) -> None:
+    """``trip.ask``: the booking tool asks which city; the reply with the session id books."""
+    first = await session.call_tool("trip.ask", {"message": "Book me a table"})
+    assert not first.is_error
+    assert first.structured_content is not None
+    assert first.structured_content["kind"] == "clarification"
+    assert first.structured_content["text"] == "Which city?"
+    session_id = first.structured_content["session_id"]
+    assert session_id and f'session_id "{session_id}"' in first.content[0].text  # type: ignore[union-attr]
+    second = await session.call_tool("trip.ask", {"message": "city=Rome", "session_id": session_id})
+    assert second.structured_content is not None
+    assert second.structured_content["kind"] == "answer"
+    assert second.structured_content["text"].startswith("Table booked in Rome")
+    assert second.structured_content["session_id"] is None
+
+
+async def test_toolwire_mcp_serve_offers_the_pharma_tools_over_stdio() -> None:
+    env = {"TOOLWIRE_PLUGINS": "pharma"}
+    async with stdio_session(TOOLWIRE, "mcp", "serve", "--domain", "pharma", env=env) as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert list(listed) == [
+            "pharma.ask", "pharma.interaction_analysis", "pharma.dosage_info"
+        ]  # substance_lookup is not orchestrator-activated: reachable only by injection
+        dosage = listed["pharma.dosage_info"]
+        assert dosage.input_schema["required"] == ["product"]
+        assert dosage.input_schema["properties"]["product"]["description"] == (
+            "The medicine product or active substance asked about"
+        )
+        assert dosage.description is not None
+        assert dosage.description.endswith(
+            "Use it when the answer to this question is yes: Does the question ask how much of "
+            "a medicine to take, or how often (its dose)?"
+        )
+        # dosage_info finds the product through its injected substance_lookup
+        found = await session.call_tool("pharma.dosage_info", {"product": "Tylenol"})
+        assert found.structured_content is not None
+        assert found.structured_content["kind"] == "guaranteed"
+        assert found.structured_content["text"].startswith("Usual dosage for Tylenol: paracetamol")
+        asked = await session.call_tool("pharma.dosage_info", {"product": "Excedrin"})
+        assert asked.structured_content is not None
+        assert asked.structured_content["kind"] == "clarification"
+        assert "Excedrin Extra Strength" in asked.structured_content["text"]
+        wrong = await session.call_tool("pharma.dosage_info", {"produkt": "Tylenol"})
+        assert wrong.is_error
+        assert wrong.content[0].text == (  # type: ignore[union-attr]
+            "invalid arguments for pharma.dosage_info: product: Field required"
+        )
+
+
+async def test_domain_ask_goes_through_a_clarification_round_over_stdio(tmp_path: Path) -> None:
+    config = trip_config(tmp_path)
+    module = ("-m", "mcp_support.serve_launch", str(config))
+    async with stdio_session(sys.executable, *module, env=launcher_env()) as session:
+        names = [tool.name for tool in (await session.list_tools()).tools]
+        assert names == ["trip.ask", "trip.booking"]
+        direct = await session.call_tool("trip.booking", {"city": "Oslo"})
+        assert direct.structured_content is not None
+        assert direct.structured_content["kind"] == "context"
+        await ask_through_a_clarification(session)
+
+
+class McpHttpServer:
+    """``mcp_support.serve_launch CONFIG --http`` on a free loopback port."""
+
+    def __init__(self, config: Path, env: dict[str, str]) -> None:
+        self.log_path = config.with_suffix(".log")
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "mcp_support.serve_launch", str(config), "--http"],
+                stdout=log, stderr=log, env={**os.environ, **env}, cwd=config.parent,
+            )
+        self.url = self._wait_for_url()
+
+    def _wait_for_url(self, timeout_s: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.log_path.read_text()
+            for line in self.log_path.read_text().splitlines():
+                if '"mcp_server_listening"' in line:
+                    url: str = json.loads(line)["url"]
+                    return url
+            time.sleep(0.05)
+        raise AssertionError(f"no mcp_server_listening event:\n{self.log_path.read_text()}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=15)
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[McpHttpServer]:
+    server = McpHttpServer(trip_config(tmp_path), launcher_env())
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def guarded_http_server(tmp_path: Path) -> Iterator[McpHttpServer]:
+    server = McpHttpServer(trip_config(tmp_path), launcher_env(TOOLWIRE_API_TOKEN=TOKEN))
+    yield server
+    server.stop()
+
+
+async def test_a_domain_over_streamable_http(http_server: McpHttpServer) -> None:
+    assert http_server.url.startswith("http://127.0.0.1:") and http_server.url.endswith("/mcp")
+    async with http_session(http_server.url) as session:
+        names = [tool.name for tool in (await session.list_tools()).tools]
+        assert names == ["trip.ask", "trip.booking"]
+        asked = await session.call_tool("trip.booking", {})
+        assert asked.structured_content == {"kind": "clarification", "text": "Which city?"}
+        await ask_through_a_clarification(session)
+
+
+def post_ping(url: str, headers: dict[str, str]) -> httpx.Response:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    accept = {"Accept": "application/json, text/event-stream"}
+    return httpx.post(url, json=body, headers={**accept, **headers}, timeout=10)
+
+
+async def test_http_needs_the_bearer_token_when_one_is_set(
+    guarded_http_server: McpHttpServer,
+) -> None:
+    url = guarded_http_server.url
+    missing = post_ping(url, {})
+    assert missing.status_code == 401
+    assert missing.headers["WWW-Authenticate"] == "Bearer"
+    assert missing.json()["message"] == (
+        "this endpoint needs an 'Authorization: Bearer <token>' header"
+    )
+    wrong = post_ping(url, {"Authorization": "Bearer nope"})
+    assert (wrong.status_code, wrong.json()["error"]) == (401, "unauthorized")
+    async with http_session(url, TOKEN) as session:
+        await ask_through_a_clarification(session)
+
+
+async def test_toolwire_consumes_its_own_mcp_server(
+    guarded_http_server: McpHttpServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two directions together: a served domain's tools become another app's tools."""
+    from toolwire.testing import ScriptedModel
+
+    monkeypatch.setenv("TRIP_TOKEN", TOKEN)
+    config = tmp_path / "consumer.yaml"
+    config.write_text(
+        "default_domain: travel\nsessions: {store: memory}\ndomains: [{name: travel}]\n"
+        "mcp_servers:\n"
+        f"  - {{name: trip, url: '{guarded_http_server.url}', bearer_token_env: TRIP_TOKEN,\n"
+        "     tools: [{name: trip.booking, as: booking}]}\n",
+        encoding="utf-8",
+    )
+    model = ScriptedModel().on_suitability(["booking"]).on_gatekeeper(True).on_answer()
+    app = App.load(config, llm=model, load_entry_points=False)
+    try:
+        assert app.mcp_problems == []
+        booking = app.tool("travel.booking")
+        assert booking.params_model.model_fields.keys() >= {"city"}
+        model.on_extract(booking.params_model, {"city": "Lisbon"})
+        answer = await app.ask("Book a table in Lisbon")
+        assert answer.text.startswith("Table booked in Lisbon")  # the served tool's text
+    finally:
+        await app.aclose()
