@@ -305,46 +305,47 @@ def test_without_an_allow_list_every_tool_joins_under_a_snake_case_name(load: Fa
     assert {reg.priority for reg in registrations} == {40}
 
 
+@pytest.fixture
+def config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Path]:
+    """Write the app's YAML for a CLI command (no installed plugin loads)."""
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", "")
+
+    def write(text: str) -> Path:
+        path = tmp_path / "toolwire.yaml"
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
 def test_check_validates_declarations_without_starting_servers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    config_file: Callable[[str], Path],
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    path = tmp_path / "toolwire.yaml"
     servers = f"  - name: broken\n    command: {FAILING_COMMAND}\n    tools: [read_note]\n"
     tools = (
         "  - name: note_digest\n"
         "    class: mcp_support.notes_tools:NoteDigestTool\n"
         "    inject: {read_note: office.read_note}\n"
     )
-    path.write_text(config(servers, tools), encoding="utf-8")
-    runner = CliRunner()
-    monkeypatch.setenv("TOOLWIRE_PLUGINS", "")
-    checked = runner.invoke(cli, ["check", "--config", str(path)])
-    assert checked.exit_code == 0, checked.output
+    path = config_file(config(servers, tools))
+    checked = CliRunner().invoke(cli, ["check", "--config", str(path)])
+    assert checked.exit_code == 0, checked.output  # the allow-listed tool stands in
     assert "1 MCP servers (not started)" in checked.output
-    connected = runner.invoke(cli, ["check", "--config", str(path), "--connect"])
+    connected = CliRunner().invoke(cli, ["check", "--config", str(path), "--connect"])
     assert connected.exit_code == 1
     assert f"{path}:7: mcp server 'broken': cannot list its tools" in connected.output
 
 
-def test_check_connect_lists_what_each_server_offers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "toolwire.yaml"
-    path.write_text(config(NOTES), encoding="utf-8")
-    monkeypatch.setenv("TOOLWIRE_PLUGINS", "")
+def test_check_connect_lists_what_each_server_offers(config_file: Callable[[str], Path]) -> None:
+    path = config_file(config(NOTES))
     result = CliRunner().invoke(cli, ["check", "--config", str(path), "--connect"])
     assert result.exit_code == 0, result.output
     assert "mcp server 'notes' offers: read_note, listNotes, process_id, crash" in result.output
     assert "1 MCP servers (started and listed)" in result.output
 
 
-def test_tools_shows_where_an_mcp_tool_comes_from(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "toolwire.yaml"
-    path.write_text(config(NOTES), encoding="utf-8")
-    monkeypatch.setenv("TOOLWIRE_PLUGINS", "")
+def test_tools_shows_where_an_mcp_tool_comes_from(config_file: Callable[[str], Path]) -> None:
+    path = config_file(config(NOTES))
     result = CliRunner().invoke(cli, ["--config", str(path), "tools", "--json"])
     assert result.exit_code == 0, result.output
     records = {record["qualified_name"]: record for record in json.loads(result.stdout)}
@@ -354,6 +355,8 @@ def test_tools_shows_where_an_mcp_tool_comes_from(
         "transport": "stdio",
         "target": f"{sys.executable} {NOTES_SERVER}",
     }
+    table = CliRunner().invoke(cli, ["--config", str(path), "tools"], env={"COLUMNS": "200"})
+    assert "mcp notes: listNotes" in table.output
 
 
 def free_port() -> int:

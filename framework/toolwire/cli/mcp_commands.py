@@ -8,7 +8,13 @@ from typing import Annotated
 
 import typer
 
-from toolwire.cli.state import config_option, report_error, report_problems
+from toolwire.cli.state import (
+    config_option,
+    exit_missing_extra,
+    listening_on,
+    report_error,
+    report_problems,
+)
 from toolwire.errors import ConfigError, PluginError, UnknownDomainError
 from toolwire.logging import configure_logging
 
@@ -52,12 +58,7 @@ def serve(
         from toolwire.mcp.server import DomainMcpServer
         from toolwire.mcp.transports import serve_http, serve_stdio
     except ImportError as error:
-        typer.echo(
-            f"toolwire mcp serve needs the mcp extra ({error.name} is missing): "
-            "pip install 'toolwire[mcp]'",
-            err=True,
-        )
-        raise typer.Exit(2) from None
+        exit_missing_extra("toolwire mcp serve", "mcp", error)
     from toolwire.app import App
 
     configure_logging(force=True, default_level="info" if http else "warning")
@@ -74,9 +75,7 @@ def serve(
     if not http:
         asyncio.run(serve_stdio(served))
         return
-    given = {"host": host, "port": port}
-    updates = {key: value for key, value in given.items() if value is not None}
-    settings = app.config.server.model_copy(update=updates)
+    settings = listening_on(app.config.server, host, port)
     try:
         asyncio.run(serve_http(served, settings))
     except ConfigError as error:  # a token variable that is set but empty

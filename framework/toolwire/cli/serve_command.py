@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from toolwire.cli.state import config_option, report_error
+from toolwire.cli.state import config_option, exit_missing_extra, listening_on, report_error
 from toolwire.errors import ConfigError, PluginError
 
 
@@ -40,12 +40,7 @@ def serve(
         from toolwire.server import configure_server_logging
         from toolwire.server import serve as serve_app
     except ImportError as error:
-        typer.echo(
-            f"toolwire serve needs the server extra ({error.name} is missing): "
-            "pip install 'toolwire[server]'",
-            err=True,
-        )
-        raise typer.Exit(2) from None
+        exit_missing_extra("toolwire serve", "server", error)
     from toolwire.app import App
 
     configure_server_logging()
@@ -54,10 +49,5 @@ def serve(
     except (ConfigError, PluginError) as error:
         report_error(error)
         raise typer.Exit(1) from None
-    settings = toolwire_app.config.server
-    updates = {
-        key: value for key, value in {"host": host, "port": port}.items() if value is not None
-    }
-    if updates:
-        settings = settings.model_copy(update=updates)
+    settings = listening_on(toolwire_app.config.server, host, port)
     asyncio.run(serve_app(toolwire_app, settings))

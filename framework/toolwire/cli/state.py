@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
 
 from toolwire.app import App
 from toolwire.errors import ConfigError, PluginError, Problem
+from toolwire.settings import ServerSettings
 
 
 @dataclass(frozen=True)
@@ -49,3 +51,20 @@ def report_problems(problems: Sequence[Problem | str]) -> None:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     for problem in problems:
         err.print(str(problem), markup=False)
+
+
+def exit_missing_extra(command: str, extra: str, error: ImportError) -> NoReturn:
+    """A command whose optional dependencies are not installed: say which extra, exit 2."""
+    typer.echo(
+        f"{command} needs the {extra} extra ({error.name} is missing): "
+        f"pip install 'toolwire[{extra}]'",
+        err=True,
+    )
+    raise typer.Exit(2)
+
+
+def listening_on(settings: ServerSettings, host: str | None, port: int | None) -> ServerSettings:
+    """The server settings with the command line's ``--host`` and ``--port`` applied."""
+    given = {"host": host, "port": port}
+    updates = {key: value for key, value in given.items() if value is not None}
+    return settings.model_copy(update=updates) if updates else settings
