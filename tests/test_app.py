@@ -337,8 +337,10 @@ async def test_ask_delegates_and_the_question_path_loads_nothing(
         def __init__(self, **kwargs: Any) -> None:
             calls.append(("init", kwargs))
 
-        async def ask(self, message: str, domain: str | None, session_id: str | None) -> str:
-            calls.append(("ask", (message, domain, session_id)))
+        async def ask(
+            self, message: str, domain: str | None, session_id: str | None, *, caller: str | None
+        ) -> str:
+            calls.append(("ask", (message, domain, session_id, caller)))
             return "answer"
 
     monkeypatch.setattr("toolwire.orchestrator.ConversationService", FakeService)
@@ -362,7 +364,7 @@ async def test_ask_delegates_and_the_question_path_loads_nothing(
     assert init["default_domain"] == "shop" and init["settings"] is app.config.orchestrator
     assert set(init["tools"]) == {"shop.lookup", "shop.answer"}
     assert [c for c in calls if c[0] == "init"] == [calls[0]]
-    assert calls[-1] == ("ask", ("second?", "shop", "s-1"))
+    assert calls[-1] == ("ask", ("second?", "shop", "s-1", None))
 
 
 _AUDITED: list[tuple[str, str]] | None = None
@@ -473,7 +475,7 @@ async def test_a_model_that_fails_to_start_fails_the_question_and_is_retried(
         def __init__(self, **kwargs: Any) -> None:
             services.append(kwargs)
 
-        async def ask(self, message: str, domain: str | None, session_id: str | None) -> str:
+        async def ask(self, message: str, *args: Any, **kwargs: Any) -> str:
             return "answer"
 
     monkeypatch.setattr("toolwire.llm.create_language_model", create)

@@ -294,14 +294,18 @@ def test_a_malformed_request_id_is_replaced(server: ServerProcess) -> None:
 
 
 def test_an_empty_token_variable_stops_the_server(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "toolwire.yaml", sessions={"store": "memory"}, server=LIMITS)
+    config = write_config(
+        tmp_path / "toolwire.yaml", sessions={"store": "memory"}, server=LIMITS
+    )
     process = ServerProcess(config, tmp_path / "server.log", env={"TOOLWIRE_API_TOKEN": " "})
-    with pytest.raises(RuntimeError, match=r"TOOLWIRE_API_TOKEN \(server.token_env\) is set"):
+    with pytest.raises(RuntimeError, match=r"TOOLWIRE_API_TOKEN is set but empty"):
         process.start(timeout_s=20)
     process.stop()
 
 
-def test_the_token_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_token_is_compared_with_every_key_in_constant_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     compared: list[tuple[bytes, bytes]] = []
     real = hmac.compare_digest
 
@@ -310,13 +314,17 @@ def test_the_token_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch)
         return real(a, b)
 
     monkeypatch.setattr(auth.hmac, "compare_digest", recording)
+    keys = [auth.ApiKey("a", "right"), auth.ApiKey("b", "other")]
 
     def bearer(token: str) -> HTTPAuthorizationCredentials:
         return HTTPAuthorizationCredentials(scheme="Bearer", credentials=token)
 
     with pytest.raises(ApiError) as refused:
-        auth.check_token("right", bearer("wrong"))
-    auth.check_token("right", bearer("right"))
+        auth.authenticate(keys, bearer("wrong"))
+    caller = auth.authenticate(keys, bearer("right"))
 
     assert refused.value.status == 401
-    assert compared == [(b"wrong", b"right"), (b"right", b"right")]
+    assert caller == "a"
+    assert compared == [
+        (b"wrong", b"right"), (b"wrong", b"other"), (b"right", b"right"), (b"right", b"other")
+    ]

@@ -55,3 +55,71 @@ def test_serve_reports_a_bad_configuration_without_a_traceback(tmp_path: Path) -
     assert f"{config}:2" in result.stderr
     assert "prot" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def serve_command(config: Path, *options: str) -> list[str]:
+    return [TOOLWIRE, "serve", "--config", str(config), "--port", "0", *options]
+
+
+def test_serve_refuses_a_public_address_without_a_key(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "toolwire.yaml",
+        sessions={"store": "memory"},
+        domains=[{"name": "desk"}],
+        default_domain="desk",
+    )
+    result = subprocess.run(
+        serve_command(config, "--host", "0.0.0.0"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"TOOLWIRE_PLUGINS": "", "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        "refusing to serve /v1 without authentication on 0.0.0.0, an address other hosts can "
+        "reach: set TOOLWIRE_API_TOKEN (server.token_env) or server.api_keys to require a bearer "
+        "token, listen on 127.0.0.1 (--host), or pass --insecure-no-auth if the network in front "
+        "of this server authenticates callers"
+    )
+    assert "server_listening" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_serve_on_a_public_address_with_insecure_no_auth_says_so(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "toolwire.yaml",
+        sessions={"store": "memory"},
+        domains=[{"name": "desk"}],
+        default_domain="desk",
+    )
+    server = ServerProcess(
+        config,
+        tmp_path / "serve.log",
+        env={"TOOLWIRE_PLUGINS": ""},
+        command=serve_command(config, "--host", "0.0.0.0", "--insecure-no-auth"),
+    ).start()
+    try:
+        assert httpx.get(f"{server.url}/v1/domains").status_code == 200  # open, as asked
+    finally:
+        server.stop()
+    assert "warning: --insecure-no-auth: /v1 on 0.0.0.0 answers anyone" in server.log_text()
+    assert "serving_without_authentication" in [event["event"] for event in server.events()]
+
+
+def test_serve_on_a_public_address_with_a_key_needs_no_flag(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "toolwire.yaml",
+        sessions={"store": "memory"},
+        domains=[{"name": "desk"}],
+        default_domain="desk",
+    )
+    server = ServerProcess(
+        config,
+        tmp_path / "serve.log",
+        env={"TOOLWIRE_PLUGINS": "", "TOOLWIRE_API_TOKEN": "tok"},
+        command=serve_command(config, "--host", "0.0.0.0"),
+    ).start()
+    try:
+        assert httpx.get(f"{server.url}/v1/domains").status_code == 401
+    finally:
+        server.stop()

@@ -3,6 +3,7 @@ down, one that crashes, a stored conversation that no longer parses."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,8 +94,7 @@ def test_a_stored_conversation_that_no_longer_parses_is_a_clear_400(
         first = client.post("/v1/ask", json={"message": "book a table"}).json()
         assert first["kind"] == "clarification", first
         session_id = first["session_id"]
-        domain, _, version, expiry = store._rows[session_id]
-        store._rows[session_id] = (domain, damaged, version, expiry)
+        store._rows[session_id] = dataclasses.replace(store._rows[session_id], task=damaged)
         response = client.post("/v1/ask", json={"message": "city=Rome", "session_id": session_id})
 
     assert response.status_code == 400, response.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 import stat
 from pathlib import Path
@@ -127,9 +128,7 @@ async def test_unknown_and_expired_sessions_are_clear_errors(make_store) -> None
 def damage(store: SessionStore, session_id: str, column: str, value: object) -> None:
     """Overwrite one stored column (``task`` or ``version``) behind the store's back."""
     if isinstance(store, MemorySessionStore):
-        domain, task_json, version, expiry = store._rows[session_id]
-        row = {"task": task_json, "version": version, **{column: value}}
-        store._rows[session_id] = (domain, row["task"], row["version"], expiry)  # type: ignore[assignment]
+        store._rows[session_id] = dataclasses.replace(store._rows[session_id], **{column: value})
         return
     assert isinstance(store, SQLiteSessionStore)
     connection = sqlite3.connect(store.path)

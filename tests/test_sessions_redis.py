@@ -172,6 +172,16 @@ async def test_a_missing_column_is_a_session_error(store: RedisSessionStore) -> 
         await store.load(created.session_id)
 
 
+async def test_the_owner_is_kept_through_rounds(store: RedisSessionStore) -> None:
+    owned = await store.create("demo", waiting_task(), owner="tenant-a")
+    anonymous = await store.create("demo", waiting_task())
+
+    saved = await store.save(await store.load(owned.session_id))
+
+    assert (await store.load(owned.session_id)).owner == saved.owner == "tenant-a"
+    assert (await store.load(anonymous.session_id)).owner is None
+
+
 async def test_every_write_renews_the_time_to_live(redis_url: str) -> None:
     store = RedisSessionStore(redis_url, ttl_s=1, key_prefix=f"test:{uuid.uuid4().hex}:")
     try:

@@ -148,10 +148,19 @@ class App:
         return self._session_store
 
     async def ask(
-        self, message: str, domain: str | None = None, session_id: str | None = None
+        self,
+        message: str,
+        domain: str | None = None,
+        session_id: str | None = None,
+        *,
+        caller: str | None = None,
     ) -> Answer:
-        """Answer a message (or continue a conversation waiting for a clarification)."""
-        return await self._conversation_service().ask(message, domain, session_id)
+        """Answer a message (or continue a conversation waiting for a clarification).
+
+        ``caller`` (the server passes the API key's name) binds a new conversation to it; only
+        the same caller can continue it (another gets ``UnknownSessionError``).
+        """
+        return await self._conversation_service().ask(message, domain, session_id, caller=caller)
 
     def _conversation_service(self) -> ConversationService:
         if self._conversations is None:

@@ -360,9 +360,7 @@ def _caller_location() -> SourceLocation | None:
     return SourceLocation(frame.f_code.co_filename, frame.f_lineno)
 
 
-def _check_registration(
-    hook: str, *, name: object, domain: object, priority: object
-) -> None:
+def _check_registration(hook: str, *, name: object, domain: object, priority: object) -> None:
     """Keyword arguments of a tool registration, as strictly as the YAML keys they mirror.
 
     Checked when the hook calls ``register``: a wrong type fails the plugin at load, located at

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import secrets
 import sqlite3
@@ -49,14 +50,18 @@ class StoredSession(BaseModel):
     task: TaskInfo
     version: int
     """Starts at 1 and grows by one with every applied round."""
+    owner: str | None = None
+    """The API key (its name) that started the conversation; only it may continue it. None:
+    started without authentication."""
 
 
 @runtime_checkable
 class SessionStore(Protocol):
     """Persistence of waiting conversations, safe to share between processes."""
 
-    async def create(self, domain: str, task: TaskInfo) -> StoredSession:
-        """Store a new conversation under a fresh, unguessable session id (version 1)."""
+    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
+        """Store a new conversation under a fresh, unguessable session id (version 1), bound to
+        ``owner`` (the API key's name that started it)."""
         ...
 
     async def load(self, session_id: str) -> StoredSession:
@@ -86,7 +91,7 @@ def new_session_id() -> str:
 
 
 def stored_session(
-    session_id: str, domain: object, task_json: object, version: object
+    session_id: str, domain: object, task_json: object, version: object, owner: object = None
 ) -> StoredSession:
     """A stored row back as a ``StoredSession``; every store reads its rows through this.
 
@@ -97,6 +102,8 @@ def stored_session(
     problems: list[str] = []
     if not isinstance(domain, str) or not domain:
         problems.append(f"its domain is {_shown(domain)}")
+    if owner is not None and (not isinstance(owner, str) or not owner):
+        problems.append(f"its owner is {_shown(owner)}")
     stored_version = _stored_version(version)
     if stored_version is None:
         problems.append(f"its version is {_shown(version)}, not a positive whole number")
@@ -114,7 +121,11 @@ def stored_session(
             "it was written by an incompatible version or damaged: start a new conversation"
         )
     return StoredSession(
-        session_id=session_id, domain=str(domain), task=task, version=stored_version
+        session_id=session_id,
+        domain=str(domain),
+        task=task,
+        version=stored_version,
+        owner=owner if isinstance(owner, str) else None,
     )
 
 
@@ -137,6 +148,16 @@ def _shown(value: object) -> str:
     return f"{text[:40]}… ({type(value).__name__})" if len(text) > 40 else text
 
 
+@dataclasses.dataclass(frozen=True)
+class _MemoryRow:
+    domain: str
+    task: str
+    """The task as JSON, so a caller changing a loaded task never changes the stored one."""
+    version: int
+    expires: float
+    owner: str | None
+
+
 class MemorySessionStore:
     """Sessions in this process's memory (tests, one-shot scripts); gone when the process ends.
 
@@ -146,27 +167,27 @@ class MemorySessionStore:
     def __init__(self, ttl_s: float = 86_400, *, clock: Clock = time.monotonic) -> None:
         self.ttl_s = ttl_s
         self._clock = clock
-        self._rows: dict[str, tuple[str, str, int, float]] = {}
+        self._rows: dict[str, _MemoryRow] = {}
 
-    async def create(self, domain: str, task: TaskInfo) -> StoredSession:
+    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
         session_id = new_session_id()
-        self._rows[session_id] = (domain, task.model_dump_json(), 1, self._expiry())
-        return StoredSession(session_id=session_id, domain=domain, task=task, version=1)
+        row = _MemoryRow(domain, task.model_dump_json(), 1, self._expiry(), owner)
+        self._rows[session_id] = row
+        return StoredSession(
+            session_id=session_id, domain=domain, task=task, version=1, owner=owner
+        )
 
     async def load(self, session_id: str) -> StoredSession:
-        domain, task_json, version, _ = self._row(session_id)
-        return stored_session(session_id, domain, task_json, version)
+        row = self._row(session_id)
+        return stored_session(session_id, row.domain, row.task, row.version, row.owner)
 
     async def save(self, session: StoredSession) -> StoredSession:
-        domain, _, version, _ = self._row(session.session_id)
-        if version != session.version:
-            raise SessionConflictError(session.session_id, session.version, version)
-        new_version = version + 1
-        self._rows[session.session_id] = (
-            domain,
-            session.task.model_dump_json(),
-            new_version,
-            self._expiry(),
+        row = self._row(session.session_id)
+        if row.version != session.version:
+            raise SessionConflictError(session.session_id, session.version, row.version)
+        new_version = row.version + 1
+        self._rows[session.session_id] = dataclasses.replace(
+            row, task=session.task.model_dump_json(), version=new_version, expires=self._expiry()
         )
         return session.model_copy(update={"version": new_version})
 
@@ -179,9 +200,9 @@ class MemorySessionStore:
     def _expiry(self) -> float:
         return self._clock() + self.ttl_s
 
-    def _row(self, session_id: str) -> tuple[str, str, int, float]:
+    def _row(self, session_id: str) -> _MemoryRow:
         row = self._rows.get(session_id)
-        if row is None or row[3] <= self._clock():
+        if row is None or row.expires <= self._clock():
             self._rows.pop(session_id, None)
             raise UnknownSessionError(session_id)
         return row
@@ -193,9 +214,12 @@ CREATE TABLE IF NOT EXISTS toolwire_sessions (
     domain TEXT NOT NULL,
     task TEXT NOT NULL,
     version INTEGER NOT NULL,
-    expires_at REAL NOT NULL
+    expires_at REAL NOT NULL,
+    owner TEXT
 )
 """
+_OWNER_COLUMN = "ALTER TABLE toolwire_sessions ADD COLUMN owner TEXT"
+"""Databases written before sessions had owners get the column (NULL: no owner)."""
 _EXPIRY_INDEX = (
     "CREATE INDEX IF NOT EXISTS toolwire_sessions_expiry ON toolwire_sessions (expires_at)"
 )
@@ -221,7 +245,7 @@ class SQLiteSessionStore:
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
 
-    async def create(self, domain: str, task: TaskInfo) -> StoredSession:
+    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
         session_id = new_session_id()
         task_json = task.model_dump_json()
 
@@ -229,21 +253,24 @@ class SQLiteSessionStore:
             now = self._clock()
             connection.execute("DELETE FROM toolwire_sessions WHERE expires_at <= ?", (now,))
             connection.execute(
-                "INSERT INTO toolwire_sessions VALUES (?, ?, ?, 1, ?)",
-                (session_id, domain, task_json, now + self.ttl_s),
+                "INSERT INTO toolwire_sessions (session_id, domain, task, version, expires_at, "
+                "owner) VALUES (?, ?, ?, 1, ?, ?)",
+                (session_id, domain, task_json, now + self.ttl_s, owner),
             )
 
         await self._run(insert)
-        return StoredSession(session_id=session_id, domain=domain, task=task, version=1)
+        return StoredSession(
+            session_id=session_id, domain=domain, task=task, version=1, owner=owner
+        )
 
     async def load(self, session_id: str) -> StoredSession:
-        def select(connection: sqlite3.Connection) -> tuple[object, object, object] | None:
-            row = connection.execute(
-                "SELECT domain, task, version FROM toolwire_sessions "
+        def select(connection: sqlite3.Connection) -> tuple[object, ...] | None:
+            row: tuple[object, ...] | None = connection.execute(
+                "SELECT domain, task, version, owner FROM toolwire_sessions "
                 "WHERE session_id = ? AND expires_at > ?",
                 (session_id, self._clock()),
             ).fetchone()
-            return None if row is None else (row[0], row[1], row[2])
+            return row
 
         row = await self._run(select, write=False)
         if row is None:
@@ -338,6 +365,7 @@ class SQLiteSessionStore:
                 connection.execute("PRAGMA synchronous=NORMAL")
                 connection.execute(_SCHEMA)
                 connection.execute(_EXPIRY_INDEX)
+                _add_owner_column(connection)
             except BaseException:
                 connection.close()
                 raise
@@ -349,6 +377,19 @@ class SQLiteSessionStore:
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
+
+
+def _add_owner_column(connection: sqlite3.Connection) -> None:
+    """Give a database of an earlier version the ``owner`` column (another process may be
+    adding it at the same moment: then it is there, which is all that is wanted)."""
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(toolwire_sessions)")}
+    if "owner" in columns:
+        return
+    try:
+        connection.execute(_OWNER_COLUMN)
+    except sqlite3.OperationalError as error:
+        if "duplicate column" not in str(error):
+            raise
 
 
 def _private_database(path: Path) -> None:

@@ -1,7 +1,8 @@
 """The Redis session store (``toolwire[redis]``): one store shared by every replica.
 
 Each conversation is a hash ``<prefix><session id>`` with the fields ``domain``, ``task`` (the root
-task as JSON) and ``version``. Creating and saving run as Lua scripts, so the version check and the
+task as JSON), ``version`` and, when an API key started it, ``owner`` (the key's name). Creating
+and saving run as Lua scripts, so the version check and the
 write are one atomic step on the Redis server: of two replicas saving the same round, exactly one
 succeeds and the other gets ``SessionConflictError`` while the stored task stays as the winner left
 it. Every write renews the key's time to live (``SessionSettings.ttl_s``), so an unanswered
@@ -31,13 +32,16 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_KEY_PREFIX = "toolwire:session:"
 
-# KEYS[1] session key; ARGV: domain, task JSON, ttl seconds. Returns 1 when created, 0 when the key
-# already exists (a session id collision, retried with a fresh id).
+# KEYS[1] session key; ARGV: domain, task JSON, ttl seconds, owner ("" for none). Returns 1 when
+# created, 0 when the key already exists (a session id collision, retried with a fresh id).
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
 redis.call('HSET', KEYS[1], 'domain', ARGV[1], 'task', ARGV[2], 'version', 1)
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[1], 'owner', ARGV[4])
+end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 return 1
 """
@@ -94,16 +98,18 @@ class RedisSessionStore:
     def _key(self, session_id: str) -> str:
         return f"{self._prefix}{session_id}"
 
-    async def create(self, domain: str, task: TaskInfo) -> StoredSession:
+    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
         payload = task.model_dump_json()
         for _ in range(_MAX_ID_ATTEMPTS):
             session_id = new_session_id()
             created = await self._call(
-                self._create, [self._key(session_id)], [domain, payload, self._ttl_s]
+                self._create, [self._key(session_id)], [domain, payload, self._ttl_s, owner or ""]
             )
             if created == 1:
                 log.debug("session_created", session=session_ref(session_id), store="redis")
-                return StoredSession(session_id=session_id, domain=domain, task=task, version=1)
+                return StoredSession(
+                    session_id=session_id, domain=domain, task=task, version=1, owner=owner
+                )
         raise SessionError(
             f"could not find an unused session id in {_MAX_ID_ATTEMPTS} attempts; "
             f"check that nothing else writes keys under the prefix {self._prefix!r}"
@@ -118,7 +124,11 @@ class RedisSessionStore:
             raise UnknownSessionError(session_id)
         fields = {_text(name): _text(value) for name, value in raw.items()}
         return stored_session(
-            session_id, fields.get("domain"), fields.get("task"), fields.get("version")
+            session_id,
+            fields.get("domain"),
+            fields.get("task"),
+            fields.get("version"),
+            fields.get("owner"),
         )
 
     async def save(self, session: StoredSession) -> StoredSession:

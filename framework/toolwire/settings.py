@@ -93,13 +93,33 @@ class SessionSettings(Section):
     """How long an unanswered clarification waits before it is forgotten."""
 
 
+class ApiKeySettings(Section):
+    """One API key of the HTTP service: a name (logged, and bound to the conversations the key
+    starts) and the environment variable holding the token (never the token itself)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    token_env: str = Field(min_length=1)
+
+
 class ServerSettings(Section):
     """The HTTP service (``toolwire serve``)."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     token_env: str = "TOOLWIRE_API_TOKEN"
-    """Environment variable holding the bearer token; unset means no authentication."""
+    """Environment variable holding the bearer token of the key named ``default``; unset means no
+    such key (and no authentication unless ``api_keys`` name others)."""
+    api_keys: list[ApiKeySettings] = Field(default_factory=list)
+    """Further named keys (one per tenant or client); each variable must be set."""
     max_body_bytes: int = Field(default=65_536, gt=0)
     max_message_chars: int = Field(default=8_000, gt=0)
     request_timeout_s: float = Field(default=120.0, gt=0)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    """A connection whose request line and headers are not in this long after it opened (or
+    after the request's first byte) is closed."""
+    body_timeout_s: float = Field(default=30.0, gt=0)
+    """A request whose body is not in this long after its headers gets 408 and is closed."""
+    keep_alive_s: int = Field(default=5, gt=0)
+    """An idle connection between requests is closed after this long."""
+    max_connections: int = Field(default=1_000, gt=0)
+    """Open connections (and requests in flight) beyond this get 503 straight away."""

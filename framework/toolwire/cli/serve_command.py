@@ -29,12 +29,20 @@ def serve(
         Path | None,
         typer.Option("--config", "-c", help="Configuration file (overrides the global option)."),
     ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="Serve without API keys on an address other hosts can reach (refused otherwise).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the chatbot over HTTP: /v1/ask, /v1/domains, /v1/tools, health, OpenAPI at /docs.
 
     Logs are JSON lines on stderr, one http_request event per request with its request id. Set
-    the environment variable named by server.token_env (TOOLWIRE_API_TOKEN) to require a bearer
-    token.
+    the environment variable named by server.token_env (TOOLWIRE_API_TOKEN), or server.api_keys,
+    to require a bearer token; without one the server listens only on a loopback address unless
+    --insecure-no-auth is given.
     """
     try:
         from toolwire.server import configure_server_logging
@@ -50,4 +58,14 @@ def serve(
         report_error(error)
         raise typer.Exit(1) from None
     settings = listening_on(toolwire_app.config.server, host, port)
-    asyncio.run(serve_app(toolwire_app, settings))
+    if insecure_no_auth:
+        typer.echo(
+            f"warning: --insecure-no-auth: /v1 on {settings.host} answers anyone who can reach "
+            "it when no API key is set",
+            err=True,
+        )
+    try:
+        asyncio.run(serve_app(toolwire_app, settings, insecure_no_auth=insecure_no_auth))
+    except ConfigError as error:
+        report_error(error)
+        raise typer.Exit(1) from None

@@ -57,9 +57,18 @@ class ConversationService:
         self.orchestrators.update(built)
 
     async def ask(
-        self, message: str, domain: str | None = None, session_id: str | None = None
+        self,
+        message: str,
+        domain: str | None = None,
+        session_id: str | None = None,
+        *,
+        caller: str | None = None,
     ) -> Answer:
-        """Answer a message, or continue the conversation waiting under ``session_id``."""
+        """Answer a message, or continue the conversation waiting under ``session_id``.
+
+        ``caller`` names who asks (the server's API key name): a conversation it starts is bound
+        to it, and a conversation another caller started is not found (``UnknownSessionError``).
+        """
         with collect_calls() as calls:
             if session_id is None:
                 orchestrator = self.orchestrator(domain)
@@ -67,6 +76,9 @@ class ConversationService:
                 root = await orchestrator.new_task(message)
             else:
                 stored = await self.store.load(session_id)
+                if stored.owner != caller:
+                    log.warning("session_owner_mismatch", owner=stored.owner, caller=caller)
+                    raise UnknownSessionError(session_id)
                 if domain is not None and domain != stored.domain:
                     raise SessionError(
                         f"session {session_id!r} belongs to domain {stored.domain!r}, not "
@@ -77,7 +89,7 @@ class ConversationService:
                 _give_reply(root, message, session_id)
             result = await orchestrator.run_round(root)
             if result.kind == "clarification":
-                stored = await self._keep(stored, orchestrator.domain.name, root)
+                stored = await self._keep(stored, orchestrator.domain.name, root, caller)
             elif stored is not None:
                 await self._save_round(stored, root)  # claims the round before forgetting it
                 await self.store.delete(stored.session_id)
@@ -116,10 +128,10 @@ class ConversationService:
         return self.orchestrators[name]
 
     async def _keep(
-        self, stored: StoredSession | None, domain: str, root: TaskInfo
+        self, stored: StoredSession | None, domain: str, root: TaskInfo, caller: str | None
     ) -> StoredSession:
         if stored is None:
-            return await self.store.create(domain, root)
+            return await self.store.create(domain, root, owner=caller)
         return await self._save_round(stored, root)
 
     async def _save_round(self, stored: StoredSession, root: TaskInfo) -> StoredSession:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -23,7 +23,7 @@ from toolwire.catalogue import ToolRecord, tool_records
 from toolwire.errors import ToolwireError, UnknownSessionError
 from toolwire.orchestrator import Answer
 from toolwire.redaction import scrubbing, session_ref
-from toolwire.server.auth import read_token, require_token
+from toolwire.server.auth import ApiKey, authenticated_caller, read_api_keys
 from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
 from toolwire.server.problems import ApiError, api_error_for, install_error_handlers
 from toolwire.server.progress import tracking_progress
@@ -58,12 +58,12 @@ _ASK_ERRORS: dict[int | str, dict[str, Any]] = {
 
 @dataclass
 class ServerState:
-    """What the routes share: the app (built at startup), the settings, the expected token."""
+    """What the routes share: the app (built at startup), the settings, the API keys."""
 
     app: App | None
     settings: ServerSettings | None
     config_path: str | os.PathLike[str] | None = None
-    token: str | None = None
+    api_keys: list[ApiKey] = field(default_factory=list)
     owns_app: bool = False
     domain_infos: list[DomainInfo] | None = None
     tool_infos: list[ToolInfo] | None = None
@@ -84,11 +84,13 @@ def create_app(
     settings: ServerSettings | None = None,
     *,
     config_path: str | os.PathLike[str] | None = None,
+    api_keys: Sequence[ApiKey] | None = None,
 ) -> FastAPI:
     """The HTTP service for ``app``, or for ``App.load(config_path)`` built at startup.
 
-    ``settings`` default to the app's ``server`` configuration section. An app passed in stays
-    the caller's to close; one built here is closed at shutdown.
+    ``settings`` default to the app's ``server`` configuration section; ``api_keys`` to the keys
+    they name, read from the environment at startup. An app passed in stays the caller's to
+    close; one built here is closed at shutdown.
     """
     state = ServerState(app=app, settings=settings, config_path=config_path)
 
@@ -99,12 +101,13 @@ def create_app(
             state.owns_app = True
         if state.settings is None:
             state.settings = state.app.config.server
-        state.token = read_token(state.settings.token_env)
+        state.api_keys = list(api_keys) if api_keys is not None else read_api_keys(state.settings)
         log.info(
             "server_started",
             domains=sorted(state.app.domains),
             tools=len(state.app.registry),
-            authentication=state.token is not None,
+            authentication=bool(state.api_keys),
+            api_keys=[key.name for key in state.api_keys],
             session_store=state.app.config.sessions.store,
         )
         try:
@@ -120,15 +123,19 @@ def create_app(
         description=(
             "Ask a question with `POST /v1/ask`. When the answer carries a clarifying question, "
             "send the user's reply with the answer's `session_id`; any replica sharing the "
-            "session store can take it. The `/v1` endpoints need `Authorization: Bearer <token>` "
-            "when the server's token variable is set."
+            "session store can take it, for the API key that started the conversation. The "
+            "`/v1` endpoints need `Authorization: Bearer <token>` when the server has API keys."
         ),
         version="1",
         lifespan=lifespan,
     )
     api.state.toolwire = state
     install_error_handlers(api)
-    api.add_middleware(BodyLimitMiddleware, limit=lambda: state.ready_settings().max_body_bytes)
+    api.add_middleware(
+        BodyLimitMiddleware,
+        limit=lambda: state.ready_settings().max_body_bytes,
+        timeout=lambda: state.ready_settings().body_timeout_s,
+    )
     api.add_middleware(RequestContextMiddleware)  # added last: outermost, sees every response
     api.include_router(_health_router())
     api.include_router(_api_router())
@@ -172,11 +179,16 @@ def _health_router() -> APIRouter:
 
 
 def _api_router() -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["chat"], dependencies=[Depends(require_token)])
+    router = APIRouter(prefix="/v1", tags=["chat"], dependencies=[Depends(authenticated_caller)])
 
     @router.post("/ask", response_model=Answer, responses=_ASK_ERRORS)
-    async def ask(body: AskRequest, request: Request) -> Answer:
-        """Answer a message, or continue the conversation named by ``session_id``."""
+    async def ask(
+        body: AskRequest,
+        request: Request,
+        caller: Annotated[str | None, Depends(authenticated_caller)],
+    ) -> Answer:
+        """Answer a message, or continue the conversation named by ``session_id`` (only the API
+        key that started a conversation can continue it; for any other it does not exist)."""
         state = _state(request)
         app, settings = state.ready_app(), state.ready_settings()
         if len(body.message) > settings.max_message_chars:
@@ -190,14 +202,14 @@ def _api_router() -> APIRouter:
         limit = settings.request_timeout_s
         session = session_ref(body.session_id) if body.session_id else None
         with (
-            structlog.contextvars.bound_contextvars(session=session),
+            structlog.contextvars.bound_contextvars(session=session, caller=caller),
             scrubbing({body.session_id: f"<session {session}>"} if body.session_id else {}),
             tracking_progress() as progress,
         ):
             timer = asyncio.timeout(limit)
             try:
                 async with timer:
-                    return await app.ask(body.message, body.domain, body.session_id)
+                    return await app.ask(body.message, body.domain, body.session_id, caller=caller)
             except ToolwireError as error:  # logged here, where the session is scrubbed
                 raise api_error_for(error) from error
             except TimeoutError:

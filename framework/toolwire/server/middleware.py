@@ -7,6 +7,7 @@ orchestrator starts, and so that an over-long body is refused before the applica
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -94,11 +95,16 @@ class RequestContextMiddleware:
 
 class BodyLimitMiddleware:
     """Refuse a request body larger than the limit with 413, whether or not it declares its
-    length; the body is read (at most ``limit`` bytes) before the application runs."""
+    length, and one that does not arrive within ``timeout`` seconds with 408 (closing the
+    connection: a stalled client holds no slot); the body is read (at most ``limit`` bytes)
+    before the application runs."""
 
-    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+    def __init__(
+        self, app: ASGIApp, limit: Callable[[], int], timeout: Callable[[], float]
+    ) -> None:
         self.app = app
         self.limit = limit
+        self.timeout = timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -112,19 +118,26 @@ class BodyLimitMiddleware:
 
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                await self.app(scope, _replay([message], receive), send)
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await _too_large(limit, None)(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        timeout = self.timeout()
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":  # the client went away
+                        await self.app(scope, _replay([message], receive), send)
+                        return
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > limit:
+                        await _too_large(limit, None)(scope, receive, send)
+                        return
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            log.info("body_timed_out", received_bytes=size, timeout_s=timeout)
+            await _body_timeout(timeout, size)(scope, receive, send)
+            return
         body = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
         await self.app(scope, _replay([body], receive), send)
 
@@ -137,6 +150,17 @@ def _too_large(limit: int, declared: int | None) -> ASGIApp:
         f"the request body is {size}; the limit is {limit} bytes (server.max_body_bytes); "
         "send a shorter message",
         details={"limit_bytes": limit},
+    ).response()
+
+
+def _body_timeout(timeout: float, received: int) -> ASGIApp:
+    return ApiError(
+        408,
+        "body_timeout",
+        f"the request body did not arrive within {timeout:g} s (server.body_timeout_s); "
+        f"{received} bytes came; send the whole body at once",
+        details={"timeout_s": timeout, "received_bytes": received},
+        headers={"Connection": "close"},
     ).response()
 
 

@@ -1,11 +1,15 @@
 """Run the HTTP service in this process: logging, the listening socket, uvicorn.
 
 ``serve`` binds the socket itself, so ``port=0`` picks a free port, and logs one
-``server_listening`` event with the address actually bound (tests and scripts read it).
+``server_listening`` event with the address actually bound (tests and scripts read it). It
+refuses an address other hosts can reach when no API key is set, and bounds what one client can
+hold: a deadline for the request head (``toolwire.server.connections``) and for the body, an idle
+timeout between requests, and a limit on open connections (503 beyond it).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import socket
 
@@ -13,7 +17,10 @@ import structlog
 import uvicorn
 
 from toolwire.app import App
+from toolwire.errors import ConfigError
 from toolwire.logging import configure_logging
+from toolwire.server.auth import read_api_keys
+from toolwire.server.connections import protocol_class
 from toolwire.server.factory import create_app
 from toolwire.server.progress import record_progress
 from toolwire.settings import ServerSettings
@@ -39,16 +46,33 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(app: App, settings: ServerSettings | None = None) -> None:
-    """Serve ``app`` until SIGINT/SIGTERM, then close it (in the loop that used it)."""
+async def serve(
+    app: App, settings: ServerSettings | None = None, *, insecure_no_auth: bool = False
+) -> None:
+    """Serve ``app`` until SIGINT/SIGTERM, then close it (in the loop that used it).
+
+    Refuses (``ConfigError``) to serve without an API key on an address that is not loopback,
+    unless ``insecure_no_auth`` (``toolwire serve --insecure-no-auth``) says that is wanted.
+    """
     settings = settings or app.config.server
+    api_keys = read_api_keys(settings)
     sock = bind_socket(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
+    try:
+        check_exposure(host, settings, has_keys=bool(api_keys), insecure_no_auth=insecure_no_auth)
+    except ConfigError:
+        sock.close()
+        await app.aclose()
+        raise
     config = uvicorn.Config(
-        create_app(app, settings),
+        create_app(app, settings, api_keys=api_keys),
         log_config=None,
         access_log=False,  # RequestContextMiddleware logs http_request events with the request id
         lifespan="on",
+        http=protocol_class(settings.header_timeout_s),
+        timeout_keep_alive=settings.keep_alive_s,
+        # uvicorn answers 503 once the count (the new connection included) reaches its limit
+        limit_concurrency=settings.max_connections + 1,
         timeout_graceful_shutdown=math.ceil(settings.request_timeout_s),
     )
     server = uvicorn.Server(config)
@@ -58,3 +82,19 @@ async def serve(app: App, settings: ServerSettings | None = None) -> None:
     finally:
         sock.close()
         await app.aclose()
+
+
+def check_exposure(
+    host: str, settings: ServerSettings, *, has_keys: bool, insecure_no_auth: bool
+) -> None:
+    """No API key on an address other hosts can reach: refuse, unless explicitly wanted."""
+    if has_keys or ipaddress.ip_address(host).is_loopback:
+        return
+    if not insecure_no_auth:
+        raise ConfigError(
+            f"refusing to serve /v1 without authentication on {host}, an address other hosts "
+            f"can reach: set {settings.token_env} (server.token_env) or server.api_keys to "
+            "require a bearer token, listen on 127.0.0.1 (--host), or pass --insecure-no-auth "
+            "if the network in front of this server authenticates callers"
+        )
+    log.warning("serving_without_authentication", host=host)

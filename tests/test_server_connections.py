@@ -1,0 +1,191 @@
+"""Stalled clients on real sockets: a head that never completes, a body that never arrives, and
+more connections than the server takes. Each is dropped or refused; the server keeps answering."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from uvicorn.server import ServerState
+
+from server_support.processes import ServerProcess, write_config
+from toolwire.server import connections
+
+HEAD_TIMEOUT_S = 0.6
+BODY_TIMEOUT_S = 0.6
+
+
+def start(tmp_path_factory: pytest.TempPathFactory, name: str, **server: object) -> ServerProcess:
+    workdir = tmp_path_factory.mktemp(name)
+    config = write_config(workdir / "toolwire.yaml", sessions={"store": "memory"}, server=server)
+    return ServerProcess(config, workdir / "server.log").start()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    process = start(
+        tmp_path_factory,
+        "deadlines",
+        header_timeout_s=HEAD_TIMEOUT_S,
+        body_timeout_s=BODY_TIMEOUT_S,
+    )
+    yield process
+    process.stop()
+
+
+def connect(server: ServerProcess) -> socket.socket:
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    return sock
+
+
+def read_until_closed(sock: socket.socket) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and when it closed."""
+    received = b""
+    while chunk := sock.recv(65_536):
+        received += chunk
+    return received, time.monotonic()
+
+
+def test_a_client_that_sends_nothing_is_dropped(server: ServerProcess) -> None:
+    with connect(server) as sock:
+        opened = time.monotonic()
+        received, closed = read_until_closed(sock)
+
+    assert received == b""
+    assert HEAD_TIMEOUT_S * 0.8 <= closed - opened < HEAD_TIMEOUT_S + 5
+
+
+def test_a_head_sent_a_byte_at_a_time_is_dropped_at_its_deadline(server: ServerProcess) -> None:
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 200
+    with connect(server) as sock:
+        opened = time.monotonic()
+        sent = 0
+        try:
+            for byte in head:  # one byte every 20 ms: always "active", never finished
+                sock.sendall(bytes([byte]))
+                sent += 1
+                time.sleep(0.02)
+        except OSError:  # the server closed the connection while the client was trickling
+            pass
+        received, closed = read_until_closed(sock)
+
+    assert received == b""
+    assert sent < len(head)
+    assert closed - opened < HEAD_TIMEOUT_S + 5
+
+
+def test_a_body_that_never_arrives_is_a_408_and_the_connection_closes(
+    server: ServerProcess,
+) -> None:
+    request = (
+        b"POST /v1/ask HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100\r\n\r\n" + b'{"message": "'
+    )
+    with connect(server) as sock:
+        sock.sendall(request)
+        opened = time.monotonic()
+        received, closed = read_until_closed(sock)
+
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 ")
+    assert b"connection: close" in head.lower()
+    error = json.loads(body)
+    assert error["error"] == "body_timeout"
+    assert error["details"] == {"timeout_s": BODY_TIMEOUT_S, "received_bytes": 13}
+    assert closed - opened < BODY_TIMEOUT_S + 5
+
+
+def test_the_server_answers_while_clients_stall(server: ServerProcess) -> None:
+    with ExitStack() as stack:
+        for _ in range(5):
+            stack.enter_context(connect(server)).sendall(b"GET /healthz HTTP/1.1\r\n")
+        assert httpx.get(f"{server.url}/healthz", timeout=5).status_code == 200
+    events = [event for event in server.events() if event["event"] == "connection_dropped"]
+    assert events and events[0]["reason"] == "request_head_timeout"
+
+
+def test_connections_beyond_the_limit_get_503(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    limited = start(tmp_path_factory, "limit", max_connections=2, header_timeout_s=30)
+    try:
+        with connect(limited):  # one idle connection: the request makes two, within the limit
+            time.sleep(0.2)
+            assert httpx.get(f"{limited.url}/healthz", timeout=5).status_code == 200
+        with connect(limited), connect(limited):  # two idle ones: a third is one too many
+            time.sleep(0.2)
+            refused = httpx.get(f"{limited.url}/healthz", timeout=5)
+        time.sleep(0.2)
+        again = httpx.get(f"{limited.url}/healthz", timeout=5)
+    finally:
+        limited.stop()
+
+    assert refused.status_code == 503
+    assert again.status_code == 200
+
+
+# -- both protocol classes, in process (httptools is what uvicorn[standard] installs; h11 is the
+# -- fallback without it) -----------------------------------------------------------------------
+
+
+async def ok_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]}
+    )
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+@asynccontextmanager
+async def listening(protocol: type[asyncio.Protocol]) -> AsyncIterator[int]:
+    config = uvicorn.Config(ok_app, http=protocol, log_config=None, timeout_keep_alive=30)
+    config.load()
+    state = ServerState()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: protocol(config=config, server_state=state, app_state={}),  # type: ignore[call-arg]
+        "127.0.0.1",
+        0,
+    )
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+
+
+def h11_protocol(timeout_s: float) -> type[asyncio.Protocol]:
+    return type("H11", (connections.H11WithHeadDeadline,), {"head_timeout_s": timeout_s})
+
+
+@pytest.mark.parametrize("make", [connections.protocol_class, h11_protocol], ids=["auto", "h11"])
+async def test_each_protocol_drops_a_stalled_head_also_after_a_kept_alive_request(
+    make: Any,
+) -> None:
+    protocol = make(0.3)
+    async with listening(protocol) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        answered = await reader.readuntil(b"ok")
+        writer.write(b"GET / HTTP/1.1\r\nHo")  # the next request's head stalls
+        begin = time.monotonic()
+        rest = await asyncio.wait_for(reader.read(), timeout=5)
+        stalled_for = time.monotonic() - begin
+        writer.close()
+
+        fresh_reader, fresh_writer = await asyncio.open_connection("127.0.0.1", port)
+        nothing = await asyncio.wait_for(fresh_reader.read(), timeout=5)  # sends nothing at all
+        fresh_writer.close()
+
+    assert answered.startswith(b"HTTP/1.1 200")
+    assert rest == b"" and 0.2 < stalled_for < 3
+    assert nothing == b""
+    if make is connections.protocol_class:
+        assert protocol.__name__ == "HttpToolsWithHeadDeadline"
