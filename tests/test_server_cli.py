@@ -57,19 +57,34 @@ def test_serve_reports_a_bad_configuration_without_a_traceback(tmp_path: Path) -
     assert "Traceback" not in result.stderr
 
 
-def serve_command(config: Path, *options: str) -> list[str]:
-    return [TOOLWIRE, "serve", "--config", str(config), "--port", "0", *options]
-
-
-def test_serve_refuses_a_public_address_without_a_key(tmp_path: Path) -> None:
-    config = write_config(
+def desk_config(tmp_path: Path) -> Path:
+    """A configuration with one YAML-declared domain and nothing to install."""
+    return write_config(
         tmp_path / "toolwire.yaml",
         sessions={"store": "memory"},
         domains=[{"name": "desk"}],
         default_domain="desk",
     )
+
+
+def serving_on_all_interfaces(
+    tmp_path: Path, *options: str, env: dict[str, str] | None = None
+) -> ServerProcess:
+    """``toolwire serve --host 0.0.0.0 --port 0 OPTIONS``, started."""
+    config = desk_config(tmp_path)
+    command = [TOOLWIRE, "serve", "--config", str(config), "--port", "0", "--host", "0.0.0.0"]
+    return ServerProcess(
+        config,
+        tmp_path / "serve.log",
+        env={"TOOLWIRE_PLUGINS": "", **(env or {})},
+        command=[*command, *options],
+    ).start()
+
+
+def test_serve_refuses_a_public_address_without_a_key(tmp_path: Path) -> None:
+    config = desk_config(tmp_path)
     result = subprocess.run(
-        serve_command(config, "--host", "0.0.0.0"),
+        [TOOLWIRE, "serve", "--config", str(config), "--port", "0", "--host", "0.0.0.0"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -86,18 +101,7 @@ def test_serve_refuses_a_public_address_without_a_key(tmp_path: Path) -> None:
 
 
 def test_serve_on_a_public_address_with_insecure_no_auth_says_so(tmp_path: Path) -> None:
-    config = write_config(
-        tmp_path / "toolwire.yaml",
-        sessions={"store": "memory"},
-        domains=[{"name": "desk"}],
-        default_domain="desk",
-    )
-    server = ServerProcess(
-        config,
-        tmp_path / "serve.log",
-        env={"TOOLWIRE_PLUGINS": ""},
-        command=serve_command(config, "--host", "0.0.0.0", "--insecure-no-auth"),
-    ).start()
+    server = serving_on_all_interfaces(tmp_path, "--insecure-no-auth")
     try:
         assert httpx.get(f"{server.url}/v1/domains").status_code == 200  # open, as asked
     finally:
@@ -107,18 +111,7 @@ def test_serve_on_a_public_address_with_insecure_no_auth_says_so(tmp_path: Path)
 
 
 def test_serve_on_a_public_address_with_a_key_needs_no_flag(tmp_path: Path) -> None:
-    config = write_config(
-        tmp_path / "toolwire.yaml",
-        sessions={"store": "memory"},
-        domains=[{"name": "desk"}],
-        default_domain="desk",
-    )
-    server = ServerProcess(
-        config,
-        tmp_path / "serve.log",
-        env={"TOOLWIRE_PLUGINS": "", "TOOLWIRE_API_TOKEN": "tok"},
-        command=serve_command(config, "--host", "0.0.0.0"),
-    ).start()
+    server = serving_on_all_interfaces(tmp_path, env={"TOOLWIRE_API_TOKEN": "tok"})
     try:
         assert httpx.get(f"{server.url}/v1/domains").status_code == 401
     finally:
