@@ -3,9 +3,9 @@
 Over stdio the MCP messages own stdout; toolwire's logs go to stderr as always. Over HTTP the
 endpoint is ``/mcp`` on ``server.host`` (loopback by default), stateless (a conversation waiting
 for a clarification lives in toolwire's session store, so any replica can take the reply) with
-JSON responses, behind the same bearer-token rule as ``toolwire serve``: when the environment
-variable named by ``server.token_env`` is set, every request needs ``Authorization: Bearer
-<token>`` (401 otherwise).
+JSON responses, behind the same API keys as ``toolwire serve`` (``server.token_env`` and
+``server.api_keys``): when any is set, every request needs ``Authorization: Bearer <token>`` of
+one of them (401 otherwise).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from toolwire.mcp.server import DomainMcpServer
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
+    from toolwire.server.auth import ApiKey
     from toolwire.settings import ServerSettings
 
 log = structlog.get_logger(__name__)
@@ -42,8 +43,8 @@ async def serve_stdio(served: DomainMcpServer) -> None:
 
 
 def http_app(served: DomainMcpServer, settings: ServerSettings) -> ASGIApp:
-    """The streamable HTTP application at ``/mcp``, behind the bearer token when one is set."""
-    from toolwire.server.auth import read_token
+    """The streamable HTTP application at ``/mcp``, behind the API keys when any is set."""
+    from toolwire.server.auth import read_api_keys
 
     application = served.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -52,8 +53,8 @@ def http_app(served: DomainMcpServer, settings: ServerSettings) -> ASGIApp:
         host=settings.host,
         max_request_body_size=settings.max_body_bytes,
     )
-    token = read_token(settings.token_env)
-    return application if token is None else BearerTokenGate(application, token)
+    keys = read_api_keys(settings)
+    return BearerTokenGate(application, keys) if keys else application
 
 
 async def serve_http(served: DomainMcpServer, settings: ServerSettings) -> None:
@@ -91,9 +92,9 @@ class BearerTokenGate:
     """ASGI middleware: the HTTP service's token check (``toolwire.server.auth``) in front of an
     application that is not FastAPI."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, keys: list[ApiKey]) -> None:
         self.app = app
-        self.token = token
+        self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -102,7 +103,7 @@ class BearerTokenGate:
         from fastapi.security import HTTPAuthorizationCredentials
         from starlette.requests import Request
 
-        from toolwire.server.auth import check_token
+        from toolwire.server.auth import authenticate
         from toolwire.server.problems import ApiError
 
         header = Request(scope).headers.get("authorization", "")
@@ -113,7 +114,7 @@ class BearerTokenGate:
             else None
         )
         try:
-            check_token(self.token, given)
+            authenticate(self.keys, given)
         except ApiError as error:
             log.info("mcp_unauthorized", path=scope.get("path"), reason=error.message)
             await error.response()(scope, receive, send)
