@@ -175,7 +175,7 @@ async def test_a_server_crashing_mid_call_is_a_recorded_failure_and_the_answer_i
     model = answer_with_contexts(ScriptedModel().on_suitability(["crash", "read_note"]))
     app = load(config(NOTES), model)
     model.on_extract(app.tool("read_note").params_model, {"title": "meeting"})
-    model.on_extract(app.tool("crash").params_model, {"reason": "test"})
+    model.on_extract(app.tool("crash").params_model, {"reason": "test api_key=hunter2hunter2"})
     answer = await app.ask("Crash, then read my meeting note")
     assert answer.kind == "answer"
     assert answer.text.startswith("Thursday 10:00 with the pharmacy team, room 4")
@@ -184,7 +184,8 @@ async def test_a_server_crashing_mid_call_is_a_recorded_failure_and_the_answer_i
         "task 1: tool office.crash raised McpServerError: mcp server 'notes' failed during a "
         "call of 'crash': "
     )
-    assert "notes server crashing on purpose: test" in failure  # the server's stderr
+    # the end of the server's stderr, secrets of known shapes masked
+    assert "its stderr ended with: notes server crashing on purpose: test api_key=***" in failure
     assert failure.endswith("the connection was closed and the next call starts it again")
     process_id = app.tool("process_id")
     assert isinstance(process_id, McpTool)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -23,8 +24,11 @@ import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import BaseModel
 
-from toolwire import App
+from _build_samples import make_plugin
+from toolwire import App, OrchestratorActivatedTool, ToolExecutionResult
+from toolwire.testing import ScriptedModel
 
 TESTS_DIR = Path(__file__).resolve().parent
 TOOLWIRE = str(Path(sys.executable).with_name("toolwire"))
@@ -205,8 +209,6 @@ async def test_toolwire_consumes_its_own_mcp_server(
     guarded_http_server: McpHttpServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The two directions together: a served domain's tools become another app's tools."""
-    from toolwire.testing import ScriptedModel
-
     monkeypatch.setenv("TRIP_TOKEN", TOKEN)
     config = tmp_path / "consumer.yaml"
     config.write_text(
@@ -227,3 +229,58 @@ async def test_toolwire_consumes_its_own_mcp_server(
         assert answer.text.startswith("Table booked in Lisbon")  # the served tool's text
     finally:
         await app.aclose()
+
+
+DEMO_CONFIG = "default_domain: demo\nsessions: {store: memory}\n"
+
+
+class Nothing(BaseModel):
+    pass
+
+
+class BoomTool(OrchestratorActivatedTool[Nothing]):
+    """Fails with a secret in its message."""
+
+    def executable_instruction(self) -> str:
+        return "Does the user want it to fail?"
+
+    def execute_with_result(self, params: Nothing, text: str) -> ToolExecutionResult:
+        raise RuntimeError("db password=swordfish42 rejected")
+
+
+class AskTool(BoomTool):
+    """A domain tool that would hide <domain>.ask."""
+
+    name = "ask"
+
+
+async def test_a_failing_tool_is_an_error_result_with_secrets_masked(
+    toolwire_app_factory: Any,
+) -> None:
+    from mcp import MCPError
+
+    from toolwire.mcp.server import DomainMcpServer
+
+    demo = make_plugin("demo", domains=("demo",), tools=(BoomTool,))
+    app = toolwire_app_factory(plugins=[demo], config=DEMO_CONFIG, llm=ScriptedModel())
+    served = DomainMcpServer(app, "demo")
+    failed = await served.call("demo.boom", {})
+    assert failed.is_error
+    assert failed.content[0].text == (  # type: ignore[union-attr]
+        "tool demo.boom raised RuntimeError: db password=*** rejected"
+    )
+    offered = "unknown tool 'demo.nope'; this server offers: demo.ask, demo.boom"
+    with pytest.raises(MCPError, match=re.escape(offered)):
+        await served.call("demo.nope", {})
+
+
+def test_a_domain_tool_named_ask_is_refused(toolwire_app_factory: Any) -> None:
+    from toolwire.errors import ConfigError, UnknownDomainError
+    from toolwire.mcp.server import DomainMcpServer
+
+    demo = make_plugin("demo", domains=("demo",), tools=(AskTool,))
+    app = toolwire_app_factory(plugins=[demo], config=DEMO_CONFIG, llm=ScriptedModel())
+    with pytest.raises(ConfigError, match=re.escape("tool 'demo.ask' would hide the MCP tool")):
+        DomainMcpServer(app, "demo")
+    with pytest.raises(UnknownDomainError, match="unknown domain 'shop'"):
+        DomainMcpServer(app, "shop")

@@ -28,6 +28,7 @@ from toolwire.errors import McpServerError
 from toolwire.mcp.declarations import McpServerEntry
 from toolwire.mcp.records import McpToolResult, RemoteTool, tool_result
 from toolwire.orchestrator.invoke import describe
+from toolwire.redaction import redact
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -222,8 +223,7 @@ class _Connection:
         stream.seek(0, os.SEEK_END)
         size = stream.tell()
         stream.seek(max(0, size - STDERR_TAIL_CHARS * 4))
-        tail = stream.read()[-STDERR_TAIL_CHARS:].strip()
-        return f"; its stderr ended with: {tail}" if tail else ""
+        return _quoted_tail(stream.read())
 
 
 @asynccontextmanager
@@ -303,11 +303,16 @@ async def _list_one(entry: McpServerEntry) -> list[RemoteTool] | McpServerError:
             return error
         except Exception as error:  # the server's failure, reported at its declaration
             stderr.seek(0)
-            tail = stderr.read()[-STDERR_TAIL_CHARS:].strip()
-            quoted = f"; its stderr ended with: {tail}" if tail else ""
+            quoted = _quoted_tail(stderr.read())
             return McpServerError(
                 f"cannot list its tools ({entry.target}): {_failure(error, entry)}{quoted}"
             )
+
+
+def _quoted_tail(stderr: str) -> str:
+    """``"; its stderr ended with: …"`` (secrets of known shapes masked), or nothing."""
+    tail = redact(stderr[-STDERR_TAIL_CHARS:].strip())
+    return f"; its stderr ended with: {tail}" if tail else ""
 
 
 def _failure(error: BaseException, entry: McpServerEntry) -> str:

@@ -32,6 +32,7 @@ from toolwire.app import App
 from toolwire.errors import ConfigError, ToolwireError, UnknownDomainError
 from toolwire.orchestrator.execution import execute
 from toolwire.orchestrator.invoke import describe
+from toolwire.redaction import redact
 from toolwire.tools import ChatbotTool, OrchestratorActivatedTool, ResultKind
 
 if TYPE_CHECKING:
@@ -240,9 +241,10 @@ def _structured(text: str, result: BaseModel) -> CallToolResult:
 
 
 def _error(message: str) -> CallToolResult:
+    """An error result; secrets of known shapes are masked, as in every text callers see."""
     from mcp.types import CallToolResult, TextContent
 
-    return CallToolResult(content=[TextContent(text=message)], is_error=True)
+    return CallToolResult(content=[TextContent(text=redact(message))], is_error=True)
 
 
 def _validation_message(error: ValidationError) -> str:
