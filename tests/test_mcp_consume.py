@@ -437,3 +437,49 @@ def test_a_call_to_an_undeclared_server_is_a_clear_error() -> None:
             connections.call_sync("ghost", "x", {})
     finally:
         connections.close()
+
+
+READ_NOTE_DECLARED = (
+    "    tools:\n"
+    "      - name: read_note\n"
+    "        description: Read one of the user's notes.\n"
+    "        input_schema:\n"
+    "          type: object\n"
+    "          properties: {title: {type: string, description: The note's title}}\n"
+    "          required: [title]\n"
+)
+
+
+async def test_a_server_whose_tools_the_yaml_declares_starts_only_at_the_first_call(
+    load: Factory,
+) -> None:
+    model = answer_with_contexts(ScriptedModel().on_suitability(["read_note"]))
+    app = load(config(f"  - name: notes\n    command: {NOTES_COMMAND}\n" + READ_NOTE_DECLARED),
+               model)
+    assert app.mcp_discovery.listed == {}  # App.load asked no server
+    read_note = app.tool("read_note")
+    assert read_note.params_model.model_fields["title"].description == "The note's title"
+    assert read_note.executable_instruction() == (
+        "Does the question ask for what the tool 'read_note' does: Read one of the user's notes?"
+    )
+    model.on_extract(read_note.params_model, {"title": "groceries"})
+    assert app.mcp.connected() == []
+    answer = await app.ask("What is on my groceries note?")
+    assert answer.text == "milk, eggs, three lemons"
+    assert app.mcp.connected() == ["notes"]
+
+
+async def test_a_declared_server_that_cannot_start_fails_at_its_first_call(load: Factory) -> None:
+    model = answer_with_contexts(ScriptedModel().on_suitability(["read_note"]))
+    app = load(config(f"  - name: broken\n    command: {FAILING_COMMAND}\n" + READ_NOTE_DECLARED),
+               model)
+    assert app.mcp_problems == []  # not started at load, so nothing to report yet
+    model.on_extract(app.tool("read_note").params_model, {"title": "groceries"})
+    answer = await app.ask("What is on my groceries note?")
+    failure = answer.failures[0]
+    assert failure.startswith(
+        "task 1: tool office.read_note raised McpServerError: mcp server 'broken' ("
+    )
+    assert ") did not start: " in failure
+    assert failure.endswith("its stderr ended with: cannot open notes.db")
+    assert app.mcp.connected() == []

@@ -21,7 +21,7 @@ from toolwire.errors import ConfigError, Problem
 from toolwire.llm.base import LanguageModel
 from toolwire.logging import configure_logging
 from toolwire.mcp.connections import McpConnections
-from toolwire.mcp.discovery import McpDiscovery, discover_mcp_tools
+from toolwire.mcp.discovery import McpDiscovery, McpListing, discover_mcp_tools
 from toolwire.plugins import PluginInfo, discover
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.sessions import SessionStore
@@ -78,7 +78,7 @@ class App:
         session_store: SessionStore | None = None,
         plugins: Sequence[object] = (),
         load_entry_points: bool = True,
-        connect_mcp: bool = True,
+        mcp_listing: McpListing = McpListing.NEEDED,
     ) -> App:
         """Build the app. Configuration: ``config_path``, else ``$TOOLWIRE_CONFIG``, else
         ``./config/toolwire.yaml`` (a missing default file means the built-in defaults).
@@ -88,14 +88,14 @@ class App:
         listing every wiring problem.
         A plugin that fails to import or raises in a hook is left out and reported in
         ``app.plugins``; an MCP server that cannot be listed is left out and reported in
-        ``app.mcp_discovery.problems``. Each declared MCP server is started once to list its
-        tools (``connect_mcp=False``: none is, see ``toolwire.mcp.discovery``).
+        ``app.mcp_discovery.problems``. A declared MCP server is started once to list its tools
+        unless its YAML declares them (``mcp_listing``: see ``toolwire.mcp.discovery``).
         """
         configure_logging()
         plugin_set = discover(plugins, load_entry_points=load_entry_points)
         config, problems = parse_app_config(config_path)
         connections = McpConnections(config.mcp_servers)
-        mcp_tools = discover_mcp_tools(config, connections, connect=connect_mcp)
+        mcp_tools = discover_mcp_tools(config, connections, mcp_listing)
         plugin_set = dataclasses.replace(plugin_set, tools=plugin_set.tools + mcp_tools.tools)
         try:
             built = build(plugin_set, config, problems)

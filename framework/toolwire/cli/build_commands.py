@@ -14,6 +14,7 @@ from toolwire import catalogue
 from toolwire.cli.state import load_app_or_exit, report_error, report_problems
 from toolwire.errors import PluginError
 from toolwire.logging import configure_logging
+from toolwire.mcp.discovery import McpListing
 from toolwire.plugins import PluginInfo, discover
 from toolwire.registry import to_wire_name
 
@@ -108,7 +109,8 @@ def check(
     """
     # every warning of the build is also a reported problem: keep the output to those lines
     configure_logging(force=True, default_level="critical")
-    app = load_app_or_exit(ctx, config, connect_mcp=connect)
+    listing = McpListing.ALL if connect else McpListing.NONE
+    app = load_app_or_exit(ctx, config, mcp_listing=listing)
     failed = [info for info in app.plugins if info.error is not None]
     for info in failed:
         typer.echo(str(info.problem()), err=True)

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from toolwire.app import App
 from toolwire.errors import ConfigError, PluginError, Problem
+from toolwire.mcp.discovery import McpListing
 from toolwire.settings import ServerSettings
 
 
@@ -31,11 +32,14 @@ def config_option(ctx: typer.Context, override: Path | None = None) -> Path | No
 
 
 def load_app_or_exit(
-    ctx: typer.Context, config: Path | None = None, *, connect_mcp: bool = True
+    ctx: typer.Context,
+    config: Path | None = None,
+    *,
+    mcp_listing: McpListing = McpListing.NEEDED,
 ) -> App:
     """Build the app; on a configuration or plugin error print it plainly and exit 1."""
     try:
-        return App.load(config_option(ctx, config), connect_mcp=connect_mcp)
+        return App.load(config_option(ctx, config), mcp_listing=mcp_listing)
     except (ConfigError, PluginError) as error:
         report_error(error)
         raise typer.Exit(1) from None

@@ -172,6 +172,7 @@ class _Connection:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stderr: TextIO | None = None
+        self._ended_stderr = ""
 
     async def session(self) -> ClientSession:
         """The open session; the first caller opens it, later ones wait for the same one."""
@@ -189,21 +190,23 @@ class _Connection:
             ) from None
 
     async def _hold(self, ready: asyncio.Future[ClientSession]) -> None:
-        try:
-            with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
-                self._stderr = stderr
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
+            self._stderr = stderr
+            try:
                 async with open_session(self.entry, stderr) as session:
                     ready.set_result(session)
                     await self._stop.wait()
-        except BaseException as error:
-            if not ready.done():
-                ready.set_exception(error)
-                return
-            if not isinstance(error, asyncio.CancelledError):
-                log.warning("mcp_connection_lost", server=self.entry.name, error=describe(error))
-        finally:
-            self.alive = False
-            self._stderr = None
+            except BaseException as error:
+                if not ready.done():
+                    ready.set_exception(error)
+                elif not isinstance(error, asyncio.CancelledError):
+                    log.warning(
+                        "mcp_connection_lost", server=self.entry.name, error=describe(error)
+                    )
+            finally:
+                self.alive = False
+                self._ended_stderr = self.stderr_tail()
+                self._stderr = None
 
     async def close(self) -> None:
         self.alive = False
@@ -215,10 +218,10 @@ class _Connection:
                 log.warning("mcp_close_timed_out", server=self.entry.name)
 
     def stderr_tail(self) -> str:
-        """``"; its stderr ended with: …"`` while the server's stderr is readable."""
+        """``"; its stderr ended with: …"`` (once the server stopped: as it was then)."""
         stream = self._stderr
         if stream is None or stream.closed:
-            return ""
+            return self._ended_stderr
         stream.flush()
         stream.seek(0, os.SEEK_END)
         size = stream.tell()

@@ -40,6 +40,9 @@ class McpToolOverride(Section):
     """The yes/no suitability question (default: derived from the tool's description)."""
     description: str | None = None
     """Replaces the server's description of the tool (what selection and answers read)."""
+    input_schema: dict[str, Any] | None = None
+    """The tool's input schema (JSON schema), replacing the server's. When every allow-listed
+    tool of a server gives one, ``App.load()`` does not start the server to list its tools."""
     priority: int | None = None
 
 
@@ -99,6 +102,12 @@ class McpServerEntry(Located):
     def target(self) -> str:
         """The command line or the URL, as messages show it."""
         return shlex.join(self.argv) if self.command is not None else str(self.url)
+
+    @property
+    def fully_declared(self) -> bool:
+        """Whether the YAML says all toolwire needs to register the tools (an allow-list whose
+        every tool has an ``input_schema``), so listing them needs no server."""
+        return self.tools is not None and all(tool.input_schema for tool in self.tools)
 
     def allowed(self) -> dict[str, McpToolOverride] | None:
         """MCP tool name → its entry, for an allow-listed server (None: every tool)."""

@@ -2,11 +2,13 @@
 
 Registration needs each server's tool list (names, descriptions, input schemas), so
 ``App.load()`` asks every declared server for it once: all servers at the same time, each bounded
-by its ``timeout_s``, each connection closed right after listing. The connection that calls the
-tools is a different one, opened on the first call (:mod:`toolwire.mcp.connections`).
+by its ``timeout_s``, each connection closed right after listing. A server whose allow-list gives
+every tool's ``input_schema`` is not asked: the YAML says all registration needs. The connection
+that calls the tools is a different one, opened on the first call
+(:mod:`toolwire.mcp.connections`).
 
 A server that cannot be started or listed is a problem at its declaration's ``path:line``; its
-tools are missing and the rest of the app loads. ``toolwire check`` (``connect=False``) starts no
+tools are missing and the rest of the app loads. ``toolwire check`` (``McpListing.NONE``) starts no
 server: an allow-listed tool is registered with an open parameter model, so names that refer to
 it still resolve, and the tools of a server without an allow-list are only known after
 connecting (``toolwire check --connect``).
@@ -18,6 +20,7 @@ import importlib.util
 import re
 import warnings
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import structlog
@@ -65,8 +68,19 @@ class McpDiscovery:
     """Server name → every tool it offered (allow-listed or not), for ``check --connect``."""
 
 
+class McpListing(StrEnum):
+    """Which declared servers are started (and stopped again) to list their tools."""
+
+    NONE = "none"
+    """``toolwire check``: none; allow-listed tools stand in for what a server offers."""
+    NEEDED = "needed"
+    """``App.load()``: the servers whose tools the YAML does not fully declare."""
+    ALL = "all"
+    """``toolwire check --connect``: every server."""
+
+
 def discover_mcp_tools(
-    config: AppConfig, connections: McpConnections, *, connect: bool = True
+    config: AppConfig, connections: McpConnections, listing: McpListing = McpListing.NEEDED
 ) -> McpDiscovery:
     """Tool classes for every valid declaration of ``config.mcp_servers`` (module docstring)."""
     entries, default_domain = config.mcp_servers, config.default_domain
@@ -97,26 +111,35 @@ def discover_mcp_tools(
             usable.setdefault(entry.name, (entry, domain))
     if not usable:
         return found
-    listings: dict[str, list[RemoteTool] | McpServerError]
-    if connect:
-        listings = connections.list_tools([entry for entry, _ in usable.values()])
-    else:
-        listings = {name: _allow_listed(entry) for name, (entry, _) in usable.items()}
+    to_list = [
+        entry
+        for entry, _ in usable.values()
+        if listing is McpListing.ALL or (listing is McpListing.NEEDED and not entry.fully_declared)
+    ]
+    listed = connections.list_tools(to_list) if to_list else {}
     for entry, domain in usable.values():
-        listing = listings[entry.name]
-        if isinstance(listing, McpServerError):
-            found.problems.append(entry.problem(str(listing)))
-            log.warning("mcp_server_failed", server=entry.name, error=str(listing))
+        offered = listed.get(entry.name)
+        if isinstance(offered, McpServerError):
+            found.problems.append(entry.problem(str(offered)))
+            log.warning("mcp_server_failed", server=entry.name, error=str(offered))
             continue
-        found.listed[entry.name] = listing
-        _add_tools(found, entry, domain, listing)
+        if offered is not None:
+            found.listed[entry.name] = offered
+        _add_tools(found, entry, domain, _allow_listed(entry) if offered is None else offered)
     return found
 
 
 def _allow_listed(entry: McpServerEntry) -> list[RemoteTool]:
-    """What a server is assumed to offer without asking it: its allow-list, schemas open."""
-    allowed = entry.tools or []
-    return [RemoteTool(name=tool.name, description=tool.description or "") for tool in allowed]
+    """What a server is taken to offer without asking it: its allow-list, with the declared
+    schemas (an open one where none is declared)."""
+    return [
+        RemoteTool(
+            name=tool.name,
+            description=tool.description or "",
+            input_schema=tool.input_schema or {"type": "object"},
+        )
+        for tool in entry.tools or []
+    ]
 
 
 def _add_tools(
@@ -180,6 +203,7 @@ def tool_class_for(
 ) -> type[McpTool]:
     """The :class:`McpTool` subclass for one MCP tool."""
     description = (override.description if override else None) or remote.description
+    schema = (override.input_schema if override else None) or remote.input_schema
     question = (override.question if override else None) or derived_question(
         description, short_name
     )
@@ -189,7 +213,7 @@ def tool_class_for(
         "__qualname__": f"{class_name}Tool",
         "__doc__": description or f"The tool {remote.name!r} of the MCP server {entry.name!r}.",
         "name": short_name,
-        "params_model": params_model_for(remote.input_schema, f"{class_name}Params", description),
+        "params_model": params_model_for(schema, f"{class_name}Params", description),
         "description": description,
         "question": question,
         "binding": McpBinding(entry.name, remote.name, entry.transport, entry.target),
