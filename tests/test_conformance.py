@@ -39,6 +39,9 @@ from toolwire.settings import OrchestratorSettings
 from toolwire.testing import ScriptedModel, conversation_for, orchestrator_for
 from toolwire.tools import ChatbotTool, is_coordinator_requested
 
+SELECTION = (Purpose.CHOICE, Purpose.SUITABILITY)
+"""The purposes of tool-selection calls, whichever selection mode runs."""
+
 
 def _extend(tag: str):  # type: ignore[no-untyped-def]
     def decompose(task: TaskInfo) -> None:
@@ -78,11 +81,10 @@ async def test_step1_coordinators_run_in_ascending_priority_each_on_the_previous
         "demo.early",
         "demo.late",
     ]
-    # before the task's own suitability test, which sees the chain's output
-    assert scripted_model.purposes[0] is Purpose.SUITABILITY
-    assert scripted_model.calls_for(Purpose.SUITABILITY)[0].inputs["task_prompt"] == (
-        "q +early +late"
-    )
+    # before the task's own tool selection, which sees the chain's output
+    [selection] = scripted_model.calls_for(*SELECTION)
+    assert scripted_model.purposes[0] is selection.purpose
+    assert selection.inputs["task_prompt"] == "q +early +late"
 
 
 async def test_step1_coordinator_already_applied_is_skipped_in_either_name_form(
@@ -427,12 +429,13 @@ async def test_step5_suitability_sees_task_prompt_only_and_the_rag_tool_runs_bes
 
     answer = await service.ask("the user's long question")
 
-    suitability = scripted_model.calls_for(Purpose.SUITABILITY)
-    assert [call.inputs["task_prompt"] for call in suitability] == [
+    selection = scripted_model.calls_for(*SELECTION)
+    assert list(dict.fromkeys(call.inputs["task_prompt"] for call in selection)) == [
         "short directive",
         "the user's long question",
     ]
-    assert "demo.rag" not in suitability[0].inputs["tool_names"]
+    offered = [call.inputs.get("options", call.inputs.get("tool_names")) for call in selection]
+    assert all("rag" not in names and "demo.rag" not in names for names in offered)
     execution_text = f"the user's long question{AGENT_COORDINATOR_MARKER}short directive"
     [(_, text)] = lookup.calls
     assert text == execution_text and is_coordinator_requested(text)
@@ -1015,7 +1018,8 @@ async def test_concurrent_conversations_on_one_service_share_no_state(
     assert first.kind == second.kind == "clarification"
     assert first.session_id != second.session_id
     assert plain.kind == "answer" and plain.text == "echo of hello"
-    assert plain.usage.llm_calls == 2  # its own suitability and answer, nobody else's
+    # its own choice, the chosen tool's confirmation and its answer, nobody else's
+    assert plain.usage.llm_calls == 3
     replies = await asyncio.gather(
         service.ask("pears", session_id=second.session_id),
         service.ask("apples", session_id=first.session_id),

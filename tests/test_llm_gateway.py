@@ -51,7 +51,6 @@ def make_gateway(server: FakeOpenAIServer, **overrides: object) -> OpenAIGateway
         "max_retries": 0,
         "timeout_s": 5.0,
         "structured_output": "tools",
-        "suitability_mode": "batched",
     }
     fields.update(overrides)
     return OpenAIGateway(LLMSettings.model_validate(fields), api_key="test-key")
@@ -77,8 +76,9 @@ async def test_batched_suitability_sends_a_stable_prefix_and_the_task_last(
 ) -> None:
     server.script(yes_for("pharma-interactions"), yes_for("weather-forecast"))
 
-    first = await gateway.suitability("Can I take ibuprofen with warfarin?", QUESTIONS)
-    second = await gateway.suitability("Will it rain in Szeged tomorrow?", QUESTIONS)
+    message = "Can I take ibuprofen with warfarin?"
+    first = await gateway.suitability(message, QUESTIONS, batched=True)
+    second = await gateway.suitability("Will it rain in Szeged tomorrow?", QUESTIONS, batched=True)
 
     assert first == {
         "pharma.drug_info": False, "pharma.interactions": True, "weather.forecast": False
@@ -111,7 +111,7 @@ async def test_per_tool_suitability_makes_one_call_per_tool_with_its_question_fi
         return FakeReply(text=json.dumps({"answer": "yes" if yes else "no"}))
 
     async with FakeOpenAIServer(answer) as server:
-        gateway = make_gateway(server, suitability_mode="per_tool")
+        gateway = make_gateway(server)
         result = await gateway.suitability("Ibuprofen with warfarin?", QUESTIONS)
         await gateway.suitability("Rain tomorrow?", QUESTIONS)
         await gateway.aclose()
@@ -141,7 +141,7 @@ async def test_per_tool_suitability_reads_a_garbage_answer_as_no_and_logs_the_to
         return FakeReply(text=json.dumps({"answer": "yes"}))
 
     async with FakeOpenAIServer(answer) as server:
-        gateway = make_gateway(server, suitability_mode="per_tool")
+        gateway = make_gateway(server)
         with capture_logs() as logs, collect_calls() as calls:
             result = await gateway.suitability("Rain and ibuprofen?", QUESTIONS)
         await gateway.aclose()
@@ -157,7 +157,7 @@ async def test_per_tool_suitability_reads_a_garbage_answer_as_no_and_logs_the_to
 
 async def test_per_tool_suitability_with_no_valid_answer_at_all_is_a_model_error() -> None:
     async with FakeOpenAIServer(lambda request: FakeReply(text="maybe")) as server:
-        gateway = make_gateway(server, suitability_mode="per_tool")
+        gateway = make_gateway(server)
         with pytest.raises(ModelError, match="no tool's question got a valid answer"):
             await gateway.suitability("Ibuprofen?", QUESTIONS)
         await gateway.aclose()
@@ -169,7 +169,7 @@ async def test_batched_suitability_with_invalid_output_twice_is_a_model_error(
 ) -> None:
     server.script(FakeReply(text='{"pharma-drug_info": true}'), FakeReply(text="no idea"))
     with collect_calls() as calls, pytest.raises(ModelError, match="suitability"):
-        await gateway.suitability("Ibuprofen?", QUESTIONS)
+        await gateway.suitability("Ibuprofen?", QUESTIONS, batched=True)
     assert [call.ok for call in calls] == [False, False]
 
 
@@ -513,8 +513,8 @@ async def test_every_call_leaves_a_record_and_an_llm_call_event_with_server_figu
 ) -> None:
     server.script(yes_for(), yes_for())
     with capture_logs() as logs, collect_calls() as calls:
-        await gateway.suitability("first question", QUESTIONS)
-        await gateway.suitability("a different question", QUESTIONS)
+        await gateway.suitability("first question", QUESTIONS, batched=True)
+        await gateway.suitability("a different question", QUESTIONS, batched=True)
     first, second = calls
     assert first.purpose == "suitability" and first.model == "fake-model"
     assert first.prompt_tokens > 0 and first.completion_tokens > 0
@@ -551,7 +551,7 @@ async def test_every_purpose_sends_its_completion_limit(
     limits = gateway.settings.max_completion_tokens
     await gateway.extract(DrugPair, "x", purpose=Purpose.PARAMETERS)
     await gateway.extract(DrugPair, "x", purpose=Purpose.RELEVANCE)
-    await gateway.suitability("x", QUESTIONS)
+    await gateway.suitability("x", QUESTIONS, batched=True)
     await gateway.judge_context("q", [])
     await gateway.answer("q", [])
     sent = [request.body.get("max_tokens") for request in server.chat_requests]
@@ -570,7 +570,6 @@ async def test_completion_limits_and_their_field_name_are_configurable(
 ) -> None:
     gateway = make_gateway(
         server,
-        suitability_mode="per_tool",
         max_completion_tokens={"suitability": 5, "answer": 300},
         completion_limit_field="max_completion_tokens",
     )

@@ -57,7 +57,10 @@ CASES: dict[str, tuple[Call, str]] = {
     "classification": (lambda g, v: _extract(g, v, Purpose.CLASSIFICATION), "classification"),
     "parameters": (lambda g, v: _extract(g, v, Purpose.PARAMETERS), "parameters"),
     "decomposition": (lambda g, v: _extract(g, v, Purpose.DECOMPOSITION), "decomposition"),
-    "suitability_batched": (lambda g, v: g.suitability(v, QUESTIONS), "suitability"),
+    "suitability_batched": (
+        lambda g, v: g.suitability(v, QUESTIONS, batched=True),
+        "suitability",
+    ),
     "relevance": (_relevance, "relevance"),
     "gatekeeper": (lambda g, v: g.judge_context(v, [context(v)]), "gatekeeper"),
     "answer": (lambda g, v: g.answer(v, [context(v)]), "answer"),
@@ -87,12 +90,11 @@ async def server() -> AsyncIterator[FakeOpenAIServer]:
         yield fake
 
 
-def gateway_for(server: FakeOpenAIServer, mode: str) -> OpenAIGateway:
+def gateway_for(server: FakeOpenAIServer) -> OpenAIGateway:
     settings = LLMSettings(
         base_url=server.base_url,
         model="fake-model",
         max_retries=0,
-        suitability_mode="per_tool" if mode == "per_tool" else "batched",
         structured_output="json_schema",
         # small enough that two contexts of ~400 characters are compressed before the answer
         context_window_tokens=200,
@@ -121,7 +123,7 @@ async def test_two_questions_share_the_prefix_up_to_the_dynamic_tail(
     server: FakeOpenAIServer, case: str
 ) -> None:
     call, purpose = CASES[case]
-    gateway = gateway_for(server, "batched")
+    gateway = gateway_for(server)
     await call(gateway, "QUESTION-ONE")
     await call(gateway, "QUESTION-TWO")
     await gateway.aclose()
@@ -134,7 +136,7 @@ async def test_two_questions_share_the_prefix_up_to_the_dynamic_tail(
 async def test_per_tool_suitability_keeps_each_tools_prefix_and_a_stable_order(
     server: FakeOpenAIServer,
 ) -> None:
-    gateway = gateway_for(server, "per_tool")
+    gateway = gateway_for(server)
     await gateway.suitability("QUESTION-ONE", QUESTIONS)
     await gateway.suitability("QUESTION-TWO", QUESTIONS)
     await gateway.aclose()

@@ -84,7 +84,7 @@ def test_a_declared_server_registers_its_tools_and_no_connection_stays_open(load
     read_note = app.tool("read_note")
     assert isinstance(read_note, McpTool)
     assert read_note.binding.server == "notes" and read_note.binding.remote_name == "read_note"
-    assert read_note.description == "Read the text of one of the user's notes by its title."
+    assert read_note.description() == "Read the text of one of the user's notes by its title."
     title = read_note.params_model.model_fields["title"]
     assert title.annotation is str and title.description == "The note's title, e.g. 'groceries'"
     assert read_note.executable_instruction() == (

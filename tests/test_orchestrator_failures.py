@@ -129,8 +129,8 @@ async def test_incomplete_suitability_output_counts_as_invalid(
     scripted_model: ScriptedModel,
 ) -> None:
     class Partial(ScriptedModel):
-        async def suitability(self, task_prompt, questions):  # type: ignore[no-untyped-def]
-            await super().suitability(task_prompt, questions)
+        async def suitability(self, task_prompt, questions, **options):  # type: ignore[no-untyped-def]
+            await super().suitability(task_prompt, questions, **options)
             return {}
 
     model = Partial().on_suitability([]).on_answer("a")

@@ -65,6 +65,7 @@ class _ToolDecl:
     settings: dict[str, Any] = field(default_factory=dict)
     settings_entry: ToolEntry | None = None
     injections: dict[str, str] = field(default_factory=dict)
+    examples: list[str] | None = None
     source: SourceLocation | None = None
 
     @property
@@ -226,6 +227,8 @@ class _Builder:
             existing.settings = {**existing.settings, **entry.settings}
             existing.settings_entry = entry
         existing.injections = {**existing.injections, **entry.inject}
+        if entry.examples is not None:
+            existing.examples = entry.examples
 
     def _import_class(self, entry: ToolEntry) -> type[ChatbotTool[Any]] | None:
         reference = entry.class_ or ""
@@ -288,6 +291,9 @@ class _Builder:
                 enabled=decl.enabled,
                 settings=decl.settings,
                 injections=decl.injections,
+                examples=tuple(
+                    decl.tool_class.examples if decl.examples is None else decl.examples
+                ),
                 source=decl.source,
             )
             try:

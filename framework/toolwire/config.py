@@ -71,6 +71,9 @@ class ToolEntry(Located):
     """Validated against the class's ``settings_model``; merged key by key over earlier files."""
     inject: dict[str, str] = Field(default_factory=dict)
     """Constructor parameter → tool name (short or prefixed); overrides autowiring by type."""
+    examples: list[str] | None = None
+    """Sample user messages the tool answers; tool selection finds the tool by them too.
+    Replaces the class's ``examples``."""
 
 
 class DomainEntry(Located):

@@ -104,6 +104,8 @@ class ToolRegistration:
     settings: Mapping[str, Any] = field(default_factory=dict)
     injections: Mapping[str, str] = field(default_factory=dict)
     """Constructor parameter → tool name (short or prefixed), overriding autowiring by type."""
+    examples: tuple[str, ...] = ()
+    """Sample user messages the tool answers (YAML ``examples``, else the class's)."""
     source: SourceLocation | None = None
 
     @property

@@ -27,6 +27,12 @@ class CompletionLimits(Section):
     """One tool's ``{"answer": "yes"}``."""
     suitability_batched_per_tool: int = Field(default=16, gt=0)
     """Batched mode: this many per candidate tool, plus ``suitability``."""
+    choice: int = Field(default=16, gt=0)
+    """Naming the tools that fit a task, among candidates ..."""
+    routing: int = Field(default=16, gt=0)
+    """Naming the domain of a message ..."""
+    choice_per_option: int = Field(default=16, gt=0)
+    """... plus, for both, this many per option (the longest answer names every option)."""
     parameters: int = Field(default=256, gt=0)
     decomposition: int = Field(default=512, gt=0)
     gatekeeper: int = Field(default=256, gt=0)
@@ -47,8 +53,6 @@ class LLMSettings(Section):
     """Name of the environment variable holding the API key (never the key itself)."""
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
-    suitability_mode: Literal["batched", "per_tool"] = "per_tool"
-    """One structured call for all candidate tools, or one call per tool (docs/models.md)."""
     structured_output: Literal["auto", "json_schema", "tools", "json_object"] = "auto"
     """How structured output is requested: the JSON schema as response format, a forced function
     call, llama-cpp-python's ``json_object`` with a schema, or ``auto`` (JSON schema, switching to
@@ -71,8 +75,34 @@ class LLMSettings(Section):
     """Compress accumulated context once it fills this share of the context window."""
 
 
+class SelectionSettings(Section):
+    """How the model decides which tools suit a task (SPEC §3 step 5; docs/models.md)."""
+
+    mode: Literal["choose", "batched", "per_tool"] = "choose"
+    """``choose``: retrieve the ``top_k`` best-matching tools from the domain's tool index, let
+    one call name the ones that fit, confirm them with their own yes/no questions. ``batched``:
+    every tool's yes/no question in one call. ``per_tool``: one yes/no call per tool."""
+    top_k: int = Field(default=8, ge=1)
+    """How many candidates retrieval puts to the model (a smaller domain: all its tools)."""
+    confirm: Literal["per_tool", "batched", "off"] = "per_tool"
+    """``choose`` mode: how the chosen tools' yes/no questions are asked (``off``: not at all)."""
+
+
+class RoutingSettings(Section):
+    """Which domain a message goes to when the caller names none (several domains installed)."""
+
+    enabled: bool = True
+    """False: every such message goes to ``default_domain``."""
+    decisive_ratio: float = Field(default=2.0, ge=1.0)
+    """The best domain's retrieval score at least this many times the runner-up's decides
+    without a model call."""
+
+
 class OrchestratorSettings(Section):
     """Limits of the per-domain orchestrator."""
+
+    selection: SelectionSettings = Field(default_factory=SelectionSettings)
+    routing: RoutingSettings = Field(default_factory=RoutingSettings)
 
     max_depth: int = Field(default=4, ge=1)
     """Deepest subtask level processed (the root task is depth 0)."""

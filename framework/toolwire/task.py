@@ -87,6 +87,51 @@ class ToolRunRecord(BaseModel):
     """The extracted parameters (JSON form), kept so a resumed round does not extract them again."""
 
 
+class RetrievedTool(BaseModel):
+    """A candidate tool of a selection, with its retrieval score (BM25; 0: no word in common)."""
+
+    tool_name: str
+    score: float
+
+
+class SelectionRecord(BaseModel):
+    """How the tools of a task were chosen (SPEC §3 step 5), as the trace shows it."""
+
+    mode: Literal["choose", "batched", "per_tool"]
+    candidates: list[RetrievedTool] = Field(default_factory=list)
+    """The tools put to the model: the retrieved top k (best first), or every selectable tool
+    of the domain when it has no more than k."""
+    retrieved: bool = False
+    """Whether retrieval narrowed the domain's tools to ``candidates``."""
+    chosen: list[str] | None = None
+    """``choose`` mode: the candidates the model named, in its order (None: no choice made)."""
+    ignored: list[str] = Field(default_factory=list)
+    """Names the model gave that are not candidates (left out)."""
+    answers: dict[str, bool] = Field(default_factory=dict)
+    """Yes/no answers to the tools' own questions: every candidate's in ``per_tool`` and
+    ``batched`` mode, the chosen tools' confirmations in ``choose`` mode."""
+    activated: list[str] = Field(default_factory=list)
+    failure: str | None = None
+    """A model call that failed, and what was done instead."""
+    left_out: dict[str, str] = Field(default_factory=dict)
+    """Tools left out of selection because their suitability question or description raised:
+    name → what it raised."""
+
+    def why(self, tool_name: str) -> str:
+        """Why a candidate was or was not activated, in words."""
+        if self.mode != "choose":
+            answer = self.answers.get(tool_name)
+            verdict = "no answer" if answer is None else ("yes" if answer else "no")
+            return f"its question answered {verdict}"
+        if self.chosen is None or tool_name not in self.chosen:
+            return "not chosen among the candidates"
+        if tool_name not in self.answers:
+            return "chosen (not confirmed)"
+        return (
+            "chosen and confirmed" if self.answers[tool_name] else "chosen, refused on its question"
+        )
+
+
 class CoordinatorRunRecord(BaseModel):
     """One coordinator's chance to decompose a task, as the trace shows it."""
 
@@ -124,6 +169,8 @@ class TaskInfo(BaseModel):
     pending_clarification: Clarification | None = None
     tool_runs: list[ToolRunRecord] = Field(default_factory=list)
     coordinator_runs: list[CoordinatorRunRecord] = Field(default_factory=list)
+    selection: SelectionRecord | None = None
+    """How the task's tools were chosen (None: required tools, or not selected yet)."""
     decision: SubtaskDecision | None = None
     """The owner coordinator's decision on this conditional subtask, once taken."""
     gatekeeper_missing: list[str] = Field(default_factory=list)

@@ -12,7 +12,7 @@ import inspect
 import re
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -110,6 +110,10 @@ class ChatbotTool(ABC, Generic[P]):
     params_model: ClassVar[type[BaseModel]]
     settings_model: ClassVar[type[BaseModel] | None] = None
     """Optional pydantic model that the YAML ``settings`` mapping is validated against."""
+    examples: ClassVar[Sequence[str]] = ()
+    """Sample user messages this tool answers. Optional: tool selection indexes them beside the
+    tool's name, description, suitability question and parameter fields; YAML ``examples`` replace
+    them per declaration."""
     coordinator_only: ClassVar[bool] = False
     """True for a tool that runs only on coordinator-designated tasks (``required_tool_names``),
     never on a user's question: its suitability question always answers no (seed 6.4), so the
@@ -136,6 +140,14 @@ class ChatbotTool(ABC, Generic[P]):
         A tool that must run only on coordinator-designated tasks returns a question that always
         answers no (``coordinator_only_instruction(self.name)``) and sets ``coordinator_only``.
         """
+
+    def description(self) -> str:
+        """What the tool does, in a sentence: the class docstring's first paragraph by default.
+
+        Tool selection indexes it and shows it to the model beside the suitability question.
+        """
+        doc = inspect.cleandoc(type(self).__doc__ or "")  # a class's own docstring only
+        return " ".join(doc.split("\n\n", 1)[0].split())
 
     def parameter_instruction(self) -> str:
         """What the model is told when it fills ``params_model`` from the execution text.

@@ -14,6 +14,7 @@ from toolwire.app import App
 from toolwire.cli.state import load_app_or_exit
 from toolwire.errors import ToolwireError
 from toolwire.orchestrator import Answer, TaskTrace
+from toolwire.task import SelectionRecord
 
 DomainOption = Annotated[
     str | None, typer.Option("--domain", help="The domain to ask (default: the configured one).")
@@ -146,6 +147,8 @@ def trace_tree(task: TaskTrace, tree: Tree | None = None) -> Tree:
         )
     for sub_task in task.sub_tasks:
         trace_tree(sub_task, node)
+    if task.selection is not None:
+        _selection_node(node, task.selection)
     for tool in task.tools:
         style = "red" if tool.outcome == "error" else "blue"
         detail = f" — {escape(_short(tool.detail))}" if tool.detail else ""
@@ -160,6 +163,24 @@ def trace_tree(task: TaskTrace, tree: Tree | None = None) -> Tree:
         if failure not in shown:
             node.add(f"[red]failed: {escape(failure)}[/red]")
     return node
+
+
+def _selection_node(parent: Tree, selection: SelectionRecord) -> None:
+    """How the tools were chosen: each candidate with its retrieval score and why it was or was
+    not activated, names the model gave that were no candidates, a failed step."""
+    activated = ", ".join(selection.activated) or "no tool"
+    how = "retrieved" if selection.retrieved else "all"
+    node = parent.add(
+        f"[cyan]selection[/cyan] {selection.mode}: {len(selection.candidates)} candidate(s) "
+        f"({how}) → {escape(activated)}"
+    )
+    for candidate in selection.candidates:
+        node.add(
+            f"[dim]{escape(candidate.tool_name)} (score {candidate.score:.2f}): "
+            f"{escape(selection.why(candidate.tool_name))}[/dim]"
+        )
+    if selection.ignored:
+        node.add(f"[dim]not candidates, ignored: {escape(', '.join(selection.ignored))}[/dim]")
 
 
 def _status_style(task: TaskTrace) -> str:

@@ -26,6 +26,10 @@ class Purpose(StrEnum):
 
     CLASSIFICATION = "classification"
     SUITABILITY = "suitability"
+    CHOICE = "choice"
+    """Name the tools that should handle a task, among a few candidates."""
+    ROUTING = "routing"
+    """Name the domain a message belongs to."""
     PARAMETERS = "parameters"
     DECOMPOSITION = "decomposition"
     GATEKEEPER = "gatekeeper"
@@ -39,6 +43,17 @@ class SuitabilityQuestion(BaseModel):
 
     tool_name: str
     question: str
+
+
+class Option(BaseModel):
+    """One thing the model may name in a constrained choice: a candidate tool or a domain."""
+
+    name: str
+    """What the model answers with (the output is constrained to the options' names)."""
+    question: str
+    """When to choose it: a tool's yes/no suitability question, a domain's description."""
+    description: str = ""
+    """What it does, in a sentence (may be empty)."""
 
 
 class GatekeeperVerdict(BaseModel):
@@ -116,9 +131,30 @@ class LanguageModel(Protocol):
     """What toolwire asks of a language model, one method per purpose family."""
 
     async def suitability(
-        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
+        self,
+        task_prompt: str,
+        questions: Sequence[SuitabilityQuestion],
+        *,
+        batched: bool = False,
     ) -> dict[str, bool]:
-        """Answer each tool's yes/no question for the task prompt; keys are ``tool_name``s."""
+        """Answer each tool's yes/no question for the task prompt; keys are ``tool_name``s.
+
+        One call per question, or all questions in one call when ``batched``.
+        """
+        ...
+
+    async def choose(
+        self,
+        task_prompt: str,
+        options: Sequence[Option],
+        *,
+        purpose: Purpose = Purpose.CHOICE,
+        several: bool = True,
+    ) -> list[str]:
+        """Name the options that fit the task (none, one, or with ``several`` more than one).
+
+        One call whose output is constrained to the options' names.
+        """
         ...
 
     async def extract(

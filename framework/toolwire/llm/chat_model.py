@@ -23,12 +23,19 @@ from toolwire.llm.base import (
     CallRecord,
     GatekeeperVerdict,
     M,
+    Option,
     Purpose,
     SuitabilityQuestion,
     record_call,
 )
 from toolwire.llm.compression import ContextCompressor
-from toolwire.llm.structured import YesNo, boolean_model, parse_output
+from toolwire.llm.structured import (
+    YesNo,
+    boolean_model,
+    choice_model,
+    chosen_names,
+    parse_output,
+)
 from toolwire.llm.transport import ChatReply, ChatRequest, ChatTransport, Message
 from toolwire.registry import to_wire_name
 from toolwire.settings import LLMSettings
@@ -72,13 +79,34 @@ class ChatModel:
     # -- the purposes ---------------------------------------------------------------------------
 
     async def suitability(
-        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
+        self,
+        task_prompt: str,
+        questions: Sequence[SuitabilityQuestion],
+        *,
+        batched: bool = False,
     ) -> dict[str, bool]:
         if not questions:
             return {}
-        if self.settings.suitability_mode == "per_tool":
-            return await self._suitability_per_tool(task_prompt, questions)
-        return await self._suitability_batched(task_prompt, questions)
+        if batched:
+            return await self._suitability_batched(task_prompt, questions)
+        return await self._suitability_per_tool(task_prompt, questions)
+
+    async def choose(
+        self,
+        task_prompt: str,
+        options: Sequence[Option],
+        *,
+        purpose: Purpose = Purpose.CHOICE,
+        several: bool = True,
+    ) -> list[str]:
+        if not options:
+            return []
+        schema = choice_model(tuple(option.name for option in options), several)
+        messages = prompts.choice_messages(purpose, task_prompt, options, several=several)
+        per_option = self.settings.max_completion_tokens.choice_per_option
+        max_tokens = self._completion_limit(purpose) + per_option * len(options)
+        answer = await self._required_structured_call(purpose, messages, schema, max_tokens)
+        return chosen_names(answer)
 
     async def _suitability_batched(
         self, task_prompt: str, questions: Sequence[SuitabilityQuestion]

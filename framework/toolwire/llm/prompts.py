@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from toolwire.llm.base import Purpose, SuitabilityQuestion
+from toolwire.llm.base import Option, Purpose, SuitabilityQuestion
 from toolwire.llm.transport import Message
 from toolwire.task import PromptAndContext
 
@@ -42,6 +42,17 @@ _PURPOSE_SYSTEM: dict[Purpose, str] = {
     Purpose.SUITABILITY: (
         "You decide which tools should handle a user's task. Each tool has a yes/no question. "
         "Answer true only when the answer to the tool's question is clearly yes for the task."
+    ),
+    Purpose.CHOICE: (
+        "You choose the tools that should handle a user's task. Each tool has a name, what it "
+        "does, and a question that says when it is the right tool. Choose a tool only when the "
+        "answer to its question is clearly yes for the task. Choose several tools only when the "
+        "task asks for several different things. When no tool fits the task, choose none."
+    ),
+    Purpose.ROUTING: (
+        "You route a user's message to the domain that should answer it. Each domain has a name "
+        "and a description of what it covers. Choose the one domain whose description covers the "
+        "message; when none covers it, choose none."
     ),
     Purpose.PARAMETERS: (
         "You extract the parameters a tool needs from the user's text. Fill a field only with "
@@ -153,6 +164,23 @@ def suitability_single_messages(task_prompt: str, question: SuitabilityQuestion)
         f"clearly yes, otherwise no.\n\nQuestion: {question.question}"
     )
     return _chat(system, f"Task: {task_prompt}\n\nQuestion: {question.question}")
+
+
+def choice_messages(
+    purpose: Purpose, task_prompt: str, options: Sequence[Option], *, several: bool
+) -> list[Message]:
+    """A constrained choice among options that differ per question (retrieved candidates), so
+    they follow the task in the dynamic part; the fixed rules are the whole system message."""
+    lines = []
+    for option in options:
+        about = f"{option.description} " if option.description else ""
+        lines.append(f"- {option.name}: {about}When: {option.question}")
+    what = "tools" if purpose is Purpose.CHOICE else "domains"
+    ask = f"Which of these {what} fit{'' if several else 's'} the task?"
+    if not several:
+        ask = f"Which one of these {what} fits the task? Answer none when none fits."
+    user = f"Task: {task_prompt}\n\nThe {what}:\n" + "\n".join(lines) + f"\n\n{ask}"
+    return _chat(system_text(purpose), user)
 
 
 def extract_messages(purpose: Purpose, text: str, instruction: str = "") -> list[Message]:

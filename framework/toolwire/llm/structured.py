@@ -107,3 +107,34 @@ def boolean_model(questions: tuple[tuple[str, str], ...]) -> type[BaseModel]:
     model: type[BaseModel] = create_model("SuitabilityAnswers", **fields)
     model.__doc__ = "Whether each tool should handle the task."
     return model
+
+
+@lru_cache(maxsize=256)
+def choice_model(names: tuple[str, ...], several: bool) -> type[BaseModel]:
+    """The answer to a constrained choice: option names only (an enum), in the given order.
+
+    ``several``: ``{"choice": [names...]}``, none, one or more, each at most once. Otherwise
+    ``{"choice": name}`` where the name ``"none"`` means nothing fits (``"none"`` is then reserved
+    and must not be an option). Cached: the same options give the same class and schema bytes.
+    """
+    if several:
+        item: Any = Literal.__getitem__(names)
+        field: Any = (list[item], Field(json_schema_extra={"uniqueItems": True}))
+    else:
+        if NO_CHOICE in names:
+            raise ValueError(f"{NO_CHOICE!r} cannot be an option name of a single choice")
+        field = (Literal.__getitem__((*names, NO_CHOICE)), ...)
+    model: type[BaseModel] = create_model("Choice", choice=field)
+    model.__doc__ = "The options that fit the task."
+    return model
+
+
+NO_CHOICE = "none"
+"""What a single choice answers when no option fits."""
+
+
+def chosen_names(answer: BaseModel) -> list[str]:
+    """The option names a :func:`choice_model` answer holds, in order, without ``"none"``."""
+    choice = answer.model_dump()["choice"]
+    names = choice if isinstance(choice, list) else [choice]
+    return [str(name) for name in dict.fromkeys(names) if name != NO_CHOICE]

@@ -214,7 +214,7 @@ def tool_class_for(
         "__doc__": description or f"The tool {remote.name!r} of the MCP server {entry.name!r}.",
         "name": short_name,
         "params_model": params_model_for(schema, f"{class_name}Params", description),
-        "description": description,
+        "remote_description": description,
         "question": question,
         "binding": McpBinding(entry.name, remote.name, entry.transport, entry.target),
     }

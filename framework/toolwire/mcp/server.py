@@ -222,14 +222,9 @@ class DomainMcpServer:
 
 def tool_description(tool: ChatbotTool[Any]) -> str:
     """What an MCP client reads about a tool: its description, then its yes/no question."""
-    description = getattr(tool, "description", "") or _docstring_summary(type(tool))
+    description = tool.description() or type(tool).__name__
     question = tool.executable_instruction()
     return f"{description}\n\nUse it when the answer to this question is yes: {question}".strip()
-
-
-def _docstring_summary(tool_class: type) -> str:
-    doc = (tool_class.__doc__ or "").strip()
-    return doc.split("\n\n")[0].replace("\n", " ") if doc else tool_class.__name__
 
 
 def _structured(text: str, result: BaseModel) -> CallToolResult:

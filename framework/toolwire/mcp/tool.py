@@ -42,8 +42,9 @@ class McpTool(OrchestratorActivatedTool[BaseModel]):
     """Base of every MCP-backed tool; never registered itself (discovery makes subclasses)."""
 
     binding: ClassVar[McpBinding]
-    description: ClassVar[str] = ""
-    """The MCP tool's description (or the declaration's override)."""
+    remote_description: ClassVar[str] = ""
+    """The MCP tool's description (or the declaration's override); also its docstring, so
+    ``description()`` returns it."""
     question: ClassVar[str] = ""
     """The yes/no suitability question (derived from the description, or the override)."""
 
@@ -54,7 +55,8 @@ class McpTool(OrchestratorActivatedTool[BaseModel]):
         return self.question
 
     def parameter_instruction(self) -> str:
-        summary = f" ({first_sentence(self.description)})" if self.description else ""
+        described = self.remote_description
+        summary = f" ({first_sentence(described)})" if described else ""
         return f"Fill in the arguments of the tool {self.name!r}{summary} from the text."
 
     async def execute_with_result(self, params: BaseModel, text: str) -> ToolExecutionResult:

@@ -10,9 +10,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 from toolwire.errors import ModelError, ToolNameError, UnknownToolError
-from toolwire.llm.base import LanguageModel, Purpose, SuitabilityQuestion
+from toolwire.llm.base import LanguageModel, Purpose
 from toolwire.orchestrator.invoke import call_model
 from toolwire.registry import DomainSpec, ToolRegistry
+from toolwire.selection.selector import ToolSelector
+from toolwire.settings import SelectionSettings
 from toolwire.task import TaskInfo, ToolRunRecord
 from toolwire.tools import ChatbotTool, OrchestratorActivatedTool
 
@@ -85,18 +87,26 @@ class DomainTools:
     """Registry order of every qualified name (the tie-break after priority)."""
     excluded: frozenset[str]
     suitability_candidates: tuple[Candidate, ...]
+    """The tools selection chooses among: activatable, not the RAG tool, not coordinator-only."""
     rag: Candidate | None
+    selector: ToolSelector
 
     @classmethod
     def build(
-        cls, domain: DomainSpec, registry: ToolRegistry, tools: Mapping[str, ChatbotTool[Any]]
+        cls,
+        domain: DomainSpec,
+        registry: ToolRegistry,
+        tools: Mapping[str, ChatbotTool[Any]],
+        selection: SelectionSettings,
     ) -> DomainTools:
-        """Resolve the domain's references (they must have passed the reference check)."""
+        """Resolve the domain's references (they must have passed the reference check) and
+        build its tool selector (the tool index)."""
         order = {reg.qualified_name: index for index, reg in enumerate(registry)}
         excluded = frozenset(
             registry.resolve(name, domain.name).qualified_name for name in domain.excluded_tools
         )
-        scope = cls(domain.name, registry, tools, order, excluded, (), None)
+        unselected = ToolSelector.build([], selection)
+        scope = cls(domain.name, registry, tools, order, excluded, (), None, unselected)
         rag = scope.candidate(domain.rag_tool) if domain.rag_tool else None
         rag_name = rag.qualified_name if rag else None
         candidates = tuple(
@@ -104,7 +114,11 @@ class DomainTools:
             for c in scope.activatable()
             if c.qualified_name != rag_name and not c.tool.coordinator_only
         )
-        return cls(domain.name, registry, tools, order, excluded, candidates, rag)
+        examples = {reg.qualified_name: reg.examples for reg in registry}
+        selector = ToolSelector.build(
+            [(c.qualified_name, c.tool, examples[c.qualified_name]) for c in candidates], selection
+        )
+        return cls(domain.name, registry, tools, order, excluded, candidates, rag, selector)
 
     def activatable(self) -> list[Candidate]:
         """The domain's orchestrator-activated tools that are built and not excluded."""
@@ -162,7 +176,7 @@ async def choose_tools(
             elif all(c.qualified_name != candidate.qualified_name for c, _ in chosen):
                 chosen.append((candidate, "required"))
     else:
-        for candidate in await _suitable(task, llm, scope.suitability_candidates, attempts):
+        for candidate in await _suitable(task, llm, scope, attempts):
             chosen.append((candidate, "suitability"))
         if scope.rag is not None:
             chosen.append((scope.rag, "rag"))
@@ -174,27 +188,16 @@ async def choose_tools(
 
 
 async def _suitable(
-    task: TaskInfo, llm: LanguageModel, candidates: Sequence[Candidate], attempts: int
+    task: TaskInfo, llm: LanguageModel, scope: DomainTools, attempts: int
 ) -> list[Candidate]:
-    if not candidates:
+    """The candidates selection activates; the record of how goes on the task for the trace."""
+    if not scope.suitability_candidates:
         return []
-    questions = [
-        SuitabilityQuestion(tool_name=c.qualified_name, question=c.tool.executable_instruction())
-        for c in candidates
-    ]
-    names = {question.tool_name for question in questions}
-    try:
-        answers = await call_model(
-            Purpose.SUITABILITY.value,
-            attempts,
-            lambda: llm.suitability(task.task_prompt, questions),
-            is_valid=lambda result: names <= set(result),
-        )
-    except ModelError as error:
-        task.failures.append(f"suitability test failed, no tool activated by it: {error}")
-        return []
-    yes = [c for c in candidates if answers.get(c.qualified_name) is True]
-    task.notes.append(
-        "suitability: " + (", ".join(c.qualified_name for c in yes) if yes else "no tool")
-    )
-    return yes
+    record = await scope.selector.select(task.task_prompt, llm, attempts)
+    task.selection = record
+    for name, error in record.left_out.items():
+        task.failures.append(f"tool {name} left out of selection: {error}")
+    if record.failure:
+        task.failures.append(record.failure)
+    by_name = {c.qualified_name: c for c in scope.suitability_candidates}
+    return [by_name[name] for name in record.activated]

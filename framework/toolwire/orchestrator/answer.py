@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from toolwire.llm.base import CallRecord, Usage
 from toolwire.task import (
     CoordinatorRunRecord,
+    SelectionRecord,
     SubtaskDecision,
     TaskInfo,
     TaskStatus,
@@ -32,6 +33,9 @@ class TaskTrace(BaseModel):
     decision: SubtaskDecision | None = None
     """The owner coordinator's decision, for a conditional subtask."""
     coordinators: list[CoordinatorRunRecord] = Field(default_factory=list)
+    selection: SelectionRecord | None = None
+    """How the task's tools were chosen: candidates with their retrieval scores, the model's
+    choice and confirmations (None when required tools ran instead)."""
     tools: list[ToolRunRecord] = Field(default_factory=list)
     """Each tool activated, why (required, suitability, rag, deep_fallback) and its outcome."""
     failures: list[str] = Field(default_factory=list)
@@ -52,6 +56,7 @@ class TaskTrace(BaseModel):
             applied_coordinator_names=sorted(task.applied_coordinator_names),
             decision=task.decision,
             coordinators=[run.model_copy() for run in task.coordinator_runs],
+            selection=task.selection.model_copy(deep=True) if task.selection else None,
             tools=[run.model_copy() for run in task.tool_runs],
             failures=list(task.failures),
             notes=list(task.notes),

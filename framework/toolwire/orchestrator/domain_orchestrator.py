@@ -97,7 +97,7 @@ class DomainOrchestrator:
         )
         if problems:
             raise ConfigError([Problem(problem) for problem in problems])
-        self._scope = DomainTools.build(domain, registry, self._tools)
+        self._scope = DomainTools.build(domain, registry, self._tools, self.settings.selection)
         self._coordinators = [
             NamedCoordinator.of(c.tool)
             for c in sorted(self._scope.activatable(), key=lambda c: c.sort_key)

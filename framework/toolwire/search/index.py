@@ -65,8 +65,9 @@ def query_terms(query: str) -> list[str]:
     return list(terms)
 
 
-def _match_expression(terms: list[str]) -> str:
-    # Each term quoted, so FTS5 query syntax in a question ("AND", "-", ":") is never interpreted.
+def match_expression(terms: list[str]) -> str:
+    """An FTS5 query matching any of ``terms``; each is quoted, so FTS5 query syntax in a
+    question ("AND", "-", ":") is never interpreted."""
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
@@ -127,7 +128,7 @@ class PageIndex:
         )
         with self._lock:
             rows = self._connection.execute(
-                sql, (TITLE_WEIGHT, _match_expression(terms), limit)
+                sql, (TITLE_WEIGHT, match_expression(terms), limit)
             ).fetchall()
         return [SearchHit(_page(row), -float(row[4])) for row in rows]
 
@@ -139,7 +140,7 @@ class PageIndex:
         with self._lock:
             row = self._connection.execute(
                 "SELECT count(*) FROM pages_fts WHERE pages_fts MATCH ?",
-                (_match_expression(terms),),
+                (match_expression(terms),),
             ).fetchone()
         return int(row[0])
 

@@ -1,9 +1,13 @@
 """A language model driven by a script keyed on the *purpose* of each call.
 
 A test says what the model answers for suitability, for one parameter model, for the gatekeeper
-and for the answer; it never parses prompts. Every call is recorded (purpose and inputs) for
-assertions and as a ``CallRecord`` so ``Answer.usage`` counts it. A call the script does not cover
-raises :class:`UnscriptedCallError`, naming the purpose and the inputs.
+and for the answer; it never parses prompts. ``on_suitability`` scripts the model's judgement of
+which tools suit a task, and every tool-selection call answers from it (yes/no questions, batched
+or not, and the constrained choice among candidates) unless ``on_choose`` scripts the choice
+itself, so a test need not know which selection mode the orchestrator uses. Every call is
+recorded (purpose and inputs) for assertions and as a ``CallRecord`` so ``Answer.usage`` counts
+it. A call the script does not cover raises :class:`UnscriptedCallError`, naming the purpose and
+the inputs.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pydantic import BaseModel
 from toolwire.llm.base import (
     CallRecord,
     GatekeeperVerdict,
+    Option,
     Purpose,
     SuitabilityQuestion,
     record_call,
@@ -28,6 +33,10 @@ M = TypeVar("M", bound=BaseModel)
 SuitabilityScript = Mapping[str, bool] | Iterable[str]
 """Tool name → yes/no, or the names that answer yes; short and prefixed names both match."""
 SuitabilityResponder = Callable[[str, list[str]], SuitabilityScript]
+ChoiceScript = Iterable[str]
+"""The option names the model names (short and prefixed names both match); may be empty."""
+ChoiceResponder = Callable[[str, list[str]], ChoiceScript]
+RouteResponder = Callable[[str, list[str]], "str | None"]
 ExtractResponder = Callable[[str, str], Any]
 ContextResponder = Callable[[str, list[PromptAndContext]], Any]
 
@@ -106,6 +115,8 @@ class ScriptedModel:
         self.calls: list[ScriptedCall] = []
         self.closed = False
         self._suitability = _Rules()
+        self._choice = _Rules()
+        self._routing = _Rules()
         self._extract: dict[tuple[type[BaseModel], Purpose | None], _Rules] = {}
         self._classification = _Rules()
         self._gatekeeper = _Rules()
@@ -121,6 +132,25 @@ class ScriptedModel:
         Tools the response does not mention answer no.
         """
         self._suitability.add(response, times)
+        return self
+
+    def on_choose(
+        self, response: ChoiceScript | ChoiceResponder, *, times: int | None = None
+    ) -> ScriptedModel:
+        """The tools named in a constrained choice among candidates: the names, or
+        ``f(prompt, option_names)``. Without it, choices answer from :meth:`on_suitability`.
+
+        Names outside the options are returned as they are (the orchestrator must ignore them).
+        """
+        self._choice.add(response, times)
+        return self
+
+    def on_route(
+        self, response: str | RouteResponder | None, *, times: int | None = None
+    ) -> ScriptedModel:
+        """The domain a message is routed to (None: no domain fits), or
+        ``f(message, domain_names)``."""
+        self._routing.add(response, times)
         return self
 
     def on_extract(
@@ -169,9 +199,9 @@ class ScriptedModel:
 
     # -- assertions ------------------------------------------------------------------------
 
-    def calls_for(self, purpose: Purpose) -> list[ScriptedCall]:
-        """The recorded calls of one purpose, in order."""
-        return [call for call in self.calls if call.purpose is purpose]
+    def calls_for(self, *purposes: Purpose) -> list[ScriptedCall]:
+        """The recorded calls of these purposes, in order."""
+        return [call for call in self.calls if call.purpose in purposes]
 
     @property
     def purposes(self) -> list[Purpose]:
@@ -181,7 +211,11 @@ class ScriptedModel:
     # -- the LanguageModel protocol --------------------------------------------------------
 
     async def suitability(
-        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
+        self,
+        task_prompt: str,
+        questions: Sequence[SuitabilityQuestion],
+        *,
+        batched: bool = False,
     ) -> dict[str, bool]:
         names = [question.tool_name for question in questions]
         rule = self._begin(
@@ -190,13 +224,38 @@ class ScriptedModel:
             task_prompt=task_prompt,
             tool_names=names,
             questions=[question.question for question in questions],
+            batched=batched,
         )
+        chosen = self._suitable_names(rule, task_prompt, names)
+        return {name: _named(name, chosen) for name in names}
+
+    async def choose(
+        self,
+        task_prompt: str,
+        options: Sequence[Option],
+        *,
+        purpose: Purpose = Purpose.CHOICE,
+        several: bool = True,
+    ) -> list[str]:
+        names = [option.name for option in options]
+        inputs: dict[str, Any] = {"task_prompt": task_prompt, "options": names, "several": several}
+        if purpose is Purpose.ROUTING:
+            rule = self._begin(purpose, self._routing, **inputs)
+            domain = _resolve(rule.take(), task_prompt, names)
+            return [] if domain is None else [str(domain)]
+        if self._choice.next() is not None or self._suitability.next() is None:
+            rule = self._begin(purpose, self._choice, **inputs)
+            script = _resolve(rule.take(), task_prompt, names)
+            return [str(name) for name in cast(Iterable[str], script)]
+        rule = self._begin(purpose, self._suitability, **inputs)
+        chosen = self._suitable_names(rule, task_prompt, names)
+        return [name for name in names if _named(name, chosen)]
+
+    def _suitable_names(self, rule: _Rule, task_prompt: str, names: list[str]) -> set[str]:
         script = _resolve(rule.take(), task_prompt, names)
         if isinstance(script, Mapping):
-            chosen = {str(name) for name, yes in script.items() if yes}
-        else:
-            chosen = {str(name) for name in cast(Iterable[str], script)}
-        return {name: name in chosen or name.rpartition(".")[2] in chosen for name in names}
+            return {str(name) for name, yes in script.items() if yes}
+        return {str(name) for name in cast(Iterable[str], script)}
 
     async def extract(
         self,
@@ -264,9 +323,18 @@ class ScriptedModel:
         return rule
 
 
+def _named(name: str, chosen: set[str]) -> bool:
+    """Whether a script's names include ``name``; short and prefixed names both match."""
+    if name in chosen or name.rpartition(".")[2] in chosen:
+        return True
+    return "." not in name and any(other.rpartition(".")[2] == name for other in chosen)
+
+
 def _hint(purpose: Purpose) -> str:
     return {
         Purpose.SUITABILITY: "model.on_suitability(...)",
+        Purpose.CHOICE: "model.on_choose(...) or model.on_suitability(...)",
+        Purpose.ROUTING: "model.on_route(...)",
         Purpose.CLASSIFICATION: "model.on_classify(...)",
         Purpose.GATEKEEPER: "model.on_gatekeeper(...)",
         Purpose.ANSWER: "model.on_answer(...)",

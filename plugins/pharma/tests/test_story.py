@@ -216,8 +216,8 @@ async def test_injection_gives_every_tool_the_same_lookup_singleton(
     model.on_suitability([]).on_answer("I can only help with medicines.")
     app = pharma_app(model)
     await app.ask("What's the weather?")
-    [call] = model.calls_for(Purpose.SUITABILITY)
-    assert call.inputs["tool_names"] == ["pharma.interaction_analysis", "pharma.dosage_info"]
+    [call] = model.calls_for(Purpose.CHOICE)
+    assert call.inputs["options"] == ["interaction_analysis", "dosage_info"]
 
 
 async def test_failed_subtask_is_covered_by_a_direct_call_and_its_own_clarification(

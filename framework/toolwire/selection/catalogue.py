@@ -1,0 +1,81 @@
+"""What selection knows of each tool: its text for the index and its option for the model.
+
+Built once per domain from the built tools (never per question): a tool's short name (its words),
+``description()``, ``executable_instruction()`` (the seed's yes/no question), its parameter
+model's field names and descriptions, and its ``examples`` (YAML or class).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from toolwire.llm.base import Option, SuitabilityQuestion
+from toolwire.selection.lexical import Document, LexicalIndex
+from toolwire.tools import ChatbotTool
+
+FIELD_WEIGHTS = {
+    "name": 3.0,
+    "description": 2.0,
+    "question": 2.0,
+    "parameters": 1.0,
+    "examples": 2.0,
+}
+"""BM25 weight of a match in each part of a tool's text (docs/models.md gives the figures)."""
+
+
+@dataclass(frozen=True)
+class SelectableTool:
+    """One selectable tool of a domain, with the texts the index and the model see."""
+
+    qualified_name: str
+    short_name: str
+    description: str
+    question: str
+    parameters: str
+    examples: tuple[str, ...]
+
+    @classmethod
+    def of(
+        cls, qualified_name: str, tool: ChatbotTool[Any], examples: Sequence[str] = ()
+    ) -> SelectableTool:
+        """A tool's entry. Calls ``executable_instruction()`` and ``description()``: a tool whose
+        methods raise is reported by the caller and left out of selection."""
+        fields = tool.params_model.model_fields
+        parameters = " ".join(
+            f"{name.replace('_', ' ')} {field.description or ''}".strip()
+            for name, field in fields.items()
+        )
+        return cls(
+            qualified_name=qualified_name,
+            short_name=tool.name,
+            description=tool.description(),
+            question=tool.executable_instruction(),
+            parameters=parameters,
+            examples=tuple(examples),
+        )
+
+    def document(self) -> Document:
+        return Document(
+            self.qualified_name,
+            {
+                "name": self.short_name.replace("_", " "),
+                "description": self.description,
+                "question": self.question,
+                "parameters": self.parameters,
+                "examples": "\n".join(self.examples),
+            },
+        )
+
+    def option(self) -> Option:
+        """How the model sees the tool in a choice: its short name (options share a domain)."""
+        return Option(name=self.short_name, question=self.question, description=self.description)
+
+    def suitability_question(self) -> SuitabilityQuestion:
+        return SuitabilityQuestion(tool_name=self.qualified_name, question=self.question)
+
+
+def tool_index(entries: Sequence[SelectableTool]) -> LexicalIndex:
+    """The BM25 index of a domain's selectable tools."""
+    return LexicalIndex([entry.document() for entry in entries], FIELD_WEIGHTS)

@@ -1,0 +1,201 @@
+"""Which of a domain's tools suit a task: retrieve, choose, confirm (SPEC §3 step 5).
+
+Three modes (``orchestrator.selection.mode``), measured side by side in
+``bench/eval_selection.py``:
+
+* ``choose`` (default): the domain's tool index (BM25, built once) retrieves the ``top_k`` tools
+  that best match the task prompt; one call, constrained to their names, names the ones that fit
+  (none, one or several); each chosen tool is then confirmed with its own yes/no question.
+  Its cost does not grow with the number of tools in the domain. Small models name the one best
+  option well and refuse well, but answer independent yes/no questions on similar tools badly;
+  this mode asks each of them only what it is good at.
+* ``batched``: every tool's yes/no question in one structured call.
+* ``per_tool``: one yes/no call per tool.
+
+The selector sees only the task prompt, never its prompt context (SPEC §3 step 5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from toolwire.errors import ModelError
+from toolwire.llm.base import LanguageModel, Purpose
+from toolwire.orchestrator.invoke import call_model, describe
+from toolwire.selection.catalogue import SelectableTool, tool_index
+from toolwire.selection.lexical import LexicalIndex
+from toolwire.settings import SelectionSettings
+from toolwire.task import RetrievedTool, SelectionRecord
+from toolwire.tools import ChatbotTool
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class ToolSelector:
+    """One domain's selectable tools, their index and the configured mode; built once."""
+
+    tools: tuple[SelectableTool, ...]
+    index: LexicalIndex
+    settings: SelectionSettings
+    left_out: Mapping[str, str]
+    """Tools whose ``executable_instruction()`` or ``description()`` raised at build: name →
+    what it raised. Every selection reports them on the task."""
+
+    @classmethod
+    def build(
+        cls,
+        tools: Sequence[tuple[str, ChatbotTool[Any], Sequence[str]]],
+        settings: SelectionSettings,
+    ) -> ToolSelector:
+        """From ``(prefixed name, tool, examples)`` in registry order."""
+        entries: list[SelectableTool] = []
+        left_out: dict[str, str] = {}
+        for name, tool, examples in tools:
+            try:
+                entries.append(SelectableTool.of(name, tool, examples))
+            except Exception as error:  # a plugin's bug must not break the whole domain
+                left_out[name] = describe(error)
+                log.warning("tool_left_out_of_selection", tool=name, error=left_out[name])
+        return cls(tuple(entries), tool_index(entries), settings, left_out)
+
+    async def select(self, task_prompt: str, llm: LanguageModel, attempts: int) -> SelectionRecord:
+        """The selection for one task prompt: candidates, the model's answers, what runs."""
+        mode = self.settings.mode
+        record = SelectionRecord(mode=mode, left_out=dict(self.left_out))
+        candidates = self._candidates(task_prompt, record)
+        if not candidates:
+            return record
+        try:
+            if mode == "choose":
+                await self._choose(task_prompt, candidates, record, llm, attempts)
+            else:
+                batched = mode == "batched"
+                await self._ask(task_prompt, candidates, record, llm, attempts, batched=batched)
+        except SelectionFailed as failure:
+            record.failure = str(failure)
+        log.info(
+            "tools_selected",
+            mode=mode,
+            candidates=len(candidates),
+            chosen=record.chosen,
+            activated=record.activated,
+        )
+        return record
+
+    def _candidates(self, task_prompt: str, record: SelectionRecord) -> list[SelectableTool]:
+        """Every tool when the domain has no more than ``top_k`` (or the mode asks every tool),
+        else the ``top_k`` best BM25 matches, best first."""
+        top_k = self.settings.top_k
+        if self.settings.mode != "choose" or len(self.tools) <= top_k:
+            scores = {hit.key: hit.score for hit in self.index.search(task_prompt, limit=top_k)}
+            chosen = list(self.tools)
+        else:
+            hits = self.index.search(task_prompt, limit=top_k)
+            scores = {hit.key: hit.score for hit in hits}
+            by_name = {tool.qualified_name: tool for tool in self.tools}
+            chosen = [by_name[hit.key] for hit in hits]
+            record.retrieved = True
+        record.candidates = [
+            RetrievedTool(
+                tool_name=tool.qualified_name, score=round(scores.get(tool.qualified_name, 0.0), 3)
+            )
+            for tool in chosen
+        ]
+        return chosen
+
+    async def _ask(
+        self,
+        task_prompt: str,
+        candidates: Sequence[SelectableTool],
+        record: SelectionRecord,
+        llm: LanguageModel,
+        attempts: int,
+        *,
+        batched: bool,
+    ) -> None:
+        """Each candidate's yes/no question (``per_tool``, ``batched`` and confirmations)."""
+        questions = [tool.suitability_question() for tool in candidates]
+        names = {question.tool_name for question in questions}
+        try:
+            answers = await call_model(
+                Purpose.SUITABILITY.value,
+                attempts,
+                lambda: llm.suitability(task_prompt, questions, batched=batched),
+                is_valid=lambda result: names <= set(result),
+            )
+        except ModelError as error:
+            raise SelectionFailed(
+                f"suitability test failed, no tool activated by it: {error}"
+            ) from error
+        record.answers.update(
+            {tool.qualified_name: bool(answers[tool.qualified_name]) for tool in candidates}
+        )
+        record.activated = [
+            tool.qualified_name for tool in candidates if record.answers[tool.qualified_name]
+        ]
+
+    async def _choose(
+        self,
+        task_prompt: str,
+        candidates: Sequence[SelectableTool],
+        record: SelectionRecord,
+        llm: LanguageModel,
+        attempts: int,
+    ) -> None:
+        """Name the fitting candidates in one call, then confirm them. A single candidate is the
+        choice already: only its own question is asked (the same decision in one call less)."""
+        confirm = self.settings.confirm
+        model_chose = len(candidates) > 1 or confirm == "off"
+        chosen = (
+            await self._named(task_prompt, candidates, record, llm, attempts)
+            if model_chose
+            else list(candidates)
+        )
+        record.chosen = [tool.qualified_name for tool in chosen]
+        if not chosen:
+            return
+        if confirm == "off":
+            record.activated = list(record.chosen)
+            return
+        try:
+            await self._ask(
+                task_prompt, chosen, record, llm, attempts, batched=confirm == "batched"
+            )
+        except SelectionFailed as failure:
+            if not model_chose:
+                raise
+            # The model's choice stands: a failed confirmation must not lose the tools it named.
+            record.activated = list(record.chosen)
+            raise SelectionFailed(
+                f"confirmation failed, the chosen tools run unconfirmed: {failure.__cause__}"
+            ) from failure
+
+    async def _named(
+        self,
+        task_prompt: str,
+        candidates: Sequence[SelectableTool],
+        record: SelectionRecord,
+        llm: LanguageModel,
+        attempts: int,
+    ) -> list[SelectableTool]:
+        """The candidates the model names, in its order; names that are none are ignored."""
+        by_option = {tool.short_name: tool for tool in candidates}
+        options = [tool.option() for tool in candidates]
+        try:
+            named = await call_model(
+                Purpose.CHOICE.value, attempts, lambda: llm.choose(task_prompt, options)
+            )
+        except ModelError as error:
+            message = f"tool choice failed, no tool activated by it: {error}"
+            raise SelectionFailed(message) from error
+        record.ignored = [name for name in named if name not in by_option]
+        return [by_option[name] for name in dict.fromkeys(named) if name in by_option]
+
+
+class SelectionFailed(Exception):
+    """A selection step's model call failed (recorded as the selection's ``failure``)."""
