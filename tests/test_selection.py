@@ -1,0 +1,314 @@
+"""Tool selection (SPEC §3 step 5): the tool index, and every branch of retrieve → choose →
+confirm with the scripted model, plus the ``batched`` and ``per_tool`` modes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, Field
+
+from orchestration_kit import EchoTool, domain
+from toolwire import OrchestratorActivatedTool, ToolExecutionResult
+from toolwire.errors import ModelError
+from toolwire.llm import Purpose
+from toolwire.orchestrator import Answer
+from toolwire.selection.catalogue import SelectableTool, tool_index
+from toolwire.settings import OrchestratorSettings, SelectionSettings
+from toolwire.task import SelectionRecord
+from toolwire.testing import ScriptedModel, conversation_for
+
+
+class Area(BaseModel):
+    base: float = Field(description="length of the triangle's base")
+    height: float = Field(description="height over that base")
+
+
+class TriangleArea(OrchestratorActivatedTool[Area]):
+    """Computes the area of a triangle from its base and height."""
+
+    examples = ("How big is a triangle 3 cm wide and 4 cm tall?",)
+
+    def executable_instruction(self) -> str:
+        return "Does the message ask for the area of a triangle?"
+
+    def execute_with_result(self, params: Area, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.context(f"area {params.base * params.height / 2}")
+
+
+class Raising(EchoTool):
+    def executable_instruction(self) -> str:
+        raise RuntimeError("question service down")
+
+
+def entry(tool: Any) -> SelectableTool:
+    tool.domain = tool.domain or "demo"
+    return SelectableTool.of(tool.qualified_name, tool, tool.examples)
+
+
+def selecting(model: ScriptedModel, *tools: Any, top_k: int = 8, **selection: Any) -> Any:
+    settings = OrchestratorSettings(selection=SelectionSettings(top_k=top_k, **selection))
+    return conversation_for(domain(), *tools, model=model, settings=settings)
+
+
+def selection_of(answer: Answer) -> SelectionRecord:
+    assert answer.trace.selection is not None
+    return answer.trace.selection
+
+
+# -- the tool index ---------------------------------------------------------------------------
+
+
+def test_a_tool_is_indexed_by_name_description_question_parameters_and_examples() -> None:
+    index = tool_index([entry(TriangleArea()), entry(EchoTool("weather"))])
+
+    for query in ("triangle", "computes", "height", "cm wide", "areas of triangles"):
+        assert [hit.key for hit in index.search(query, limit=5)] == ["demo.triangle_area"], query
+    assert [hit.key for hit in index.search("weather", limit=5)] == ["demo.weather"]
+    assert index.search("poem about autumn", limit=5) == []
+
+
+def test_the_name_counts_more_than_the_parameters() -> None:
+    class Named(EchoTool):
+        """Looks things up."""
+
+    class Described(EchoTool):
+        """Looks up a stock."""
+
+    named, described = Named("stock_quote"), Described("lookup")
+    hits = tool_index([entry(described), entry(named)]).search("stock", limit=5)
+    assert [hit.key for hit in hits] == ["demo.stock_quote", "demo.lookup"]
+    assert hits[0].score > hits[1].score > 0
+
+
+def test_a_tools_description_is_its_own_docstrings_first_paragraph() -> None:
+    class Documented(EchoTool):
+        """Converts money
+        between currencies.
+
+        Uses the daily rates."""
+
+    class Undocumented(EchoTool):
+        pass
+
+    assert Documented("x").description() == "Converts money between currencies."
+    assert Undocumented("y").description() == ""  # never a base class's docstring
+
+
+# -- choose mode ------------------------------------------------------------------------------
+
+
+async def test_the_model_chooses_among_candidates_and_each_choice_is_confirmed() -> None:
+    one, two, three = EchoTool("one", "1"), EchoTool("two", "2"), EchoTool("three", "3")
+    model = ScriptedModel().on_choose(["two", "one"]).on_suitability(["one", "two"]).on_answer()
+
+    answer = await selecting(model, one, two, three).ask("q")
+
+    assert model.purposes[:2] == [Purpose.CHOICE, Purpose.SUITABILITY]
+    [choice] = model.calls_for(Purpose.CHOICE)
+    assert choice.inputs["options"] == ["one", "two", "three"]  # short names, registry order
+    [confirmation] = model.calls_for(Purpose.SUITABILITY)
+    assert confirmation.inputs["tool_names"] == ["demo.two", "demo.one"]
+    assert confirmation.inputs["batched"] is False
+    selection = selection_of(answer)
+    assert selection.chosen == ["demo.two", "demo.one"]
+    assert selection.activated == ["demo.two", "demo.one"]
+    assert [tool.tool_name for tool in answer.trace.tools] == ["demo.one", "demo.two"]
+    assert [selection.why(name) for name in ("demo.one", "demo.three")] == [
+        "chosen and confirmed",
+        "not chosen among the candidates",
+    ]
+    assert three.texts == []
+
+
+async def test_a_chosen_tool_refused_by_its_own_question_does_not_run() -> None:
+    one, two = EchoTool("one", "1"), EchoTool("two", "2")
+    model = ScriptedModel().on_choose(["one"]).on_suitability([]).on_answer("no tool")
+
+    answer = await selecting(model, one, two).ask("write me a poem")
+
+    selection = selection_of(answer)
+    assert (selection.chosen, selection.answers, selection.activated) == (
+        ["demo.one"],
+        {"demo.one": False},
+        [],
+    )
+    assert selection.why("demo.one") == "chosen, refused on its question"
+    assert answer.trace.tools == [] and one.texts == []
+    assert answer.failures == []
+
+
+async def test_when_the_model_chooses_nothing_no_confirmation_is_asked() -> None:
+    model = ScriptedModel().on_choose([]).on_answer("no tool")
+
+    answer = await selecting(model, EchoTool("one"), EchoTool("two")).ask("hello")
+
+    assert model.purposes == [Purpose.CHOICE, Purpose.ANSWER]
+    assert selection_of(answer).chosen == []
+
+
+async def test_names_outside_the_candidates_are_ignored_and_shown() -> None:
+    one = EchoTool("one", "1")
+    model = ScriptedModel().on_choose(["nope", "one", "one"]).on_suitability(["one"]).on_answer()
+
+    answer = await selecting(model, one, EchoTool("two")).ask("q")
+
+    selection = selection_of(answer)
+    assert selection.ignored == ["nope"]
+    assert selection.activated == ["demo.one"]
+    assert one.texts == ["q"]
+
+
+async def test_without_confirmation_the_choice_decides() -> None:
+    model = ScriptedModel().on_choose(["two"]).on_answer()
+
+    answer = await selecting(model, EchoTool("one"), EchoTool("two", "2"), confirm="off").ask("q")
+
+    assert model.purposes == [Purpose.CHOICE, Purpose.ANSWER]
+    assert selection_of(answer).activated == ["demo.two"]
+    assert selection_of(answer).why("demo.two") == "chosen (not confirmed)"
+
+
+async def test_batched_confirmation_asks_the_chosen_tools_in_one_call() -> None:
+    model = ScriptedModel().on_choose(["one", "two"]).on_suitability(["two"]).on_answer()
+
+    answer = await selecting(
+        model, EchoTool("one"), EchoTool("two", "2"), EchoTool("three"), confirm="batched"
+    ).ask("q")
+
+    [confirmation] = model.calls_for(Purpose.SUITABILITY)
+    assert confirmation.inputs["batched"] is True
+    assert confirmation.inputs["tool_names"] == ["demo.one", "demo.two"]
+    assert selection_of(answer).activated == ["demo.two"]
+
+
+async def test_a_single_candidate_needs_no_choice_only_its_question() -> None:
+    model = ScriptedModel().on_suitability(["only"]).on_answer()
+
+    answer = await selecting(model, EchoTool("only", "x")).ask("q")
+
+    assert model.purposes == [Purpose.SUITABILITY, Purpose.ANSWER]
+    assert selection_of(answer).activated == ["demo.only"]
+    assert selection_of(answer).why("demo.only") == "chosen and confirmed"
+
+
+async def test_retrieval_narrows_a_large_domain_to_the_top_k_best_matches() -> None:
+    tools = [EchoTool(f"area_filler_{n}") for n in range(10)]
+    triangle = TriangleArea()
+    model = (
+        ScriptedModel().on_suitability(["triangle_area"]).on_extract(Area, {"base": 3, "height": 4})
+    )
+    model.on_answer()
+
+    answer = await selecting(model, *tools, triangle, top_k=3).ask(
+        "What is the area of a triangle with base 3 and height 4?"
+    )
+
+    selection = selection_of(answer)
+    assert selection.retrieved is True
+    assert selection.candidates[0].tool_name == "demo.triangle_area"
+    assert len(selection.candidates) == 3
+    assert selection.candidates[0].score > selection.candidates[1].score
+    [choice] = model.calls_for(Purpose.CHOICE)
+    assert choice.inputs["options"][0] == "triangle_area"
+    assert "area 6.0" in answer.text
+
+
+async def test_nothing_retrieved_means_no_model_call_and_no_tool() -> None:
+    tools = [EchoTool(f"filler_{n}") for n in range(10)]
+    model = ScriptedModel().on_answer("nothing to do")
+
+    answer = await selecting(model, *tools, top_k=3).ask("write a poem about autumn")
+
+    assert model.purposes == [Purpose.ANSWER]
+    selection = selection_of(answer)
+    assert (selection.candidates, selection.activated) == ([], [])
+
+
+async def test_a_failing_choice_is_a_recorded_failure_and_no_tool_runs() -> None:
+    one = EchoTool("one", "1")
+    model = ScriptedModel().on_choose(ModelError("choice", "timeout")).on_answer("composed")
+
+    answer = await selecting(model, one, EchoTool("two")).ask("q")
+
+    assert len(model.calls_for(Purpose.CHOICE)) == 2  # orchestrator.model_attempts
+    assert answer.failures == [
+        "task 1: tool choice failed, no tool activated by it: model call for 'choice' failed: "
+        "timeout (after 2 attempt(s))"
+    ]
+    assert one.texts == [] and answer.text.startswith("composed")
+
+
+async def test_a_failing_confirmation_keeps_the_models_choice() -> None:
+    one = EchoTool("one", "1")
+    model = ScriptedModel().on_choose(["one"]).on_suitability(ModelError("suitability", "down"))
+    model.on_answer()
+
+    answer = await selecting(model, one, EchoTool("two")).ask("q")
+
+    assert one.texts == ["q"]
+    assert answer.failures == [
+        "task 1: confirmation failed, the chosen tools run unconfirmed: model call for "
+        "'suitability' failed: down (after 2 attempt(s))"
+    ]
+
+
+async def test_a_single_candidate_whose_question_fails_does_not_run() -> None:
+    only = EchoTool("only", "x")
+    model = ScriptedModel().on_suitability(ModelError("suitability", "down")).on_answer("a")
+
+    answer = await selecting(model, only).ask("q")
+
+    assert only.texts == []
+    assert answer.failures[0].startswith("task 1: suitability test failed, no tool activated")
+
+
+async def test_a_tool_whose_question_raises_is_left_out_and_reported_on_every_task() -> None:
+    kept = EchoTool("kept", "k")
+    model = ScriptedModel().on_suitability(["kept", "broken"]).on_answer()
+
+    service = selecting(model, Raising("broken"), kept)
+    answer = await service.ask("q")
+
+    assert kept.texts == ["q"]
+    assert answer.failures == [
+        "task 1: tool demo.broken left out of selection: RuntimeError: question service down"
+    ]
+    assert selection_of(answer).left_out == {"demo.broken": "RuntimeError: question service down"}
+    assert (await service.ask("again")).failures == answer.failures
+
+
+# -- the yes/no modes -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["batched", "per_tool"])
+async def test_yes_no_modes_ask_every_tools_question(mode: str) -> None:
+    tools = [EchoTool(f"t{n}", f"c{n}") for n in range(12)]
+    model = ScriptedModel().on_suitability(["t3", "t11"]).on_answer()
+
+    answer = await selecting(model, *tools, top_k=2, mode=mode).ask("q")
+
+    [call] = model.calls_for(Purpose.SUITABILITY)
+    assert len(call.inputs["tool_names"]) == 12  # no retrieval: every tool is asked
+    assert call.inputs["batched"] is (mode == "batched")
+    selection = selection_of(answer)
+    assert selection.activated == ["demo.t3", "demo.t11"]
+    assert selection.why("demo.t3") == "its question answered yes"
+    assert selection.why("demo.t4") == "its question answered no"
+
+
+async def test_required_tools_skip_selection_entirely() -> None:
+    from orchestration_kit import Coordinator, subtask
+
+    def split(task: Any) -> None:
+        task.sub_tasks = [subtask("1.1", "fetch", "one")]
+
+    one = EchoTool("one", "1")
+    model = ScriptedModel().on_choose([]).on_answer()
+    service = selecting(model, Coordinator("splitter", split), one, EchoTool("two"))
+
+    answer = await service.ask("q")
+
+    assert answer.trace.sub_tasks[0].selection is None
+    assert [call.inputs["task_prompt"] for call in model.calls_for(Purpose.CHOICE)] == ["q"]
+    assert one.texts != []
