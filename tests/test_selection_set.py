@@ -73,6 +73,7 @@ def _message(**fields: Any) -> LabelledMessage:
 def test_check_reports_every_contradicted_label(app: App) -> None:
     good = load_labelled()
     assert good[0].line is not None
+    bmi_example = app.registry.resolve("geometry.bmi").examples[0]
     bad = [
         _message(id="unknown", message="a", tools=["geometry.triangle_areas"]),
         _message(
@@ -85,6 +86,7 @@ def test_check_reports_every_contradicted_label(app: App) -> None:
         _message(id="twice", message="g", tools=["geometry.bmi", "geometry.bmi"]),
         _message(id=good[0].id, message="h"),
         _message(id="same-text", message=good[1].message.upper()),
+        _message(id="an-example", message=bmi_example, tools=["geometry.bmi"]),
     ]
     problems = [str(problem) for problem in check_labelled([*good, *bad], app)]
     expected = {
@@ -97,6 +99,7 @@ def test_check_reports_every_contradicted_label(app: App) -> None:
         "twice": "a tool is listed twice",
         good[0].id: f"the id is used again (first at line {good[0].line})",
         "same-text": f"the same message as {good[1].id}",
+        "an-example": "tool 'geometry.bmi' declares this message among its examples",
     }
     for ident, text in expected.items():
         assert any(f"{ident}: " in p and text in p for p in problems), (ident, problems)
@@ -154,7 +157,9 @@ def _synthetic_tools(app: App) -> list[str]:
     return [tool for domain in SYNTHETIC_DOMAINS for tool in selectable_tools(app)[domain]]
 
 
-def test_synthetic_domains_have_about_ten_described_tools_each(app: App) -> None:
+def test_synthetic_domains_have_about_ten_described_tools_each_a_third_with_examples(
+    app: App,
+) -> None:
     for domain in SYNTHETIC_DOMAINS:
         assert app.domains[domain].description.endswith(".")
         assert 9 <= len(selectable_tools(app)[domain]) <= 12, domain
@@ -166,6 +171,8 @@ def test_synthetic_domains_have_about_ten_described_tools_each(app: App) -> None
         assert question.startswith("Does the message ask") and question.endswith("?"), name
         fields = type(tool).params_model.model_fields
         assert fields and all(field.description for field in fields.values()), name
+    with_examples = [name for name in _synthetic_tools(app) if app.registry.resolve(name).examples]
+    assert 0.25 <= len(with_examples) / len(_synthetic_tools(app)) <= 0.45
 
 
 def test_synthetic_tools_answer_from_their_parameters_alone(app: App) -> None:

@@ -151,8 +151,9 @@ def check_labelled(
 ) -> list[Problem]:
     """Every contradiction between the labels and the app, and every gap in the set's coverage:
     a repeated id or message, an unknown domain, a tool that does not exist, is not selectable or
-    belongs to another domain, and a selectable tool that is labelled fewer than twice or is
-    missing from one of the splits. Empty when the set is sound."""
+    belongs to another domain, a message that is also a tool's declared example, and a selectable
+    tool that is labelled fewer than twice or is missing from one of the splits. Empty when the
+    set is sound."""
     where = str(path if path is not None else DEFAULT_PATH)
     selectable = selectable_tools(app)
     problems: list[Problem] = []
@@ -182,6 +183,16 @@ def check_labelled(
             problem = _tool_problem(tool, message.domain, app, selectable)
             if problem:
                 report(message, problem)
+
+    for registration in app.registry:
+        for example in registration.examples:
+            copied = first_of_text.get(example.strip().casefold())
+            if copied is not None:
+                report(
+                    copied,
+                    f"tool {registration.qualified_name!r} declares this message among its "
+                    "examples; retrieval would find the labelled answer verbatim: rewrite one",
+                )
 
     uses = {
         split: Counter(t for m in messages if m.split == split for t in m.tools) for split in SPLITS
