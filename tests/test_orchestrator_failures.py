@@ -313,6 +313,7 @@ async def test_conversation_errors_are_clear(scripted_model: ScriptedModel) -> N
         store=MemorySessionStore(),
     )
 
+    scripted_model.on_route(None)  # the message fits neither domain
     with pytest.raises(UnknownDomainError, match="no default domain is configured"):
         await service.ask("q")
     with pytest.raises(UnknownDomainError, match="unknown domain 'c'; installed domains: a, b"):

@@ -14,6 +14,7 @@ from toolwire.app import App
 from toolwire.cli.state import load_app_or_exit
 from toolwire.errors import ToolwireError
 from toolwire.orchestrator import Answer, TaskTrace
+from toolwire.selection.routing import RoutingRecord
 from toolwire.task import SelectionRecord
 
 DomainOption = Annotated[
@@ -104,6 +105,8 @@ def show_answer(console: Console, answer: Answer, *, trace: bool) -> None:
     for failure in answer.failures:
         console.print(f"[red]failed:[/red] {escape(failure)}")
     if trace:
+        if answer.routing is not None:
+            console.print(routing_line(answer.routing))
         console.print(trace_tree(answer.trace))
         for call in answer.model_calls:
             console.print(
@@ -118,6 +121,16 @@ def show_answer(console: Console, answer: Answer, *, trace: bool) -> None:
             f"({usage.cached_prompt_tokens} cached), {usage.completion_tokens} completion "
             "tokens[/dim]"
         )
+
+
+def routing_line(routing: RoutingRecord) -> str:
+    """How a message that named no domain was routed: the domain, who decided, the scores."""
+    scores = ", ".join(f"{s.domain} {s.score:.2f}" for s in routing.scores) or "no match"
+    where = routing.domain or "no domain fits (the default domain answers)"
+    line = f"[cyan]routed[/cyan] to {escape(where)} by {routing.decided_by} [dim]({scores})[/dim]"
+    if routing.failure:
+        line += f" [red]{escape(routing.failure)}[/red]"
+    return line
 
 
 def trace_tree(task: TaskTrace, tree: Tree | None = None) -> Tree:

@@ -13,6 +13,7 @@ from toolwire.errors import ModelError, ToolNameError, UnknownToolError
 from toolwire.llm.base import LanguageModel, Purpose
 from toolwire.orchestrator.invoke import call_model
 from toolwire.registry import DomainSpec, ToolRegistry
+from toolwire.selection.catalogue import SelectableTool
 from toolwire.selection.selector import ToolSelector
 from toolwire.settings import SelectionSettings
 from toolwire.task import TaskInfo, ToolRunRecord
@@ -119,6 +120,16 @@ class DomainTools:
             [(c.qualified_name, c.tool, examples[c.qualified_name]) for c in candidates], selection
         )
         return cls(domain.name, registry, tools, order, excluded, candidates, rag, selector)
+
+    def rag_entry(self) -> list[SelectableTool]:
+        """The RAG tool's selection entry (none without a RAG tool, or if its methods raise)."""
+        if self.rag is None:
+            return []
+        examples = self.registry.resolve(self.rag.qualified_name, self.domain).examples
+        try:
+            return [SelectableTool.of(self.rag.qualified_name, self.rag.tool, examples)]
+        except Exception:  # its words are then missing from routing, nothing else
+            return []
 
     def activatable(self) -> list[Candidate]:
         """The domain's orchestrator-activated tools that are built and not excluded."""

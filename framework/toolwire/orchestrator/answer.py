@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from toolwire.llm.base import CallRecord, Usage
+from toolwire.selection.routing import RoutingRecord
 from toolwire.task import (
     CoordinatorRunRecord,
     SelectionRecord,
@@ -80,6 +81,9 @@ class Answer(BaseModel):
     failures: list[str] = Field(default_factory=list)
     """What failed while answering (``"task 1.2: tool pharma.lookup raised ..."``)."""
     trace: TaskTrace
+    routing: RoutingRecord | None = None
+    """How the message was routed to ``domain`` when the caller named none (several domains
+    installed): the domains' retrieval scores and whether retrieval or the model decided."""
     usage: Usage = Field(default_factory=Usage)
     model_calls: list[CallRecord] = Field(default_factory=list)
     """Every model call of this round in order: purpose, model, latency, prompt, completion and

@@ -28,6 +28,8 @@ from toolwire.orchestrator.coordinators import (
 from toolwire.orchestrator.execution import clarified_text, execute, extract_params
 from toolwire.orchestrator.invoke import call_model, describe
 from toolwire.registry import DomainSpec, ToolRegistry, domain_reference_problems
+from toolwire.selection.catalogue import SelectableTool
+from toolwire.selection.selector import ToolSelector
 from toolwire.settings import OrchestratorSettings
 from toolwire.task import (
     Clarification,
@@ -107,6 +109,18 @@ class DomainOrchestrator:
             prompt_type: self._scope.candidate(name).tool
             for prompt_type, name in domain.deep_fallback.items()
         }
+
+    @property
+    def selector(self) -> ToolSelector:
+        """The domain's tool selection (its tool index and mode), built once with the
+        orchestrator; ``await selector.select(task_prompt, llm, attempts)`` runs SPEC §3 step 5
+        on its own (``bench/eval_selection.py`` does)."""
+        return self._scope.selector
+
+    def describing_tools(self) -> list[SelectableTool]:
+        """The tools that tell what the domain covers, for routing: its selectable tools and
+        its retrieval tool."""
+        return [*self._scope.selector.tools, *self._scope.rag_entry()]
 
     # -- hooks ------------------------------------------------------------------------------
 

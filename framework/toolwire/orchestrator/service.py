@@ -17,6 +17,7 @@ from toolwire.llm.base import LanguageModel, Usage, collect_calls
 from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
 from toolwire.registry import DomainSpec, ToolRegistry
+from toolwire.selection.routing import DomainRouter, RoutingRecord
 from toolwire.sessions import SessionStore, StoredSession
 from toolwire.settings import OrchestratorSettings
 from toolwire.task import TaskInfo, TaskStatus
@@ -28,10 +29,11 @@ log = structlog.get_logger(__name__)
 class ConversationService:
     """``App.ask`` behind the scenes: one :class:`DomainOrchestrator` per domain, built once.
 
-    A fresh message becomes task "1" of the chosen domain (the default domain when none is
-    given, or the only one). A message with a ``session_id`` is the reply to the waiting
-    clarifying question: the stored tree resumes exactly where it stopped. A finished
-    conversation's session is deleted.
+    A fresh message becomes task "1" of the domain the caller names; naming none, of the domain
+    the message is routed to (several domains installed, ``orchestrator.routing``), else of the
+    default domain, or the only one. A message with a ``session_id`` is the reply to the waiting
+    clarifying question: the stored tree resumes exactly where it stopped, in the domain it
+    started in. A finished conversation's session is deleted.
     """
 
     def __init__(
@@ -48,6 +50,8 @@ class ConversationService:
     ) -> None:
         self.store = store
         self.default_domain = default_domain
+        self.llm = llm
+        self.settings = settings or OrchestratorSettings()
         built = dict(orchestrators or {})  # built beforehand: App.load builds every domain's
         self.orchestrators: dict[str, DomainOrchestrator] = {
             name: DomainOrchestrator(spec, registry, tools, llm, settings)
@@ -55,6 +59,15 @@ class ConversationService:
             if name not in built
         }
         self.orchestrators.update(built)
+        self.router = (
+            DomainRouter.build(
+                {name: o.domain for name, o in self.orchestrators.items()},
+                {name: o.describing_tools() for name, o in self.orchestrators.items()},
+                self.settings.routing,
+            )
+            if self.settings.routing.enabled and len(self.orchestrators) > 1
+            else None
+        )
 
     async def ask(
         self,
@@ -69,11 +82,18 @@ class ConversationService:
         ``caller`` names who asks (the server's API key name): a conversation it starts is bound
         to it, and a conversation another caller started is not found (``UnknownSessionError``).
         """
+        routing: RoutingRecord | None = None
         with collect_calls() as calls:
             if session_id is None:
-                orchestrator = self.orchestrator(domain)
+                if domain is None and self.router is not None:
+                    attempts = self.settings.model_attempts
+                    routing = await self.router.route(message, self.llm, attempts)
+                    domain = routing.domain
+                orchestrator = self.orchestrator(domain, routed=routing is not None)
                 stored: StoredSession | None = None
                 root = await orchestrator.new_task(message)
+                if routing is not None and routing.failure:
+                    root.failures.append(routing.failure)
             else:
                 stored = await self.store.load(session_id)
                 if stored.owner != caller:
@@ -108,19 +128,28 @@ class ConversationService:
             guaranteed_contexts=result.guaranteed_contexts,
             failures=result.failures,
             trace=TaskTrace.of(root),
+            routing=routing,
             usage=Usage.of(calls),
             model_calls=list(calls),
         )
 
-    def orchestrator(self, domain: str | None) -> DomainOrchestrator:
-        """The orchestrator of ``domain``, the default domain, or the only domain."""
+    def orchestrator(self, domain: str | None, *, routed: bool = False) -> DomainOrchestrator:
+        """The orchestrator of ``domain``, the default domain, or the only domain.
+
+        ``routed``: ``domain`` came from routing (None: the message fits no domain)."""
         name = domain or self.default_domain
         if name is None and len(self.orchestrators) == 1:
             name = next(iter(self.orchestrators))
         if name is None:
+            installed = ", ".join(sorted(self.orchestrators))
+            why = (
+                "the message fits none of the installed domains"
+                if routed
+                else ("several domains are installed")
+            )
             raise UnknownDomainError(
-                "several domains are installed and no default domain is configured "
-                f"({', '.join(sorted(self.orchestrators))}); pass a domain or set default_domain"
+                f"{why} ({installed}) and no default domain is configured; pass a domain or set "
+                "default_domain"
             )
         if name not in self.orchestrators:
             known = ", ".join(sorted(self.orchestrators)) or "none"

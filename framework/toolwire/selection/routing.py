@@ -1,0 +1,121 @@
+"""Which domain a message goes to when the caller names none: tool selection one level up.
+
+Built once over every installed domain: its name and description, and the text of each of its
+tools (name, description, suitability question, parameters, examples). A message is routed by:
+
+1. retrieval (BM25): each domain scores its best-matching document;
+2. one domain matches, or the best scores at least ``decisive_ratio`` times the runner-up: that
+   domain (no model call; the lexical evidence is decisive);
+3. otherwise (no match at all included) one call, constrained to the domain names or none,
+   decides among every domain; none: nothing fits, and the default domain answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import structlog
+from pydantic import BaseModel, Field
+
+from toolwire.errors import ModelError
+from toolwire.llm.base import LanguageModel, Option, Purpose
+from toolwire.orchestrator.invoke import call_model
+from toolwire.registry import DomainSpec
+from toolwire.selection.catalogue import FIELD_WEIGHTS, SelectableTool
+from toolwire.selection.lexical import Document, LexicalIndex
+from toolwire.settings import RoutingSettings
+
+log = structlog.get_logger(__name__)
+
+DOMAIN_WEIGHTS = {**FIELD_WEIGHTS, "domain": 3.0}
+"""A domain's own name and description count like a tool's name."""
+
+
+class DomainScore(BaseModel):
+    """A domain and its best retrieval score for the message."""
+
+    domain: str
+    score: float
+
+
+class RoutingRecord(BaseModel):
+    """How a message that named no domain was routed, as the answer's trace shows it."""
+
+    scores: list[DomainScore] = Field(default_factory=list)
+    """Every domain that matched the message, best first."""
+    decided_by: Literal["lexical", "model", "failure"]
+    domain: str | None
+    """The domain chosen; None: nothing fits (the default domain answers)."""
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class DomainRouter:
+    """The routing index over every installed domain, and the settings; built once."""
+
+    domains: Mapping[str, DomainSpec]
+    index: LexicalIndex
+    settings: RoutingSettings
+
+    @classmethod
+    def build(
+        cls,
+        domains: Mapping[str, DomainSpec],
+        tools: Mapping[str, Sequence[SelectableTool]],
+        settings: RoutingSettings,
+    ) -> DomainRouter:
+        """From each domain's spec and its tools' selection entries."""
+        documents = [
+            Document(name, {"domain": f"{name} {spec.description}"})
+            for name, spec in domains.items()
+        ]
+        for name, entries in tools.items():
+            for entry in entries:
+                tool = entry.document()
+                documents.append(Document(name, dict(tool.fields)))
+        return cls(dict(domains), LexicalIndex(documents, DOMAIN_WEIGHTS), settings)
+
+    async def route(self, message: str, llm: LanguageModel, attempts: int) -> RoutingRecord:
+        """The domain for ``message`` (None: nothing fits), and how it was decided."""
+        hits = self.index.search(message, limit=len(self.domains))
+        scores = [DomainScore(domain=hit.key, score=round(hit.score, 3)) for hit in hits]
+        best = scores[0] if scores else None
+        runner_up = scores[1].score if len(scores) > 1 else 0.0
+        if (
+            best is not None
+            and best.score > 0
+            and best.score >= self.settings.decisive_ratio * runner_up
+        ):
+            return self._done(
+                RoutingRecord(scores=scores, decided_by="lexical", domain=best.domain)
+            )
+        options = [
+            Option(name=name, question=spec.description or f"questions about {name}")
+            for name, spec in self.domains.items()
+        ]
+        try:
+            named = await call_model(
+                Purpose.ROUTING.value,
+                attempts,
+                lambda: llm.choose(message, options, purpose=Purpose.ROUTING, several=False),
+            )
+        except ModelError as error:
+            fallback = best.domain if best is not None else None  # a better guess than nothing
+            return self._done(
+                RoutingRecord(
+                    scores=scores,
+                    decided_by="failure",
+                    domain=fallback,
+                    failure=f"domain routing failed, {fallback or 'the default domain'} answers: "
+                    f"{error}",
+                )
+            )
+        domain = next((name for name in named if name in self.domains), None)
+        return self._done(RoutingRecord(scores=scores, decided_by="model", domain=domain))
+
+    @staticmethod
+    def _done(record: RoutingRecord) -> RoutingRecord:
+        log.info("message_routed", domain=record.domain, decided_by=record.decided_by)
+        return record
