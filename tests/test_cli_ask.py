@@ -207,3 +207,32 @@ def test_ask_trace_draws_the_task_tree_with_coordinators_decisions_and_failures(
     assert model.calls_for(toolwire.llm.Purpose.ANSWER)[0].inputs["question"] == (
         "a table in Paris tonight?"
     )
+
+
+@pytest.mark.parametrize("json_output", [False, True])
+def test_without_trace_a_failure_shows_an_error_id_and_the_log_has_the_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None, json_output: bool
+) -> None:
+    model = ScriptedModel().on_suitability(["broken"]).on_answer("No table tonight.")
+    plugin = plugin_of(DomainSpec(name="trip"), BrokenTool)
+
+    def load_app(ctx: object) -> App:
+        return App.load(None, plugins=[plugin], load_entry_points=False, llm=model)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ask_commands, "load_app", load_app)
+
+    options = ["--json"] if json_output else []
+    result = CliRunner().invoke(cli_app, ["ask", "a table in Paris?", *options])
+
+    assert result.exit_code == 0, result.output
+    assert "reviews service is down" not in result.stdout
+    found = re.search(r"task 1: tool trip.broken failed \(error id ([0-9a-f]{12})\)", result.stdout)
+    assert found is not None, result.stdout
+    if json_output:
+        assert json.loads(result.stdout)["failures"] == [found[0]]
+    else:
+        assert f"failed: {found[0]}" in result.stdout
+    withheld = [json.loads(line) for line in result.stderr.splitlines() if "error_withheld" in line]
+    assert withheld[0]["error_id"] == found[1]
+    assert "RuntimeError: reviews service is down" in withheld[0]["detail"]

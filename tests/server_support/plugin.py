@@ -9,6 +9,8 @@ text, the last occurrence winning, so a reply can steer the tool:
   ``$TOOLWIRE_TEST_SIGNAL_DIR``), so that two replicas apply one round at the same time.
 - ``wait=hang``: note the process id in the signal directory, then block (the test kills it).
 - ``sleep=<seconds>``: sleep first (time-limit tests).
+- ``fail=db``: raise the way a database driver does, with the connection string (and its
+  password, ``FAILING_DSN``) in the message (what callers may see of internal errors).
 """
 
 from __future__ import annotations
@@ -26,11 +28,15 @@ from toolwire import OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.plugins import RegisterDomain, RegisterTool
 from toolwire.registry import DomainSpec
 from toolwire.testing import ScriptedModel
+from toolwire.testing.scripted import join_contexts
 
 log = structlog.get_logger(__name__)
 
 SIGNAL_DIR_ENV = "TOOLWIRE_TEST_SIGNAL_DIR"
-_PAIR = re.compile(r"\b(city|ask|wait|sleep)=([\w.-]+)")
+NOTHING = "No table could be booked."
+"""The answer when no tool produced anything (a failed tool, say)."""
+FAILING_DSN = "postgresql://booking:hunter2-secret@db.internal.example:5432/tables"
+_PAIR = re.compile(r"\b(city|ask|wait|sleep|fail)=([\w.-]+)")
 
 
 class BookingParams(BaseModel):
@@ -38,6 +44,7 @@ class BookingParams(BaseModel):
     ask: str | None = None
     wait: str | None = None
     sleep: float | None = None
+    fail: str | None = None
 
 
 def extract_pairs(text: str, _instruction: str = "") -> BookingParams:
@@ -56,6 +63,8 @@ class BookingTool(OrchestratorActivatedTool[BookingParams]):
     async def execute_with_result(self, params: BookingParams, text: str) -> ToolExecutionResult:
         if params.sleep:
             await asyncio.sleep(params.sleep)
+        if params.fail == "db":
+            raise ConnectionError(f"could not connect to {FAILING_DSN}: connection refused")
         if params.wait == "barrier":
             await _barrier()
         elif params.wait == "hang":
@@ -96,5 +105,5 @@ def scripted_model() -> ScriptedModel:
         .on_suitability(lambda _prompt, names: names)
         .on_extract(BookingParams, extract_pairs)
         .on_gatekeeper(True)
-        .on_answer()
+        .on_answer(lambda _question, contexts: join_contexts(_question, contexts) or NOTHING)
     )

@@ -12,6 +12,7 @@ from rich.tree import Tree
 
 from toolwire.app import App
 from toolwire.cli.state import load_app_or_exit
+from toolwire.disclosure import disclosed_answer
 from toolwire.errors import ToolwireError
 from toolwire.orchestrator import Answer, TaskTrace
 from toolwire.selection.routing import RoutingRecord
@@ -20,7 +21,14 @@ from toolwire.task import SelectionRecord
 DomainOption = Annotated[
     str | None, typer.Option("--domain", help="The domain to ask (default: the configured one).")
 ]
-TraceFlag = Annotated[bool, typer.Option("--trace", help="Draw the task tree after the answer.")]
+TraceFlag = Annotated[
+    bool,
+    typer.Option(
+        "--trace",
+        help="Draw the task tree after the answer, with the details of failures (without it a "
+        "failure shows an error id; its details are in the log).",
+    ),
+]
 
 EXIT_WORDS = frozenset({"exit", "quit", ":q"})
 
@@ -47,6 +55,7 @@ def ask(
         answer = asyncio.run(_ask_once(app, message, domain, session))
     except ToolwireError as error:
         _fail(error)
+    answer = disclosed_answer(answer, verbose=trace)
     if json_output:
         typer.echo(answer.model_dump_json(indent=2))
         return
@@ -86,7 +95,9 @@ async def _chat(app: App, console: Console, domain: str | None, trace: bool) -> 
             if not line or line.lower() in EXIT_WORDS:
                 break
             ask_domain = None if session_id else domain
-            answer = await app.ask(line, domain=ask_domain, session_id=session_id)
+            answer = disclosed_answer(
+                await app.ask(line, domain=ask_domain, session_id=session_id), verbose=trace
+            )
             session_id = answer.session_id if answer.kind == "clarification" else None
             show_answer(console, answer, trace=trace)
     finally:

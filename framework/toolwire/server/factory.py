@@ -20,9 +20,10 @@ from fastapi.responses import JSONResponse
 
 from toolwire.app import App
 from toolwire.catalogue import ToolRecord, tool_records
+from toolwire.disclosure import disclosed_answer, new_error_id
 from toolwire.errors import ToolwireError, UnknownSessionError
 from toolwire.orchestrator import Answer
-from toolwire.redaction import scrubbing, session_ref
+from toolwire.redaction import redact, scrubbing, session_ref
 from toolwire.server.auth import ApiKey, authenticated_caller, read_api_keys
 from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
 from toolwire.server.problems import ApiError, api_error_for, install_error_handlers
@@ -168,8 +169,12 @@ def _health_router() -> APIRouter:
             store = state.app.config.sessions.store
             return Health(status="ready", detail=f"session store: {store}")
         except Exception as error:  # any failure of the probe means "not ready", with the reason
-            detail = f"session store unreachable: {error or type(error).__name__}"
-            log.warning("readiness_failed", detail=detail)
+            reason = str(error) or type(error).__name__
+            error_id = new_error_id()
+            log.warning("readiness_failed", detail=reason, error_id=error_id)
+            detail = f"session store unreachable (error id {error_id})"
+            if state.ready_settings().expose_error_details:
+                detail = f"session store unreachable: {redact(reason)}"
             return JSONResponse(
                 Health(status="unavailable", detail=detail).model_dump(), status_code=503
             )
@@ -209,9 +214,12 @@ def _api_router() -> APIRouter:
             timer = asyncio.timeout(limit)
             try:
                 async with timer:
-                    return await app.ask(body.message, body.domain, body.session_id, caller=caller)
+                    answer = await app.ask(
+                        body.message, body.domain, body.session_id, caller=caller
+                    )
+                return disclosed_answer(answer, verbose=settings.expose_error_details)
             except ToolwireError as error:  # logged here, where the session is scrubbed
-                raise api_error_for(error) from error
+                raise api_error_for(error, verbose=settings.expose_error_details) from error
             except TimeoutError:
                 if not timer.expired():
                     raise

@@ -3,7 +3,8 @@
 toolwire's own errors map by kind: a missing session is 404, a round another replica applied
 first is 409, a domain, tool name or session the request got wrong is 400, a failed model call is
 502, an unreachable session store is 503, a configuration mistake is 500. The request id is in
-every body.
+every body; a 5xx also carries an error id, and its text stays in the server's log
+(``toolwire.disclosure``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from toolwire.disclosure import new_error_id
 from toolwire.errors import (
     ConfigError,
     ModelError,
@@ -28,6 +30,7 @@ from toolwire.errors import (
     UnknownDomainError,
     UnknownSessionError,
 )
+from toolwire.redaction import redact
 from toolwire.server.schemas import ErrorBody
 
 log = structlog.get_logger(__name__)
@@ -77,11 +80,15 @@ def toolwire_error_status(error: ToolwireError) -> tuple[int, str, dict[str, Any
     if isinstance(error, UnknownSessionError):
         return 404, "unknown_session", {"session_id": error.session_id}
     if isinstance(error, SessionConflictError):
-        return 409, "session_conflict", {
-            "session_id": error.session_id,
-            "expected_version": error.expected_version,
-            "actual_version": error.actual_version,
-        }
+        return (
+            409,
+            "session_conflict",
+            {
+                "session_id": error.session_id,
+                "expected_version": error.expected_version,
+                "actual_version": error.actual_version,
+            },
+        )
     if isinstance(error, SessionStoreUnavailableError):
         return 503, "session_store_unavailable", {}
     if isinstance(error, SessionError):
@@ -97,16 +104,50 @@ def toolwire_error_status(error: ToolwireError) -> tuple[int, str, dict[str, Any
     return 500, "toolwire_error", {"type": type(error).__name__}
 
 
-def api_error_for(error: ToolwireError) -> ApiError:
+_GENERIC_REASONS = {
+    "configuration_error": "the server's configuration is broken",
+    "model_error": "the language model failed",
+    "session_store_unavailable": (
+        "the session store cannot be reached; nothing was changed, retry later"
+    ),
+}
+_PUBLIC_DETAILS = {
+    "session_id",
+    "expected_version",
+    "actual_version",
+    "name",
+    "candidates",
+    "purpose",
+}
+"""Details that describe the request or a stable step, never the server's internals."""
+
+
+def api_error_for(error: ToolwireError, *, verbose: bool = False) -> ApiError:
     """The response for one of toolwire's own errors, logged as a ``request_error`` event.
 
-    Routes that bind request-scoped log context (the session being resumed) call this inside
-    that context, so the event is logged with it; the handler below covers every other route.
+    A 4xx says what the request got wrong, in full. A 5xx is the server's own failure: the caller
+    gets a generic reason and an error id, and the text (which may name files, hosts or an
+    upstream body) stays in the log under that id, unless ``verbose``
+    (``server.expose_error_details``). Routes that bind request-scoped log context (the session
+    being resumed) call this inside that context, so the event is logged with it; the handler
+    below covers every other route.
     """
     status, code, details = toolwire_error_status(error)
-    event = log.error if status >= 500 else log.info
-    event("request_error", error=code, status=status, message=str(error))
-    return ApiError(status, code, str(error), details=details)
+    if status < 500:
+        log.info("request_error", error=code, status=status, message=str(error))
+        return ApiError(status, code, str(error), details=details)
+    error_id = new_error_id()
+    log.error("request_error", error=code, status=status, message=str(error), error_id=error_id)
+    if verbose:
+        return ApiError(status, code, redact(str(error)), details={**details, "error_id": error_id})
+    reason = _GENERIC_REASONS.get(code, "the server failed")
+    public = {key: value for key, value in details.items() if key in _PUBLIC_DETAILS}
+    return ApiError(
+        status,
+        code,
+        f"{reason} (error id {error_id}); the server's log has the details under this id",
+        details={**public, "error_id": error_id},
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -118,7 +159,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_toolwire_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ToolwireError)
-        return api_error_for(exc).response()
+        settings = request.app.state.toolwire.ready_settings()
+        return api_error_for(exc, verbose=settings.expose_error_details).response()
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

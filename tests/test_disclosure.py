@@ -1,0 +1,106 @@
+"""disclosed_answer: every place of an answer that can hold internal error text, both forms."""
+
+from __future__ import annotations
+
+import re
+
+from structlog.testing import capture_logs
+
+from toolwire.disclosure import disclosed_answer
+from toolwire.llm.base import CallRecord
+from toolwire.orchestrator import Answer, TaskTrace
+from toolwire.task import CoordinatorRunRecord, TaskStatus, ToolRunRecord
+
+DSN_ERROR = "tool shop.stock raised OperationalError: postgresql://app:hunter2@db/x unreachable"
+COORDINATOR_ERROR = "KeyError: 'password=hunter2'"
+MODEL_ERROR = "HTTP 401: Incorrect API key provided: sk-proj-AbCdEfGhIjKlMnOpQrStUv"
+
+
+def answer_with_failures() -> Answer:
+    sub_task = TaskTrace(
+        task_no="1.1",
+        task_prompt="stock of kettles",
+        status=TaskStatus.DONE,
+        tools=[
+            ToolRunRecord(tool_name="shop.stock", reason="required", outcome="error",
+                          detail=DSN_ERROR),
+            ToolRunRecord(tool_name="shop.price", reason="required", outcome="context",
+                          detail="Kettles cost 20 EUR (token=abc is part of the result)"),
+        ],
+        failures=[DSN_ERROR],
+        notes=["conditional: decision raised ValueError: password=hunter2: run"],
+    )  # fmt: skip
+    root = TaskTrace(
+        task_no="1",
+        task_prompt="kettles?",
+        status=TaskStatus.DONE,
+        coordinators=[
+            CoordinatorRunRecord(coordinator_name="shop.plan", outcome="error",
+                                 detail=COORDINATOR_ERROR),
+        ],
+        failures=[f"coordinator shop.plan raised {COORDINATOR_ERROR}", DSN_ERROR],
+        sub_tasks=[sub_task],
+    )  # fmt: skip
+    return Answer(
+        kind="answer",
+        text="Kettles cost 20 EUR (token=abc is part of the result)",
+        domain="shop",
+        failures=[
+            f"task 1: coordinator shop.plan raised {COORDINATOR_ERROR}",
+            f"task 1: {DSN_ERROR}",
+            f"task 1.1: {DSN_ERROR}",
+        ],
+        trace=root,
+        model_calls=[
+            CallRecord(purpose="suitability", model="m", ok=False, error=MODEL_ERROR),
+            CallRecord(purpose="answer", model="m"),
+        ],
+    )
+
+
+def test_callers_get_reasons_and_ids_and_the_log_gets_the_text() -> None:
+    answer = answer_with_failures()
+
+    with capture_logs() as events:
+        public = disclosed_answer(answer)
+
+    text = public.model_dump_json()
+    for secret in ("hunter2", "OperationalError", "KeyError", "sk-proj", "Incorrect API key"):
+        assert secret not in text
+    ids = {event["error_id"]: event for event in events if event["event"] == "error_withheld"}
+    assert len(ids) == 4  # the same text in two tasks and two places shares one id
+    dsn_id = next(i for i, e in ids.items() if e["detail"] == DSN_ERROR)
+    assert public.failures == [
+        f"task 1: a step failed (error id {_id_of(public.failures[0])})",
+        f"task 1: a step failed (error id {dsn_id})",
+        f"task 1.1: tool shop.stock failed (error id {dsn_id})",
+    ]
+    stock, price = public.trace.sub_tasks[0].tools
+    assert stock.detail == f"failed (error id {dsn_id})"
+    assert price.detail == answer.trace.sub_tasks[0].tools[1].detail  # a result, not an error
+    assert public.text == answer.text  # the answer itself passes unchanged
+    coordinator_id = _id_of(public.trace.coordinators[0].detail)
+    assert ids[coordinator_id]["detail"] == COORDINATOR_ERROR
+    assert ids[coordinator_id]["coordinator"] == "shop.plan"
+    assert public.trace.sub_tasks[0].notes == ["conditional: decision raised ValueError: "
+                                               "password=*** run"]  # fmt: skip
+    assert ids[_id_of(public.model_calls[0].error or "")]["purpose"] == "suitability"
+    assert public.model_calls[1] == answer.model_calls[1]
+
+
+def test_the_verbose_form_shows_the_text_with_secrets_masked() -> None:
+    with capture_logs() as events:
+        verbose = disclosed_answer(answer_with_failures(), verbose=True)
+
+    assert events == []
+    assert verbose.failures[2] == (
+        "task 1.1: tool shop.stock raised OperationalError: postgresql://app:***@db/x unreachable"
+    )
+    assert verbose.model_calls[0].error == "HTTP 401: Incorrect API key provided: ***"
+    assert verbose.trace.coordinators[0].detail == "KeyError: 'password=***'"
+
+
+def _id_of(text: str) -> str:
+    found = re.search(r"error id ([0-9a-f]{12})", text)
+    assert found is not None, text
+    return found[1]
