@@ -9,7 +9,7 @@ from structlog.testing import capture_logs
 from toolwire.disclosure import disclosed_answer
 from toolwire.llm.base import CallRecord
 from toolwire.orchestrator import Answer, TaskTrace
-from toolwire.task import CoordinatorRunRecord, TaskStatus, ToolRunRecord
+from toolwire.task import CoordinatorRunRecord, SelectionRecord, TaskStatus, ToolRunRecord
 
 DSN_ERROR = "tool shop.stock raised OperationalError: postgresql://app:hunter2@db/x unreachable"
 COORDINATOR_ERROR = "KeyError: 'password=hunter2'"
@@ -104,3 +104,29 @@ def _id_of(text: str) -> str:
     found = re.search(r"error id ([0-9a-f]{12})", text)
     assert found is not None, text
     return found[1]
+
+
+def test_the_tool_selection_record_is_disclosed_the_same_way() -> None:
+    selection_error = f"tool selection failed: model call for 'suitability' failed: {MODEL_ERROR}"
+    trace = TaskTrace(
+        task_no="1",
+        task_prompt="kettles?",
+        status=TaskStatus.DONE,
+        selection=SelectionRecord(
+            mode="choose",
+            failure=selection_error,
+            left_out={"shop.stock": "RuntimeError: password=hunter2"},
+        ),
+        failures=[selection_error],
+    )
+    answer = Answer(kind="answer", text="?", domain="shop", trace=trace,
+                    failures=[f"task 1: {selection_error}"])  # fmt: skip
+
+    with capture_logs():
+        public = disclosed_answer(answer)
+
+    assert public.trace.selection is not None
+    failure_id = _id_of(public.trace.selection.failure or "")
+    assert public.failures == [f"task 1: tool selection failed (error id {failure_id})"]
+    assert public.trace.selection.left_out["shop.stock"].startswith("failed (error id ")
+    assert "hunter2" not in public.model_dump_json() and "sk-proj" not in public.model_dump_json()

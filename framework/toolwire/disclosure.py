@@ -2,7 +2,8 @@
 
 A tool's exception can hold a connection string, a model server's error body can echo an API key,
 a configuration problem names files on the server. An answer's ``failures``, the error details in
-its ``trace`` (failed tools and coordinators, notes) and its ``model_calls`` are therefore shown
+its ``trace`` (failed tools and coordinators, the tool selection's failure and the tools it left
+out, notes) and its ``model_calls`` are therefore shown
 to callers as, for example, ``"task 1: tool shop.lookup failed (error id 3f9c0a17b2e4)"``; the
 text behind each id is logged once as an ``error_withheld`` event (redacted of secret shapes,
 like every event), so an operator finds it from the id. Identical texts share an id.
@@ -45,12 +46,12 @@ class _Disclosure:
             return redact(text)
         return f"failed (error id {self._id_for(text, where)})"
 
-    def failure(self, text: str, tool: str | None = None, **where: str) -> str:
-        """One line of a task's failures (``tool``: the failed tool it reports, when known)."""
+    def failure(self, text: str, step: str | None = None, **where: str) -> str:
+        """One line of a task's failures (``step``: what failed, such as ``tool shop.lookup``,
+        when it is known)."""
         if self.verbose:
             return redact(text)
-        step = f"tool {tool}" if tool else "a step"
-        return f"{step} failed (error id {self._id_for(text, where)})"
+        return f"{step or 'a step'} failed (error id {self._id_for(text, where)})"
 
     def _id_for(self, text: str, where: dict[str, str]) -> str:
         error_id = self.ids.get(text)
@@ -81,9 +82,24 @@ def disclosed_answer(answer: Answer, *, verbose: bool = False) -> Answer:
 
 def _disclosed_trace(task: TaskTrace, disclosure: _Disclosure) -> TaskTrace:
     where = {"task_no": task.task_no}
-    failed_tools = {run.detail: run.tool_name for run in task.tools if run.outcome == "error"}
+    steps = {run.detail: f"tool {run.tool_name}" for run in task.tools if run.outcome == "error"}
+    selection = task.selection
+    if selection is not None:
+        if selection.failure is not None:
+            steps.setdefault(selection.failure, "tool selection")
+        selection = selection.model_copy(
+            update={
+                "failure": selection.failure
+                and disclosure.failure(selection.failure, "tool selection", **where),
+                "left_out": {
+                    name: disclosure.detail(raised, tool=name, **where)
+                    for name, raised in selection.left_out.items()
+                },
+            }
+        )
     return task.model_copy(
         update={
+            "selection": selection,
             "tools": [
                 run.model_copy(
                     update={"detail": disclosure.detail(run.detail, tool=run.tool_name, **where)}
@@ -105,7 +121,7 @@ def _disclosed_trace(task: TaskTrace, disclosure: _Disclosure) -> TaskTrace:
                 for run in task.coordinators
             ],
             "failures": [
-                disclosure.failure(failure, failed_tools.get(failure), **where)
+                disclosure.failure(failure, steps.get(failure), **where)
                 for failure in task.failures
             ],
             "notes": [redact(note) for note in task.notes],
