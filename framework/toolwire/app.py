@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from toolwire.build import build
@@ -28,7 +28,9 @@ from toolwire.sessions import SessionStore
 from toolwire.tools import ChatbotTool
 
 if TYPE_CHECKING:
+    from toolwire.events import Event
     from toolwire.orchestrator import Answer, ConversationService, DomainOrchestrator
+    from toolwire.orchestrator.streaming import Answered
 
 
 class App:
@@ -161,6 +163,28 @@ class App:
         the same caller can continue it (another gets ``UnknownSessionError``).
         """
         return await self._conversation_service().ask(message, domain, session_id, caller=caller)
+
+    def ask_stream(
+        self,
+        message: str,
+        domain: str | None = None,
+        session_id: str | None = None,
+        *,
+        caller: str | None = None,
+    ) -> AsyncGenerator[Event | Answered, None]:
+        """:meth:`ask`, watched as it works: an async iterator of the question's typed events
+        (``toolwire.events``: tasks, coordinators, the tools chosen and run, model calls, the
+        answer's text as the model produces it) as they happen, then ``Answered`` carrying the
+        same ``Answer``. A failure is raised from the iterator as ``ask`` raises it; closing the
+        iterator early cancels the question, and a round that did not finish stores nothing.
+
+        ::
+
+            async for event in app.ask_stream("Is ibuprofen safe with warfarin?"):
+                if isinstance(event, AnswerDelta):  # toolwire.events
+                    print(event.text, end="", flush=True)
+        """
+        return self._conversation_service().ask_stream(message, domain, session_id, caller=caller)
 
     def _conversation_service(self) -> ConversationService:
         if self._conversations is None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
 from pydantic import BaseModel
 
 from toolwire.errors import ModelError
+from toolwire.events import AnswerDelta, ModelCallFinished, ModelCallStarted, emit, observed, opened
 from toolwire.llm import prompts
 from toolwire.llm.base import (
     CallRecord,
@@ -50,6 +51,8 @@ class _Sent:
 
     reply: ChatReply
     record: CallRecord
+    step: str | None
+    """The call's step among the question's events (None: nobody observes)."""
 
 
 class ChatModel:
@@ -162,7 +165,7 @@ class ChatModel:
     async def answer(self, question: str, contexts: Sequence[PromptAndContext]) -> str:
         contexts = await self.compressor.fit(question, contexts)
         messages = prompts.answer_messages(question, contexts)
-        sent = await self._send(Purpose.ANSWER, messages, None)
+        sent = await self._send(Purpose.ANSWER, messages, None, on_text=_answer_delta)
         if sent.reply.truncated:
             log.warning(
                 "llm_output_truncated", purpose=str(Purpose.ANSWER), chars=len(sent.reply.text)
@@ -171,7 +174,7 @@ class ChatModel:
         if not text:
             sent.record.ok = False
             sent.record.error = "empty answer"
-        self._finish(sent.record)
+        self._finish(sent.record, sent.step)
         if not text:
             raise ModelError(Purpose.ANSWER, "the model returned an empty answer")
         return text
@@ -214,13 +217,13 @@ class ChatModel:
                 error = _output_error(exc, sent.reply, limit)
                 sent.record.ok = False
                 sent.record.error = error
-                self._finish(sent.record)
+                self._finish(sent.record, sent.step)
                 log.warning(
                     "llm_output_invalid", purpose=str(purpose), attempt=attempt, error=error
                 )
                 attempt_messages = prompts.corrective_messages(messages, sent.reply.text, error)
                 continue
-            self._finish(sent.record)
+            self._finish(sent.record, sent.step)
             return result
         return None
 
@@ -237,12 +240,18 @@ class ChatModel:
         messages: list[Message],
         schema: type[BaseModel] | None,
         max_tokens: int | None = None,
+        *,
+        on_text: Callable[[str], None] | None = None,
     ) -> _Sent:
-        """One request through the transport; a failure leaves a failed record and raises."""
+        """One request through the transport; a failure leaves a failed record and raises.
+
+        ``on_text`` asks for the reply's text as it is produced, when someone observes the
+        question (the answer's tokens, streamed)."""
         serialised = prompts.canonical(messages)
         previous = self._last_prompt.get(purpose)
         self._last_prompt[purpose] = serialised
         shared = prompts.shared_prefix_length(previous, serialised) if previous else 0
+        streamed = _Streamed(on_text) if on_text is not None and observed() else None
         request = ChatRequest(
             purpose=str(purpose),
             messages=messages,
@@ -250,10 +259,14 @@ class ChatModel:
             max_tokens=max_tokens or self._completion_limit(purpose),
             timeout_s=self.settings.timeout_s,
             temperature=self.settings.temperature,
+            on_text=streamed.add if streamed is not None else None,
         )
         started = time.perf_counter()
         try:
-            reply = await self.transport.send(request)
+            with opened(ModelCallStarted(purpose=str(purpose))) as step:
+                reply = await self.transport.send(request)
+                if streamed is not None and not streamed.pieces and reply.text:
+                    streamed.add(reply.text)  # a transport that does not stream: all at once
         except ModelError as error:
             self._finish(
                 CallRecord(
@@ -263,7 +276,8 @@ class ChatModel:
                     shared_prefix_chars=shared,
                     ok=False,
                     error=error.detail,
-                )
+                ),
+                step,
             )
             raise
         record = CallRecord(
@@ -275,11 +289,29 @@ class ChatModel:
             cached_prompt_tokens=reply.cached_prompt_tokens,
             shared_prefix_chars=shared,
         )
-        return _Sent(reply, record)
+        return _Sent(reply, record, step)
 
-    def _finish(self, record: CallRecord) -> None:
+    def _finish(self, record: CallRecord, step: str | None) -> None:
         record_call(record)
+        emit(ModelCallFinished(step=step, record=record.model_copy()))
         log.info("llm_call", **record.model_dump())
+
+
+def _answer_delta(text: str) -> None:
+    emit(AnswerDelta(text=text))
+
+
+@dataclass
+class _Streamed:
+    """Passes a streamed reply's pieces on, counting them."""
+
+    on_text: Callable[[str], None]
+    pieces: int = 0
+
+    def add(self, text: str) -> None:
+        if text:
+            self.pieces += 1
+            self.on_text(text)
 
 
 def _elapsed_ms(started: float) -> float:

@@ -15,8 +15,10 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, cast
 
+import httpx
 import openai
 import structlog
 from openai import AsyncOpenAI
@@ -166,6 +168,8 @@ class OpenAITransport:
             if remaining <= 0:
                 raise ModelError(request.purpose, _out_of_time(request))
             try:
+                if request.on_text is not None and request.schema is None:
+                    return await self._stream(client, request, parameters, remaining)
                 raw = await client.chat.completions.with_raw_response.create(
                     model=self._model or "",
                     messages=cast(Any, list(request.messages)),
@@ -188,6 +192,43 @@ class OpenAITransport:
                 raise ModelError(request.purpose, self._describe(error)) from error
             return _reply(request, raw.content, self._model or "")
         raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _stream(
+        self,
+        client: AsyncOpenAI,
+        request: ChatRequest,
+        parameters: dict[str, Any],
+        remaining: float,
+    ) -> ChatReply:
+        """The reply streamed (``stream=True``): each piece of text goes to ``request.on_text``
+        as it arrives. A failure once the stream is open is a ``ModelError`` (not retried: the
+        watcher has seen part of the text)."""
+        assert request.on_text is not None
+        stream = await client.chat.completions.create(
+            model=self._model or "",
+            messages=cast(Any, list(request.messages)),
+            temperature=request.temperature,
+            timeout=remaining,
+            stream=True,
+            stream_options={"include_usage": True},
+            **parameters,
+        )
+        reply = _StreamedReply(self._model or "")
+        try:
+            async with asyncio.timeout(remaining):
+                async for chunk in stream:
+                    request.on_text(reply.add(chunk.model_dump()))
+        except TimeoutError as error:
+            raise ModelError(request.purpose, _out_of_time(request)) from error
+        except ValidationError as error:
+            message = f"a streamed chunk is not a chat completion chunk ({_problems(error)})"
+            raise ModelError(request.purpose, message) from error
+        except (openai.APIError, httpx.HTTPError) as error:
+            message = f"the stream broke off: {self.redact(str(error) or type(error).__name__)}"
+            raise ModelError(request.purpose, message) from error
+        finally:
+            await stream.close()
+        return reply.result()
 
     async def _connect(self, request: ChatRequest, deadline: float) -> AsyncOpenAI:
         async with self._client_lock:
@@ -238,25 +279,90 @@ def _reply(request: ChatRequest, body: bytes, model: str) -> ChatReply:
         message = f"the server's reply is not JSON ({error.msg} at position {error.pos})"
         raise ModelError(request.purpose, message) from error
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in problem['loc']) or '(root)'}: {problem['msg']}"
-            for problem in error.errors(include_url=False, include_input=False)
-        )
-        message = f"the server's reply is not an OpenAI chat completion ({problems})"
+        message = f"the server's reply is not an OpenAI chat completion ({_problems(error)})"
         raise ModelError(request.purpose, message) from error
     choice = completion.choices[0]
     usage = completion.usage or _WireUsage()
-    cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else None
-    if not cached and completion.timings is not None:  # llama.cpp's own server
-        cached = completion.timings.cache_n
     return ChatReply(
         text=_output_text(choice.message),
         model=completion.model or model,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
-        cached_prompt_tokens=cached or 0,
+        cached_prompt_tokens=_cached_tokens(usage, completion.timings),
         truncated=choice.finish_reason == "length",
     )
+
+
+def _cached_tokens(usage: _WireUsage, timings: _WireTimings | None) -> int:
+    """Prompt tokens served from the cache: OpenAI's figure, else llama.cpp's own."""
+    cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else None
+    if not cached and timings is not None:
+        cached = timings.cache_n
+    return cached or 0
+
+
+def _problems(error: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or '(root)'}: {problem['msg']}"
+        for problem in error.errors(include_url=False, include_input=False)
+    )
+
+
+class _WireDelta(BaseModel):
+    content: str | None = None
+
+
+class _WireChunkChoice(BaseModel):
+    delta: _WireDelta = Field(default_factory=_WireDelta)
+    finish_reason: str | None = None
+
+
+class _WireChunk(BaseModel):
+    """The part of a streamed chat completion chunk toolwire reads."""
+
+    model: str | None = None
+    choices: list[_WireChunkChoice] = Field(default_factory=list)
+    usage: _WireUsage | None = None
+    timings: _WireTimings | None = None
+
+
+@dataclass
+class _StreamedReply:
+    """A streamed reply put together chunk by chunk: the text, the finish reason, and the usage
+    the last chunk reports (``stream_options.include_usage``; llama.cpp adds its timings)."""
+
+    model: str
+    parts: list[str] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: _WireUsage | None = None
+    timings: _WireTimings | None = None
+
+    def add(self, data: dict[str, Any]) -> str:
+        """Take one chunk (checked); returns its piece of text ("" for none)."""
+        chunk = _WireChunk.model_validate(data)
+        self.model = chunk.model or self.model
+        self.usage = chunk.usage or self.usage
+        self.timings = chunk.timings or self.timings
+        piece = ""
+        for choice in chunk.choices[:1]:
+            piece = choice.delta.content or ""
+            self.finish_reason = choice.finish_reason or self.finish_reason
+        if piece:
+            self.parts.append(piece)
+        return piece
+
+    def result(self) -> ChatReply:
+        usage = self.usage or _WireUsage()
+        text = "".join(self.parts)
+        return ChatReply(
+            text=text,
+            model=self.model,
+            prompt_tokens=usage.prompt_tokens,
+            # a server that reports no usage for a stream: one piece is about one token
+            completion_tokens=usage.completion_tokens or len(self.parts),
+            cached_prompt_tokens=_cached_tokens(usage, self.timings),
+            truncated=self.finish_reason == "length",
+        )
 
 
 def _output_text(message: _WireMessage) -> str:

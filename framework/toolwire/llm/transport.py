@@ -5,14 +5,15 @@ the reply's text with the usage figures the server reported. Everything above it
 each purpose sends, parsing and correcting structured output, the question's time budget, the
 call records) is :class:`toolwire.llm.chat_model.ChatModel`'s and the same for every provider,
 so a new provider is one small class with :meth:`ChatTransport.send` and
-:meth:`ChatTransport.aclose`. The OpenAI-compatible transport
+:meth:`ChatTransport.aclose` (streaming the answer's text through ``ChatRequest.on_text`` is
+optional). The OpenAI-compatible transport
 (:class:`toolwire.llm.openai_transport.OpenAITransport`) serves OpenAI, vLLM, Ollama, llama.cpp
 and the embedded model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypedDict, runtime_checkable
 
@@ -40,6 +41,10 @@ class ChatRequest:
     timeout_s: float
     """Most seconds the call may take in all, retries included (the question's budget decides)."""
     temperature: float = 0.0
+    on_text: Callable[[str], None] | None = None
+    """Set for a free-text reply someone watches (the answer, streamed): a transport that can
+    stream calls it with each piece of the text as it arrives, in order, and still returns the
+    whole reply. One that cannot stream ignores it (the watcher then sees the text at the end)."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Any
 
 import structlog
 
+from toolwire.events import CoordinatorFinished, CoordinatorStarted, emit, opened
 from toolwire.orchestrator.invoke import call_plugin, describe
 from toolwire.task import ContextBuffer, CoordinatorRunRecord, SubtaskDecision, TaskInfo
 from toolwire.tools import AgentCoordinator, ChatbotTool
@@ -86,8 +87,11 @@ async def apply_coordinators(
         existing = {id(sub_task) for sub_task in task.sub_tasks}
         prompt_context = task.prompt_context
         task.prompt_context = None
+        step: str | None = None
+        started = CoordinatorStarted(task_no=task.task_no, coordinator_name=named.qualified_name)
         try:
-            returned = await call_plugin(named.coordinator.decompose_into_subtasks, task)
+            with opened(started) as step:
+                returned = await call_plugin(named.coordinator.decompose_into_subtasks, task)
             if returned is not task:
                 raise TypeError(
                     "decompose_into_subtasks must return the TaskInfo instance it received "
@@ -102,6 +106,7 @@ async def apply_coordinators(
                 )
             )
             task.failures.append(f"coordinator {named.qualified_name} raised {detail}")
+            _finished(step, task)
             log.warning(
                 "coordinator_failed",
                 task_no=task.task_no,
@@ -120,6 +125,7 @@ async def apply_coordinators(
                 detail=f"{len(new)} new subtask(s)" if new else "",
             )
         )
+        _finished(step, task, new)
         log.info(
             "coordinator_applied",
             task_no=task.task_no,
@@ -133,6 +139,18 @@ async def apply_coordinators(
     task.applied_coordinator_names = applied
     for sub_task, owner in created:
         _stamp(sub_task, owner, task.execution_text(), applied)
+
+
+def _finished(step: str | None, task: TaskInfo, new: Sequence[TaskInfo] = ()) -> None:
+    """The coordinator step's end, with the record it just left on the task."""
+    emit(
+        CoordinatorFinished(
+            step=step,
+            task_no=task.task_no,
+            record=task.coordinator_runs[-1].model_copy(),
+            new_subtasks=[sub_task.task_no for sub_task in new],
+        )
+    )
 
 
 def _stamp(sub_task: TaskInfo, owner: str, parent_text: str, applied: set[str]) -> None:

@@ -17,6 +17,17 @@ import structlog
 from pydantic import BaseModel
 
 from toolwire.errors import ConfigError, ModelError, Problem, ToolNameError, UnknownToolError
+from toolwire.events import (
+    ClarificationAsked,
+    DeepSearchRound,
+    TaskFinished,
+    TaskStarted,
+    ToolFinished,
+    ToolsChosen,
+    ToolStarted,
+    emit,
+    opened,
+)
 from toolwire.llm.base import GatekeeperVerdict, LanguageModel, Purpose
 from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
 from toolwire.orchestrator.buffer import buffer_of, siblings_so_far, snapshot, subtree_results
@@ -154,6 +165,12 @@ class DomainOrchestrator:
         """SPEC §3 steps 1-8 on one task; returns why it stopped, or None once it is closed."""
         if task.status.is_closed:
             return None
+        with opened(TaskStarted.of(task)) as step:
+            stop = await self._process(task, depth)
+            emit(TaskFinished(step=step, task_no=task.task_no, status=task.status))
+            return stop
+
+    async def _process(self, task: TaskInfo, depth: int) -> Stop | None:
         await apply_coordinators(task, self._coordinators)
         stop = await self._process_subtasks(task, depth)
         if stop is not None:
@@ -212,9 +229,11 @@ class DomainOrchestrator:
     # -- steps 5-7: activation and running --------------------------------------------------
 
     async def _choose_tools(self, task: TaskInfo) -> list[ToolRunRecord]:
-        return await choose_tools(
+        chosen = await choose_tools(
             task, llm=self.llm, scope=self._scope, attempts=self.settings.model_attempts
         )
+        emit(ToolsChosen.of(task, chosen))
+        return chosen
 
     async def _run_pending(self, task: TaskInfo) -> Stop | None:
         """Run the task's activated tools that have not run yet, in their (priority) order."""
@@ -254,6 +273,21 @@ class DomainOrchestrator:
         record.params = params.model_dump(mode="json")
 
     async def _run_one(self, task: TaskInfo, record: ToolRunRecord) -> Stop | None:
+        started = ToolStarted(
+            task_no=task.task_no, tool_name=record.tool_name, reason=record.reason
+        )
+        with opened(started) as step:
+            stop = await self._execute(task, record)
+            emit(ToolFinished(step=step, task_no=task.task_no, record=record.model_copy()))
+        if stop is not None and stop.kind == "clarification":
+            emit(
+                ClarificationAsked(
+                    task_no=task.task_no, tool_name=stop.tool_name, question=stop.text
+                )
+            )
+        return stop
+
+    async def _execute(self, task: TaskInfo, record: ToolRunRecord) -> Stop | None:
         try:
             tool = self._tool_of(task, record)
         except ToolNameError as error:
@@ -370,6 +404,14 @@ class DomainOrchestrator:
                 return None
             task.notes.append(f"gatekeeper: context insufficient, missing {verdict.missing}")
             task.gatekeeper_missing = list(verdict.missing) or [task.task_prompt]
+            emit(
+                DeepSearchRound(
+                    task_no=task.task_no,
+                    round=rounds + 1,
+                    tool_name=fallback.qualified_name,
+                    missing=task.gatekeeper_missing,
+                )
+            )
             if isinstance(fallback, AgentCoordinator):
                 before = len(task.sub_tasks)
                 await apply_coordinators(task, [NamedCoordinator.of(fallback)], force=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -13,9 +13,20 @@ from toolwire.errors import (
     UnknownDomainError,
     UnknownSessionError,
 )
+from toolwire.events import (
+    Event,
+    Observer,
+    RoundFinished,
+    RoundStarted,
+    Routed,
+    emit,
+    observing,
+    opened,
+)
 from toolwire.llm.base import LanguageModel, Usage, collect_calls
 from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
+from toolwire.orchestrator.streaming import Answered, stream_question
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.selection.routing import DomainRouter, RoutingRecord
 from toolwire.sessions import SessionStore, StoredSession
@@ -47,8 +58,11 @@ class ConversationService:
         default_domain: str | None = None,
         settings: OrchestratorSettings | None = None,
         orchestrators: Mapping[str, DomainOrchestrator] | None = None,
+        observers: Sequence[Callable[[], Observer]] = (),
     ) -> None:
         self.store = store
+        self.observers = list(observers)
+        """Each makes an observer for one question (OpenTelemetry's spans, say)."""
         self.default_domain = default_domain
         self.llm = llm
         self.settings = settings or OrchestratorSettings()
@@ -81,13 +95,41 @@ class ConversationService:
 
         ``caller`` names who asks (the server's API key name): a conversation it starts is bound
         to it, and a conversation another caller started is not found (``UnknownSessionError``).
+        The round is one step among the question's events (``round_started``,
+        ``round_finished``); ``observers`` watch every question.
         """
+        observers = [start() for start in self.observers]
+        with observing(*observers), opened(RoundStarted(resumed=session_id is not None)) as step:
+            try:
+                answer = await self._answer(message, domain, session_id, caller)
+            except BaseException as error:  # cancelled included: the watchers close the round
+                emit(RoundFinished(step=step, error=type(error).__name__))
+                raise
+            emit(RoundFinished.of(answer, step))
+            return answer
+
+    def ask_stream(
+        self,
+        message: str,
+        domain: str | None = None,
+        session_id: str | None = None,
+        *,
+        caller: str | None = None,
+    ) -> AsyncGenerator[Event | Answered, None]:
+        """:meth:`ask`, watched: its events as they happen, then ``Answered`` (the same
+        ``Answer``); see :mod:`toolwire.orchestrator.streaming`."""
+        return stream_question(lambda: self.ask(message, domain, session_id, caller=caller))
+
+    async def _answer(
+        self, message: str, domain: str | None, session_id: str | None, caller: str | None
+    ) -> Answer:
         routing: RoutingRecord | None = None
         with collect_calls() as calls:
             if session_id is None:
                 if domain is None and self.router is not None:
                     attempts = self.settings.model_attempts
                     routing = await self.router.route(message, self.llm, attempts)
+                    emit(Routed(routing=routing.model_copy(deep=True)))
                     domain = routing.domain
                 orchestrator = self.orchestrator(domain, routed=routing is not None)
                 stored: StoredSession | None = None

@@ -12,12 +12,21 @@ the inputs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
+from toolwire.events import (
+    AnswerDelta,
+    ModelCallFinished,
+    ModelCallStarted,
+    emit,
+    observed,
+    opened,
+)
 from toolwire.llm.base import (
     CallRecord,
     GatekeeperVerdict,
@@ -41,6 +50,8 @@ ExtractResponder = Callable[[str, str], Any]
 ContextResponder = Callable[[str, list[PromptAndContext]], Any]
 
 SCRIPTED_MODEL_NAME = "scripted"
+_WORDS = re.compile(r"\s*\S+|\s+")
+"""A streamed answer's pieces: each word with the white space before it."""
 
 
 class UnscriptedCallError(BaseException):
@@ -297,8 +308,13 @@ class ScriptedModel:
         return cast(GatekeeperVerdict, verdict)
 
     async def answer(self, question: str, contexts: Sequence[PromptAndContext]) -> str:
+        """The scripted answer; someone watching the question sees it word by word."""
         rule = self._begin(Purpose.ANSWER, self._answer, question=question, contexts=list(contexts))
-        return str(_resolve(rule.take(), question, list(contexts)))
+        text = str(_resolve(rule.take(), question, list(contexts)))
+        if observed():
+            for piece in _WORDS.findall(text):
+                emit(AnswerDelta(text=piece))
+        return text
 
     async def aclose(self) -> None:
         self.closed = True
@@ -310,7 +326,7 @@ class ScriptedModel:
         rule = rules.next()
         if rule is None:
             shown = ", ".join(f"{key}={value!r}" for key, value in inputs.items())
-            record_call(
+            _record(
                 CallRecord(
                     purpose=purpose.value, model=SCRIPTED_MODEL_NAME, ok=False, error="unscripted"
                 )
@@ -319,8 +335,15 @@ class ScriptedModel:
                 f"ScriptedModel received an unscripted {purpose.value!r} call ({shown}); "
                 f"script it with {_hint(purpose)}"
             )
-        record_call(CallRecord(purpose=purpose.value, model=SCRIPTED_MODEL_NAME))
+        _record(CallRecord(purpose=purpose.value, model=SCRIPTED_MODEL_NAME))
         return rule
+
+
+def _record(record: CallRecord) -> None:
+    """Count the call in the question's usage and show it to whoever watches the question."""
+    record_call(record)
+    with opened(ModelCallStarted(purpose=record.purpose)) as step:
+        emit(ModelCallFinished(step=step, record=record.model_copy()))
 
 
 def _named(name: str, chosen: set[str]) -> bool:
