@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -92,6 +93,10 @@ class FakeReply:
     completion_tokens: int | None = None
     finish_reason: str | None = None
     """``length`` simulates output cut off at ``max_tokens``; default ``stop`` (``tool_calls``)."""
+    piece_delay_s: float = 0.0
+    """A streamed reply (``"stream": true``): the pause before each piece (word) of the text."""
+    break_after: int | None = None
+    """A streamed reply: close the connection after this many pieces (a server that died)."""
 
 
 Responder = Callable[[FakeRequest], "FakeReply | Awaitable[FakeReply]"]
@@ -214,6 +219,26 @@ class FakeOpenAIServer:
 
     # -- HTTP ------------------------------------------------------------------------------------
 
+    async def _write_stream(self, writer: asyncio.StreamWriter, stream: _Stream) -> bool:
+        """Send a streamed reply as Server-Sent Events in chunked encoding; False when the reply
+        breaks off (the connection is then closed)."""
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
+        )
+        for number, event in enumerate(stream.events):
+            if stream.reply.break_after is not None and number >= stream.reply.break_after:
+                await writer.drain()
+                return False
+            if number < stream.pieces and stream.reply.piece_delay_s:
+                await asyncio.sleep(stream.reply.piece_delay_s)
+            data = f"data: {event}\n\n".encode()
+            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
         task = asyncio.current_task()
@@ -232,7 +257,12 @@ class FakeOpenAIServer:
                     for name, _, value in (line.partition(":") for line in lines[1:] if line)
                 }
                 raw = await reader.readexactly(int(headers.get("content-length", "0")))
-                status, body = await self._handle(method, path, raw)
+                response = await self._handle(method, path, raw)
+                if isinstance(response, _Stream):
+                    if not await self._write_stream(writer, response):
+                        return
+                    continue
+                status, body = response
                 writer.write(
                     f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
@@ -248,7 +278,7 @@ class FakeOpenAIServer:
                 self._handlers.discard(task)
             writer.close()
 
-    async def _handle(self, method: str, path: str, raw: bytes) -> tuple[int, bytes]:
+    async def _handle(self, method: str, path: str, raw: bytes) -> tuple[int, bytes] | _Stream:
         body: dict[str, Any] = json.loads(raw) if raw else {}
         request = FakeRequest(method=method, path=path, body=body)
         self.requests.append(request)
@@ -265,7 +295,10 @@ class FakeOpenAIServer:
             return reply.status, reply.raw_body
         if reply.status != 200:
             return reply.status, _error(reply.error)
-        return 200, json.dumps(self._completion(request, reply)).encode()
+        completion = self._completion(request, reply)
+        if request.body.get("stream"):
+            return _Stream.of(completion, reply, request.body.get("stream_options") or {})
+        return 200, json.dumps(completion).encode()
 
     async def _reply(self, request: FakeRequest) -> FakeReply:
         if self._script:
@@ -306,6 +339,43 @@ class FakeOpenAIServer:
                 },
             },
         }
+
+
+_PIECES = re.compile(r"\s*\S+|\s+")
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """A completion as the chunks of a streamed reply (``data:`` payloads, ``[DONE]`` last):
+    one per word of the text, the finish reason, then the usage when the request asked for it."""
+
+    events: list[str]
+    pieces: int
+    reply: FakeReply
+
+    @classmethod
+    def of(
+        cls, completion: dict[str, Any], reply: FakeReply, options: dict[str, Any]
+    ) -> _Stream:
+        choice = completion["choices"][0]
+        text = choice["message"]["content"] or ""
+        head = {key: completion[key] for key in ("id", "created", "model")}
+        head["object"] = "chat.completion.chunk"
+
+        def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
+            return json.dumps({**head, "choices": choices, **extra})
+
+        events = [
+            chunk([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+            for piece in _PIECES.findall(text)
+        ]
+        pieces = len(events)
+        finish = {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}
+        events.append(chunk([finish]))
+        if options.get("include_usage"):
+            events.append(chunk([], usage=completion["usage"]))
+        events.append("[DONE]")
+        return cls(events, pieces, reply)
 
 
 def _error(message: str) -> bytes:
