@@ -78,9 +78,12 @@ async def test_a_stream_that_breaks_off_is_a_model_error_with_a_failed_record(
     server.script(FakeReply(text="one two three four", break_after=2))
     seen: list[Event] = []
 
-    with observing(seen.append), collect_calls() as calls:
-        with pytest.raises(ModelError, match="the stream broke off"):
-            await gateway.answer("q", CONTEXT)
+    with (
+        observing(seen.append),
+        collect_calls() as calls,
+        pytest.raises(ModelError, match="the stream broke off"),
+    ):
+        await gateway.answer("q", CONTEXT)
 
     assert [e.text for e in seen if isinstance(e, AnswerDelta)] == ["one", " two"]
     assert len(server.chat_requests) == 1  # not retried: part of the text was shown
