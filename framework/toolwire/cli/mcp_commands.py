@@ -52,7 +52,7 @@ def serve(
     """Serve a domain over MCP: its tools as MCP tools, and <domain>.ask for the whole chatbot.
 
     By default over stdio (for a desktop assistant or an IDE to start); with --http over
-    streamable HTTP, behind the same bearer token as toolwire serve (server.token_env).
+    streamable HTTP, behind the same API keys as toolwire serve (server.token_env, api_keys).
     """
     try:
         from toolwire.mcp.server import DomainMcpServer
@@ -78,6 +78,6 @@ def serve(
     settings = listening_on(app.config.server, host, port)
     try:
         asyncio.run(serve_http(served, settings))
-    except ConfigError as error:  # a token variable that is set but empty
+    except ConfigError as error:  # an API key whose variable is missing or empty
         report_error(error)
         raise typer.Exit(1) from None
