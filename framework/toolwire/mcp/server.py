@@ -21,7 +21,6 @@ direct call has no user message).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -81,14 +80,6 @@ class ToolResult(BaseModel):
     text: str
 
 
-@dataclass(frozen=True)
-class ServedTool:
-    """One tool of the domain as the MCP server offers it."""
-
-    name: str
-    tool: ChatbotTool[Any]
-
-
 class DomainMcpServer:
     """One domain of ``app`` as an MCP server: ``server`` runs over stdio or streamable HTTP."""
 
@@ -107,14 +98,12 @@ class DomainMcpServer:
         self.domain = name
         self.ask_name = f"{name}.{ASK_TOOL}"
         instances = app.tools
-        self.tools = {
-            registration.qualified_name: ServedTool(
-                registration.qualified_name, instances[registration.qualified_name]
-            )
+        self.tools: dict[str, ChatbotTool[Any]] = {
+            registration.qualified_name: instances[registration.qualified_name]
             for registration in app.registry.in_domain(name)
-            if registration.qualified_name in instances
-            and isinstance(instances[registration.qualified_name], OrchestratorActivatedTool)
+            if isinstance(instances.get(registration.qualified_name), OrchestratorActivatedTool)
         }
+        """Prefixed name → singleton: the enabled orchestrator-activated tools of the domain."""
         if self.ask_name in self.tools:
             raise ConfigError(
                 f"tool {self.ask_name!r} would hide the MCP tool that asks the whole chatbot; "
@@ -140,12 +129,12 @@ class DomainMcpServer:
         )
         return [ask] + [
             Tool(
-                name=served.name,
-                description=tool_description(served.tool),
-                input_schema=served.tool.params_model.model_json_schema(by_alias=True),
+                name=name,
+                description=tool_description(tool),
+                input_schema=tool.params_model.model_json_schema(by_alias=True),
                 output_schema=ToolResult.model_json_schema(),
             )
-            for served in self.tools.values()
+            for name, tool in self.tools.items()
         ]
 
     def _build_server(self) -> Server[Any]:
@@ -177,18 +166,18 @@ class DomainMcpServer:
 
         if name == self.ask_name:
             return await self._ask(arguments)
-        served = self.tools.get(name)
-        if served is None:
+        tool = self.tools.get(name)
+        if tool is None:
             offered = ", ".join([self.ask_name, *self.tools])
             raise MCPError(INVALID_PARAMS, f"unknown tool {name!r}; this server offers: {offered}")
         try:
-            params = served.tool.params_model.model_validate(arguments)
+            params = tool.params_model.model_validate(arguments)
         except ValidationError as error:
             return _error(f"invalid arguments for {name}: {_validation_message(error)}")
         text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
         log.info("mcp_tool_called", tool=name)
         try:
-            outcome = await execute(served.tool, params, text, {}, None)
+            outcome = await execute(tool, params, text, {}, None)
         except Exception as error:  # the tool's failure is the caller's to see, as an error result
             log.warning("mcp_tool_failed", tool=name, error=describe(error))
             return _error(f"tool {name} raised {describe(error)}")
