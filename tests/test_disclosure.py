@@ -6,9 +6,18 @@ import re
 
 from structlog.testing import capture_logs
 
-from toolwire.disclosure import disclosed_answer
+from toolwire.disclosure import Disclosure, disclosed_answer, disclosed_event
+from toolwire.events import (
+    AnswerDelta,
+    CoordinatorFinished,
+    ModelCallFinished,
+    Routed,
+    ToolFinished,
+    ToolsChosen,
+)
 from toolwire.llm.base import CallRecord
 from toolwire.orchestrator import Answer, TaskTrace
+from toolwire.selection.routing import RoutingRecord
 from toolwire.task import CoordinatorRunRecord, SelectionRecord, TaskStatus, ToolRunRecord
 
 DSN_ERROR = "tool shop.stock raised OperationalError: postgresql://app:hunter2@db/x unreachable"
@@ -130,3 +139,49 @@ def test_the_tool_selection_record_is_disclosed_the_same_way() -> None:
     assert public.failures == [f"task 1: tool selection failed (error id {failure_id})"]
     assert public.trace.selection.left_out["shop.stock"].startswith("failed (error id ")
     assert "hunter2" not in public.model_dump_json() and "sk-proj" not in public.model_dump_json()
+
+
+def test_streamed_events_withhold_the_same_texts_under_the_same_ids_as_the_answer() -> None:
+    disclosure = Disclosure(verbose=False)
+    routing = RoutingRecord(decided_by="failure", domain=None, failure=f"routing: {MODEL_ERROR}")
+    events = [
+        ToolFinished(
+            task_no="1.1",
+            record=ToolRunRecord(
+                tool_name="shop.stock", reason="required", outcome="error", detail=DSN_ERROR
+            ),
+        ),
+        CoordinatorFinished(
+            task_no="1",
+            record=CoordinatorRunRecord(
+                coordinator_name="shop.plan", outcome="error", detail=COORDINATOR_ERROR
+            ),
+        ),
+        ToolsChosen(
+            task_no="1",
+            selection=SelectionRecord(
+                mode="choose", failure=MODEL_ERROR, left_out={"shop.x": COORDINATOR_ERROR}
+            ),
+            tools=[
+                ToolRunRecord(tool_name="x", reason="required", outcome="error", detail=DSN_ERROR)
+            ],
+        ),
+        ModelCallFinished(
+            record=CallRecord(purpose="choice", model="m", ok=False, error=MODEL_ERROR)
+        ),
+        Routed(routing=routing),
+        AnswerDelta(text="token=abc is part of the answer"),
+    ]
+
+    with capture_logs():
+        shown = [disclosed_event(event, disclosure) for event in events]
+        answer = disclosed_answer(answer_with_failures(), disclosure=disclosure)
+
+    dumped = " ".join(event.model_dump_json() for event in shown)
+    assert "hunter2" not in dumped and "sk-proj" not in dumped
+    assert shown[-1] == events[-1]  # the answer's text is the answer: unchanged
+    tool_detail = shown[0].record.detail  # type: ignore[attr-defined]
+    assert re.fullmatch(r"failed \(error id [0-9a-f]{12}\)", tool_detail)
+    assert answer.trace.sub_tasks[0].tools[0].detail == tool_detail
+    assert shown[2].tools[0].detail == tool_detail  # type: ignore[attr-defined]
+    assert "error id" in (shown[4].routing.failure or "")  # type: ignore[attr-defined]

@@ -18,12 +18,23 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 
+from toolwire.events import (
+    CoordinatorFinished,
+    Event,
+    ModelCallFinished,
+    Routed,
+    ToolFinished,
+    ToolsChosen,
+)
 from toolwire.llm.base import CallRecord
 from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.redaction import redact
+from toolwire.selection.routing import RoutingRecord
+from toolwire.task import CoordinatorRunRecord, SelectionRecord, ToolRunRecord
 
 log = structlog.get_logger(__name__)
 
@@ -34,8 +45,11 @@ def new_error_id() -> str:
 
 
 @dataclass
-class _Disclosure:
-    """How the error texts of one answer are shown: withheld behind ids, or shown redacted."""
+class Disclosure:
+    """How the error texts of one answer are shown: withheld behind ids, or shown redacted.
+
+    One per answer; a streamed answer's events and its final answer share one, so a failure
+    has the same error id in both."""
 
     verbose: bool
     ids: dict[str, str] = field(default_factory=dict)
@@ -61,9 +75,11 @@ class _Disclosure:
         return error_id
 
 
-def disclosed_answer(answer: Answer, *, verbose: bool = False) -> Answer:
+def disclosed_answer(
+    answer: Answer, *, verbose: bool = False, disclosure: Disclosure | None = None
+) -> Answer:
     """``answer`` as a caller may see it (see the module docstring)."""
-    disclosure = _Disclosure(verbose)
+    disclosure = disclosure or Disclosure(verbose)
     trace = _disclosed_trace(answer.trace, disclosure)
     shown = {
         f"task {task.task_no}: {failure}": f"task {task.task_no}: {shown_failure}"
@@ -76,48 +92,44 @@ def disclosed_answer(answer: Answer, *, verbose: bool = False) -> Answer:
             "failures": [shown.get(f) or disclosure.failure(f) for f in answer.failures],
             "trace": trace,
             "model_calls": [_disclosed_call(call, disclosure) for call in answer.model_calls],
+            "routing": _disclosed_routing(answer.routing, disclosure),
         }
     )
 
 
-def _disclosed_trace(task: TaskTrace, disclosure: _Disclosure) -> TaskTrace:
+def disclosed_event(event: Event, disclosure: Disclosure) -> Event:
+    """A step event of a streamed answer as the caller may see it: the records it carries
+    follow the rules of the answer's trace (a failed tool's or coordinator's detail, the tool
+    selection's failure and the tools it left out, a failed model call, a failed routing)."""
+    update: dict[str, Any] = {}
+    if isinstance(event, ToolFinished):
+        update["record"] = _disclosed_tool_run(event.record, disclosure, event.task_no)
+    elif isinstance(event, CoordinatorFinished):
+        update["record"] = _disclosed_coordinator_run(event.record, disclosure, event.task_no)
+    elif isinstance(event, ToolsChosen):
+        where = {"task_no": event.task_no}
+        update["selection"] = _disclosed_selection(event.selection, disclosure, where)
+        update["tools"] = [
+            _disclosed_tool_run(run, disclosure, event.task_no) for run in event.tools
+        ]
+    elif isinstance(event, ModelCallFinished):
+        update["record"] = _disclosed_call(event.record, disclosure)
+    elif isinstance(event, Routed):
+        update["routing"] = _disclosed_routing(event.routing, disclosure)
+    return event.model_copy(update=update) if update else event
+
+
+def _disclosed_trace(task: TaskTrace, disclosure: Disclosure) -> TaskTrace:
     where = {"task_no": task.task_no}
     steps = {run.detail: f"tool {run.tool_name}" for run in task.tools if run.outcome == "error"}
-    selection = task.selection
-    if selection is not None:
-        if selection.failure is not None:
-            steps.setdefault(selection.failure, "tool selection")
-        selection = selection.model_copy(
-            update={
-                "failure": selection.failure
-                and disclosure.failure(selection.failure, "tool selection", **where),
-                "left_out": {
-                    name: disclosure.detail(raised, tool=name, **where)
-                    for name, raised in selection.left_out.items()
-                },
-            }
-        )
+    if task.selection is not None and task.selection.failure is not None:
+        steps.setdefault(task.selection.failure, "tool selection")
     return task.model_copy(
         update={
-            "selection": selection,
-            "tools": [
-                run.model_copy(
-                    update={"detail": disclosure.detail(run.detail, tool=run.tool_name, **where)}
-                )
-                if run.outcome == "error"
-                else run
-                for run in task.tools
-            ],
+            "selection": _disclosed_selection(task.selection, disclosure, where),
+            "tools": [_disclosed_tool_run(run, disclosure, task.task_no) for run in task.tools],
             "coordinators": [
-                run.model_copy(
-                    update={
-                        "detail": disclosure.detail(
-                            run.detail, coordinator=run.coordinator_name, **where
-                        )
-                    }
-                )
-                if run.outcome == "error"
-                else run
+                _disclosed_coordinator_run(run, disclosure, task.task_no)
                 for run in task.coordinators
             ],
             "failures": [
@@ -130,7 +142,49 @@ def _disclosed_trace(task: TaskTrace, disclosure: _Disclosure) -> TaskTrace:
     )
 
 
-def _disclosed_call(call: CallRecord, disclosure: _Disclosure) -> CallRecord:
+def _disclosed_selection(
+    selection: SelectionRecord | None, disclosure: Disclosure, where: dict[str, str]
+) -> SelectionRecord | None:
+    if selection is None:
+        return None
+    return selection.model_copy(
+        update={
+            "failure": selection.failure
+            and disclosure.failure(selection.failure, "tool selection", **where),
+            "left_out": {
+                name: disclosure.detail(raised, tool=name, **where)
+                for name, raised in selection.left_out.items()
+            },
+        }
+    )
+
+
+def _disclosed_tool_run(run: ToolRunRecord, disclosure: Disclosure, task_no: str) -> ToolRunRecord:
+    if run.outcome != "error":
+        return run
+    detail = disclosure.detail(run.detail, tool=run.tool_name, task_no=task_no)
+    return run.model_copy(update={"detail": detail})
+
+
+def _disclosed_coordinator_run(
+    run: CoordinatorRunRecord, disclosure: Disclosure, task_no: str
+) -> CoordinatorRunRecord:
+    if run.outcome != "error":
+        return run
+    detail = disclosure.detail(run.detail, coordinator=run.coordinator_name, task_no=task_no)
+    return run.model_copy(update={"detail": detail})
+
+
+def _disclosed_routing(
+    routing: RoutingRecord | None, disclosure: Disclosure
+) -> RoutingRecord | None:
+    if routing is None or routing.failure is None:
+        return routing
+    # the same text is a failure of task 1, so it is shown under the same id
+    return routing.model_copy(update={"failure": disclosure.failure(routing.failure)})
+
+
+def _disclosed_call(call: CallRecord, disclosure: Disclosure) -> CallRecord:
     if call.error is None:
         return call
     return call.model_copy(update={"error": disclosure.detail(call.error, purpose=call.purpose)})

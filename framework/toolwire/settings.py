@@ -153,6 +153,9 @@ class ServerSettings(Section):
     """An idle connection between requests is closed after this long."""
     max_connections: int = Field(default=1_000, gt=0)
     """Open connections (and requests in flight) beyond this get 503 straight away."""
+    sse_keep_alive_s: float = Field(default=15.0, gt=0)
+    """A streamed answer silent this long (the model thinking) gets a keep-alive comment, so
+    that proxies in front of the server do not close the connection."""
     expose_error_details: bool = False
     """Show callers the text of internal errors (secret shapes still masked) instead of a generic
     reason and an error id: only for a deployment whose callers are trusted."""

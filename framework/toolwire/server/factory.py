@@ -16,19 +16,20 @@ from typing import Annotated, Any
 
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from toolwire.app import App
 from toolwire.catalogue import ToolRecord, tool_records
 from toolwire.disclosure import disclosed_answer, new_error_id
 from toolwire.errors import ToolwireError, UnknownSessionError
 from toolwire.orchestrator import Answer
-from toolwire.redaction import redact, scrubbing, session_ref
+from toolwire.redaction import redact
 from toolwire.server.auth import ApiKey, authenticated_caller, read_api_keys
 from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
 from toolwire.server.problems import ApiError, api_error_for, install_error_handlers
-from toolwire.server.progress import tracking_progress
+from toolwire.server.questions import check_message, question_scope, timeout_error
 from toolwire.server.schemas import AskRequest, DomainInfo, ErrorBody, Health, ToolInfo
+from toolwire.server.streaming import SSE_MEDIA_TYPE, event_stream_response
 from toolwire.settings import ServerSettings
 from toolwire.tools import ChatbotTool, ToolKind
 
@@ -54,6 +55,15 @@ _ASK_ERRORS: dict[int | str, dict[str, Any]] = {
     502: {"model": ErrorBody, "description": "The language model failed."},
     503: {"model": ErrorBody, "description": "The session store is unreachable."},
     504: {"model": ErrorBody, "description": "Time limit hit; the body names the step."},
+}
+_ASK_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_ASK_ERRORS,
+    200: {
+        "description": "The answer; with `stream` (or `Accept: text/event-stream`), Server-Sent "
+        "Events: one per step, `answer_delta` pieces of the text, then `answer` (this body) or "
+        "`error` (an error body with its `status`).",
+        "content": {SSE_MEDIA_TYPE: {"schema": {"type": "string"}}},
+    },
 }
 
 
@@ -186,31 +196,25 @@ def _health_router() -> APIRouter:
 def _api_router() -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["chat"], dependencies=[Depends(authenticated_caller)])
 
-    @router.post("/ask", response_model=Answer, responses=_ASK_ERRORS)
+    @router.post("/ask", response_model=Answer, responses=_ASK_RESPONSES)
     async def ask(
         body: AskRequest,
         request: Request,
         caller: Annotated[str | None, Depends(authenticated_caller)],
-    ) -> Answer:
+    ) -> Answer | StreamingResponse:
         """Answer a message, or continue the conversation named by ``session_id`` (only the API
-        key that started a conversation can continue it; for any other it does not exist)."""
+        key that started a conversation can continue it; for any other it does not exist).
+
+        With ``"stream": true`` or ``Accept: text/event-stream`` the answer comes as
+        Server-Sent Events: each step as it happens, the answer's text as the model writes it,
+        then the same ``Answer`` (docs/server.md, "Streaming")."""
         state = _state(request)
         app, settings = state.ready_app(), state.ready_settings()
-        if len(body.message) > settings.max_message_chars:
-            raise ApiError(
-                422,
-                "message_too_long",
-                f"the message has {len(body.message)} characters; the limit is "
-                f"{settings.max_message_chars} (server.max_message_chars); shorten it",
-                details={"length": len(body.message), "limit": settings.max_message_chars},
-            )
+        check_message(body, settings)
+        if body.stream or SSE_MEDIA_TYPE in request.headers.get("accept", ""):
+            return event_stream_response(app, body, caller, settings)
         limit = settings.request_timeout_s
-        session = session_ref(body.session_id) if body.session_id else None
-        with (
-            structlog.contextvars.bound_contextvars(session=session, caller=caller),
-            scrubbing({body.session_id: f"<session {session}>"} if body.session_id else {}),
-            tracking_progress() as progress,
-        ):
+        with question_scope(body, caller) as progress:
             timer = asyncio.timeout(limit)
             try:
                 async with timer:
@@ -223,23 +227,7 @@ def _api_router() -> APIRouter:
             except TimeoutError:
                 if not timer.expired():
                     raise
-                step = progress.describe()
-                details = {
-                    "timeout_s": limit,
-                    "step": progress.last_event,
-                    "step_logged_after_s": round(progress.last_event_at, 3),
-                    **progress.details,
-                }
-                log.warning("request_timed_out", timeout_s=limit, last_step=step)
-                raise ApiError(
-                    504,
-                    "timeout",
-                    f"the question did not finish within {limit:g} s "
-                    f"(server.request_timeout_s); the last step it logged was {step}. "
-                    "Nothing was stored for this round: a waiting conversation can be continued "
-                    "by sending the message again",
-                    details=details,
-                ) from None
+                raise timeout_error(limit, progress) from None
 
     @router.get("/domains", response_model=list[DomainInfo], responses=_ERRORS)
     async def domains(request: Request) -> list[DomainInfo]:

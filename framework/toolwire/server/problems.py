@@ -56,16 +56,19 @@ class ApiError(Exception):
         self.details = details or {}
         self.headers = headers
 
-    def response(self) -> JSONResponse:
-        """The JSON ``ErrorBody`` response, carrying the current request's id."""
-        body = ErrorBody(
+    def body(self) -> ErrorBody:
+        """The ``ErrorBody``, carrying the current request's id."""
+        return ErrorBody(
             error=self.error,
             message=self.message,
             request_id=current_request_id(),
             details=self.details,
         )
+
+    def response(self) -> JSONResponse:
+        """The JSON ``ErrorBody`` response."""
         return JSONResponse(
-            body.model_dump(mode="json"), status_code=self.status, headers=self.headers
+            self.body().model_dump(mode="json"), status_code=self.status, headers=self.headers
         )
 
 

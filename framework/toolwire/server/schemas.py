@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,11 @@ class AskRequest(BaseModel):
         default=None,
         description="The session id of an answer that asked a clarifying question, to reply to it.",
     )
+    stream: bool = Field(
+        default=False,
+        description="Answer with Server-Sent Events: each step as it happens, the answer's text "
+        "as the model writes it, then the answer (also with 'Accept: text/event-stream').",
+    )
 
 
 class ErrorBody(BaseModel):
@@ -33,6 +38,14 @@ class ErrorBody(BaseModel):
     message: str = Field(description="What went wrong and how to fix it.")
     request_id: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+
+
+class StreamError(ErrorBody):
+    """The ``error`` event that ends a streamed answer: the error body the request would have
+    answered with, and its status code."""
+
+    type: Literal["error"] = "error"
+    status: int
 
 
 class DomainInfo(BaseModel):

@@ -1,0 +1,112 @@
+"""``POST /v1/ask`` as Server-Sent Events: the question's steps as they happen, then the answer.
+
+Every message is ``event: <type>`` and ``data: <JSON>``, the JSON carrying the same ``type``:
+
+- the step events of :mod:`toolwire.events` (``task_started``, ``tools_chosen``,
+  ``tool_finished``, ``answer_delta`` …), their error texts disclosed like the answer body's;
+- ``answer``: ``{"type": "answer", "answer": <the Answer the non-streamed request returns>}``;
+- ``error``: the error body the non-streamed request would have answered with, plus its
+  ``status`` (the stream's own status is 200 once it has begun).
+
+A comment (``: keep-alive``) after ``server.sse_keep_alive_s`` of silence keeps proxies from
+closing the connection while the model thinks. The stream ends after ``answer`` or ``error``. A
+client that goes away cancels the question: nothing is stored for a round that did not finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import structlog
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
+
+from toolwire.app import App
+from toolwire.disclosure import Disclosure, disclosed_answer, disclosed_event
+from toolwire.errors import ToolwireError
+from toolwire.events import Event
+from toolwire.orchestrator.streaming import Answered, WatchedQuestion
+from toolwire.server.problems import ApiError, api_error_for
+from toolwire.server.questions import question_scope, timeout_error
+from toolwire.server.schemas import AskRequest, StreamError
+from toolwire.settings import ServerSettings
+
+log = structlog.get_logger(__name__)
+
+SSE_MEDIA_TYPE = "text/event-stream"
+KEEP_ALIVE = b": keep-alive\n\n"
+
+
+def event_stream_response(
+    app: App, body: AskRequest, caller: str | None, settings: ServerSettings
+) -> StreamingResponse:
+    """The streamed answer to ``body`` (see the module docstring)."""
+    return StreamingResponse(
+        answer_events(app, body, caller, settings),
+        media_type=SSE_MEDIA_TYPE,
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def message(kind: str, payload: BaseModel) -> bytes:
+    """One Server-Sent Event (its JSON on one ``data:`` line)."""
+    return f"event: {kind}\ndata: {payload.model_dump_json()}\n\n".encode()
+
+
+async def answer_events(
+    app: App, body: AskRequest, caller: str | None, settings: ServerSettings
+) -> AsyncIterator[bytes]:
+    """The messages of one streamed question, ending with ``answer`` or ``error``."""
+    disclosure = Disclosure(settings.expose_error_details)
+    loop = asyncio.get_running_loop()
+    limit = settings.request_timeout_s
+    deadline = loop.time() + limit
+    with question_scope(body, caller) as progress:
+        question = WatchedQuestion(
+            lambda: app.ask(body.message, body.domain, body.session_id, caller=caller)
+        )
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                wait = min(settings.sse_keep_alive_s, remaining)
+                try:
+                    event = await asyncio.wait_for(question.next(), timeout=max(wait, 0))
+                except TimeoutError:
+                    if deadline - loop.time() > 0:
+                        yield KEEP_ALIVE
+                        continue
+                    await question.cancel()
+                    yield _error(timeout_error(limit, progress))
+                    return
+                if event is None:
+                    return
+                yield _shown(event, disclosure)
+        except ToolwireError as error:  # logged here, where the session is scrubbed
+            yield _error(api_error_for(error, verbose=settings.expose_error_details))
+        except Exception:
+            log.exception("request_crashed", path="/v1/ask", stream=True)
+            yield _error(
+                ApiError(
+                    500,
+                    "internal_error",
+                    "the server failed while answering; the request id finds the traceback "
+                    "in the server's log",
+                )
+            )
+        finally:
+            if question.running:
+                log.info("stream_abandoned", reason="the client went away; the round is dropped")
+            await question.cancel()
+
+
+def _shown(event: Event | Answered, disclosure: Disclosure) -> bytes:
+    if isinstance(event, Answered):
+        shown = disclosed_answer(event.answer, disclosure=disclosure)
+        return message("answer", Answered(answer=shown))
+    return message(str(getattr(event, "type", "event")), disclosed_event(event, disclosure))
+
+
+def _error(error: ApiError) -> bytes:
+    body = error.body()
+    return message("error", StreamError(status=error.status, **body.model_dump()))
