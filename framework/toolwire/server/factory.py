@@ -30,6 +30,7 @@ from toolwire.server.problems import ApiError, api_error_for, install_error_hand
 from toolwire.server.questions import check_message, question_scope, timeout_error
 from toolwire.server.schemas import AskRequest, DomainInfo, ErrorBody, Health, ToolInfo
 from toolwire.server.streaming import SSE_MEDIA_TYPE, event_stream_response
+from toolwire.server.web_page import install_web_page
 from toolwire.settings import ServerSettings
 from toolwire.tools import ChatbotTool, ToolKind
 
@@ -150,6 +151,7 @@ def create_app(
     api.add_middleware(RequestContextMiddleware)  # added last: outermost, sees every response
     api.include_router(_health_router())
     api.include_router(_api_router())
+    install_web_page(api)
     return api
 
 

@@ -1,0 +1,162 @@
+"""The chat page at ``/`` in a real browser: Playwright driving Debian's chromium against a
+``toolwire serve`` process (the test plugin's ``trip`` domain and its scripted model).
+
+Ask, answer the clarifying question inline, see the steps stream in, open the task tree; a wrong
+API key; a server that is down; text from the server is shown as text, never run as HTML."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from server_support.processes import ServerProcess, write_config
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TOKEN = "web-page-test-token-0123456789"
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "images"
+
+
+def start_server(workdir: Path) -> ServerProcess:
+    config = write_config(workdir / "toolwire.yaml", sessions={"store": "memory"})
+    env = {"TOOLWIRE_API_TOKEN": TOKEN}
+    return ServerProcess(config, workdir / "server.log", env=env).start()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    process = start_server(tmp_path_factory.mktemp("web"))
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (.ci/run does)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    opened = context.new_page()
+    yield opened
+    context.close()
+
+
+def sign_in(page: Page, url: str, token: str = TOKEN) -> None:
+    page.goto(url)
+    expect(page.locator("#token-form")).to_be_visible()  # the page needs the key first
+    expect(page.locator("#token-why")).to_have_text(
+        "This server needs an API key (a bearer token)."
+    )
+    page.fill("#token", token)
+    page.click("#token-form button")
+
+
+def ask(page: Page, message: str) -> None:
+    page.fill("#message", message)
+    page.click("#send")
+
+
+def test_ask_clarify_inline_and_open_the_task_tree(server: ServerProcess, page: Page) -> None:
+    sign_in(page, server.url)
+    expect(page.locator("#domain option[value=trip]")).to_have_text("trip (default)")
+    expect(page.locator("#token-form")).to_be_hidden()
+
+    ask(page, "book a table")
+    first = page.locator(".turn").nth(0)
+    expect(first.locator(".question")).to_be_visible()
+    expect(first.locator(".text")).to_contain_text("Which city?")
+    reply = first.locator("form.reply input")
+    reply.fill("city=Rome")
+    first.locator("form.reply button").click()
+
+    second = page.locator(".turn").nth(1)
+    expect(second.locator(".bubble.user")).to_have_text("city=Rome")
+    expect(second.locator(".text")).to_contain_text("Table booked in Rome")
+    second.locator(".tree > summary").click()
+    tree = second.locator(".tree")
+    expect(tree.locator(".task > summary").first).to_contain_text("task 1")
+    expect(tree.locator(".task > summary").first).to_contain_text("done")
+    expect(tree.locator("li.tool")).to_contain_text("trip.booking")
+    expect(tree.locator("li.tool")).to_contain_text("context")
+    expect(tree.locator("li.model").first).to_contain_text("prompt tokens")
+    # the steps of the round were shown as they came, and are kept folded
+    expect(second.locator(".steps > summary")).to_contain_text(re.compile(r"\d+ steps"))
+    expect(second.locator(".steps li")).to_contain_text(["running trip.booking"])
+
+
+def test_steps_stream_in_before_the_answer(server: ServerProcess, page: Page) -> None:
+    sign_in(page, server.url)
+    ask(page, "book a table city=Paris sleep=1.5")
+    turn = page.locator(".turn").nth(0)
+    running = turn.locator(".steps li", has_text="running trip.booking")
+    expect(running).to_be_visible(timeout=1000)  # while the tool still sleeps
+    expect(turn.locator(".text")).to_have_text("")
+    expect(turn.locator(".text")).to_contain_text("Table booked in Paris", timeout=10000)
+
+
+def test_a_wrong_key_is_refused_and_asked_for_again(server: ServerProcess, page: Page) -> None:
+    sign_in(page, server.url, token="not-the-right-token")
+    expect(page.locator("#token-form")).to_be_visible()
+    expect(page.locator("#token-why")).to_contain_text("refused")
+
+    ask(page, "book a table")
+    expect(page.locator(".bot.failed")).to_contain_text("refused")
+    stored = page.evaluate("sessionStorage.getItem('toolwire.token')")
+    assert stored == "not-the-right-token"  # kept in this tab only, until corrected
+
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    ask(page, "book a table city=Rome")
+    expect(page.locator(".turn").nth(1).locator(".text")).to_contain_text("Table booked in Rome")
+
+
+def test_a_server_that_is_down_is_said_and_the_message_kept(tmp_path: Path, page: Page) -> None:
+    process = start_server(tmp_path)
+    sign_in(page, process.url)
+    expect(page.locator("#domain option[value=trip]")).to_have_count(1)
+    process.stop()
+
+    ask(page, "book a table city=Rome")
+    expect(page.locator(".bot.failed")).to_contain_text("cannot reach the server")
+    expect(page.locator("#banner")).to_contain_text("is toolwire serve running?")
+    expect(page.locator("#message")).to_have_value("book a table city=Rome")
+
+
+def test_text_from_the_server_is_shown_as_text(server: ServerProcess, page: Page) -> None:
+    sign_in(page, server.url)
+    ask(page, "book a table city=<img src=x onerror=alert(1)>")
+    turn = page.locator(".turn").nth(0)
+    expect(turn.locator(".bubble.bot")).to_contain_text("Which city?")
+    expect(turn.locator(".bubble.user")).to_contain_text("<img src=x onerror=alert(1)>")
+    assert page.locator(".turn img").count() == 0
+
+
+def test_the_page_loads_nothing_from_elsewhere(server: ServerProcess, page: Page) -> None:
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    sign_in(page, server.url)
+    expect(page.locator("#domain option[value=trip]")).to_have_count(1)
+    assert requested and all(url.startswith(server.url) for url in requested)
+    policy = page.request.get(server.url).headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "connect-src 'self'" in policy
