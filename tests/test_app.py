@@ -408,7 +408,7 @@ def test_importing_toolwire_loads_no_plugin_and_reads_no_file(tmp_path: Path) ->
         "from importlib.metadata import entry_points\n"
         "plugins = [ep.module for ep in entry_points(group='toolwire')]\n"
         "print(len(plugins) > 0, [m for m in plugins if m in sys.modules])\n"
-        "print([m for m in ('fastapi', 'toolwire.server') if m in sys.modules])\n"
+        "print([m for m in ('fastapi', 'toolwire.server', 'opentelemetry') if m in sys.modules])\n"
     )
     write = tmp_path / "config" / "toolwire.yaml"
     write.parent.mkdir()

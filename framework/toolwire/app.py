@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from toolwire.build import build
@@ -25,10 +25,11 @@ from toolwire.mcp.discovery import McpDiscovery, McpListing, discover_mcp_tools
 from toolwire.plugins import PluginInfo, discover
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.sessions import SessionStore
+from toolwire.telemetry import observers_from_environment
 from toolwire.tools import ChatbotTool
 
 if TYPE_CHECKING:
-    from toolwire.events import Event
+    from toolwire.events import Event, Observer
     from toolwire.orchestrator import Answer, ConversationService, DomainOrchestrator
     from toolwire.orchestrator.streaming import Answered
 
@@ -64,6 +65,7 @@ class App:
         self._session_store = session_store
         self._owns_session_store = session_store is None
         self._conversations: ConversationService | None = None
+        self._observers: list[Callable[[], Observer]] = []
         model: object = llm if llm is not None else _DeferredLanguageModel(self)
         self.container = ToolContainer.build(
             registry, {LanguageModel: model, McpConnections: self.mcp}
@@ -101,7 +103,7 @@ class App:
         plugin_set = dataclasses.replace(plugin_set, tools=plugin_set.tools + mcp_tools.tools)
         try:
             built = build(plugin_set, config, problems)
-            return cls(
+            app = cls(
                 config=config,
                 registry=built.registry,
                 domains=built.domains,
@@ -116,6 +118,9 @@ class App:
             error.add_causes(causes)
             connections.close()
             raise
+        for observer in observers_from_environment():  # OpenTelemetry, when OTEL_* ask for it
+            app.add_observer(observer)
+        return app
 
     # -- tools ---------------------------------------------------------------------------------
 
@@ -186,6 +191,14 @@ class App:
         """
         return self._conversation_service().ask_stream(message, domain, session_id, caller=caller)
 
+    def add_observer(self, start: Callable[[], Observer]) -> None:
+        """Watch every question from now on: ``start()`` makes the observer of one question,
+        which gets every step event of it (``toolwire.events``); ``toolwire.telemetry`` traces
+        questions this way."""
+        self._observers.append(start)
+        if self._conversations is not None:
+            self._conversations.observers.append(start)
+
     def _conversation_service(self) -> ConversationService:
         if self._conversations is None:
             from toolwire.orchestrator import ConversationService
@@ -199,6 +212,7 @@ class App:
                 default_domain=self.config.default_domain,
                 settings=self.config.orchestrator,
                 orchestrators=self.orchestrators,
+                observers=self._observers,
             )
         return self._conversations
 

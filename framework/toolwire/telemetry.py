@@ -1,0 +1,253 @@
+"""OpenTelemetry traces of questions (the ``toolwire[otel]`` extra), made from the step events.
+
+Each question is one trace: a span for the round (``invoke_agent <domain>``), each task
+(``toolwire.task 1.1``), coordinator (``toolwire.coordinator <name>``), tool run
+(``execute_tool <name>``) and model call (``chat <model>``), nested as the steps were. Model
+calls follow OpenTelemetry's GenAI semantic conventions: ``gen_ai.operation.name``,
+``gen_ai.provider.name``, ``gen_ai.request.model``/``gen_ai.response.model``,
+``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens`` and
+``gen_ai.usage.cache_read.input_tokens``. A span that failed has an ERROR status and
+``error.type``; its description is the error text with secret shapes masked.
+
+The spans are built by one observer of the question's events (:mod:`toolwire.events`), the same
+events the CLI and the HTTP stream show: there is no second instrumentation to keep in step.
+
+Turned on by ``App.load`` when the standard ``OTEL_*`` variables ask for traces
+(``OTEL_TRACES_EXPORTER`` other than ``none``, or ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``; ``OTEL_SDK_DISABLED=true`` wins), or by
+:func:`trace_questions`. toolwire uses the global tracer provider when the application set one
+(``opentelemetry-instrument`` does), else it sets one up from the variables (``otlp`` over
+HTTP/protobuf, or ``console``). Without the extra, or without the variables, nothing of
+OpenTelemetry is imported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from toolwire.events import (
+    CoordinatorFinished,
+    CoordinatorStarted,
+    Event,
+    ModelCallFinished,
+    ModelCallStarted,
+    Observer,
+    RoundFinished,
+    RoundStarted,
+    StepFinished,
+    StepStarted,
+    TaskFinished,
+    TaskStarted,
+    ToolFinished,
+    ToolStarted,
+)
+from toolwire.redaction import redact
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+log = structlog.get_logger(__name__)
+
+INSTRUMENTATION = "toolwire"
+PROVIDER_NAME = "openai"
+"""``gen_ai.provider.name``: toolwire speaks OpenAI's chat completions API to every server."""
+
+
+def wants_traces(environ: Mapping[str, str]) -> bool:
+    """Whether the standard ``OTEL_*`` variables ask for traces."""
+    if environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
+        return False
+    exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter:
+        return exporter != "none"
+    return bool(
+        environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+
+
+def observers_from_environment(
+    environ: Mapping[str, str] | None = None,
+) -> list[Callable[[], Observer]]:
+    """The question observer that traces, when the ``OTEL_*`` variables ask for traces and the
+    extra is installed (a warning says when it is not); else none."""
+    environ = os.environ if environ is None else environ
+    if not wants_traces(environ):
+        return []
+    try:
+        tracer = _configured_tracer(environ)
+    except ImportError as error:
+        log.warning(
+            "tracing_unavailable",
+            problem=f"OTEL_* variables ask for traces, but {error.name} is not installed",
+            fix="pip install 'toolwire[otel]'",
+        )
+        return []
+    return [lambda: QuestionSpans(tracer)]
+
+
+def trace_questions(app: Any, tracer_provider: TracerProvider | None = None) -> None:
+    """Trace every question of ``app`` from now on (the global tracer provider by default);
+    for tests and for applications that set up OpenTelemetry in code."""
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer(INSTRUMENTATION, tracer_provider=tracer_provider)
+    app.add_observer(lambda: QuestionSpans(tracer))
+
+
+def _configured_tracer(environ: Mapping[str, str]) -> Tracer:
+    """The global provider's tracer; a provider from the variables first when none is set."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SpanExporter,
+    )
+
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        exporter: SpanExporter
+        if environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "console":
+            exporter = ConsoleSpanExporter()
+        else:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            exporter = OTLPSpanExporter()  # endpoint, headers, timeout: OTEL_EXPORTER_OTLP_*
+        provider = SdkTracerProvider(resource=Resource.create())  # OTEL_SERVICE_NAME, …
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        log.info("tracing_configured", exporter=type(exporter).__name__)
+    return trace.get_tracer(INSTRUMENTATION)
+
+
+class QuestionSpans:
+    """Turns one question's events into spans (an observer; see the module docstring)."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        from opentelemetry import context
+
+        self._tracer = tracer
+        self._outer = context.get_current()  # a server request's span, if one is active
+        self._spans: dict[str, Span] = {}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, StepStarted):
+            self._start(event)
+        elif isinstance(event, StepFinished) and event.step in self._spans:
+            self._finish(event, self._spans.pop(event.step))
+
+    def _start(self, event: StepStarted) -> None:
+        from opentelemetry import trace
+
+        parent = self._spans.get(event.parent or "")
+        context = trace.set_span_in_context(parent) if parent is not None else self._outer
+        name, kind, attributes = _opening(event)
+        self._spans[event.step] = self._tracer.start_span(
+            name, context=context, kind=kind, attributes=attributes
+        )
+
+    def _finish(self, event: StepFinished, span: Span) -> None:
+        from opentelemetry.trace import Status, StatusCode
+
+        failure: tuple[str, str] | None = None
+        if isinstance(event, RoundFinished):
+            span.update_name(f"invoke_agent {event.domain or 'toolwire'}")
+            span.set_attributes(_round_attributes(event))
+            if event.error is not None:
+                failure = (event.error, event.error)
+        elif isinstance(event, TaskFinished):
+            span.set_attribute("toolwire.task.status", event.status.value)
+        elif isinstance(event, CoordinatorFinished):
+            span.set_attribute("toolwire.coordinator.outcome", event.record.outcome)
+            if event.record.outcome == "error":
+                failure = ("coordinator_error", event.record.detail)
+        elif isinstance(event, ToolFinished):
+            span.set_attribute("toolwire.tool.outcome", event.record.outcome)
+            if event.record.outcome == "error":
+                failure = ("tool_error", event.record.detail)
+        elif isinstance(event, ModelCallFinished):
+            record = event.record
+            span.update_name(f"chat {record.model}")
+            span.set_attributes(
+                {
+                    "gen_ai.request.model": record.model,
+                    "gen_ai.response.model": record.model,
+                    "gen_ai.usage.input_tokens": record.prompt_tokens,
+                    "gen_ai.usage.output_tokens": record.completion_tokens,
+                    "gen_ai.usage.cache_read.input_tokens": record.cached_prompt_tokens,
+                }
+            )
+            if not record.ok:
+                failure = ("model_error", record.error or "")
+        if failure is not None:
+            span.set_attribute("error.type", failure[0])
+            span.set_status(Status(StatusCode.ERROR, redact(failure[1])))
+        span.end()
+        if isinstance(event, RoundFinished):
+            self._end_abandoned()
+
+    def _end_abandoned(self) -> None:
+        """Spans the round left open (it was cancelled mid-step) end with it, as errors."""
+        from opentelemetry.trace import Status, StatusCode
+
+        for span in reversed(list(self._spans.values())):
+            span.set_attribute("error.type", "abandoned")
+            span.set_status(Status(StatusCode.ERROR, "the round ended before this step did"))
+            span.end()
+        self._spans.clear()
+
+
+def _opening(event: StepStarted) -> tuple[str, Any, dict[str, Any]]:
+    """A started step's span name, kind and first attributes."""
+    from opentelemetry.trace import SpanKind
+
+    attributes: dict[str, Any]
+    if isinstance(event, ModelCallStarted):
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": PROVIDER_NAME,
+            "toolwire.purpose": event.purpose,
+        }
+        return "chat", SpanKind.CLIENT, attributes
+    if isinstance(event, ToolStarted):
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": event.tool_name,
+            "toolwire.task_no": event.task_no,
+            "toolwire.tool.reason": event.reason,
+        }
+        return f"execute_tool {event.tool_name}", SpanKind.INTERNAL, attributes
+    if isinstance(event, TaskStarted):
+        attributes = {
+            "toolwire.task_no": event.task_no,
+            "toolwire.task.conditional": event.conditional,
+        }
+        if event.owner_coordinator_name:
+            attributes["toolwire.task.owner_coordinator"] = event.owner_coordinator_name
+        return f"toolwire.task {event.task_no}", SpanKind.INTERNAL, attributes
+    if isinstance(event, CoordinatorStarted):
+        attributes = {"toolwire.task_no": event.task_no}
+        return f"toolwire.coordinator {event.coordinator_name}", SpanKind.INTERNAL, attributes
+    assert isinstance(event, RoundStarted)
+    attributes = {"gen_ai.operation.name": "invoke_agent", "toolwire.resumed": event.resumed}
+    return "invoke_agent", SpanKind.INTERNAL, attributes
+
+
+def _round_attributes(event: RoundFinished) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "toolwire.failures": event.failures,
+        "gen_ai.usage.input_tokens": event.usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": event.usage.completion_tokens,
+        "gen_ai.usage.cache_read.input_tokens": event.usage.cached_prompt_tokens,
+        "toolwire.model_calls": event.usage.llm_calls,
+    }
+    if event.domain is not None:
+        attributes["gen_ai.agent.name"] = event.domain
+    if event.kind is not None:
+        attributes["toolwire.answer.kind"] = event.kind
+    return attributes
