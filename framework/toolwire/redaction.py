@@ -44,6 +44,19 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(_API_KEY), MASK),
 )
 
+_TRIGGERS = re.compile(
+    "|".join(
+        re.escape(trigger)
+        for trigger in (
+            "://", "bearer", "basic", "pass", "pwd", "api", "secret", "token", "access", "auth",
+            "sk-", "akia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat", "xox", "aiza",
+            "hf_",
+        )
+    )
+)  # fmt: skip
+"""Every secret shape contains one of these (in lower case): text without any skips the
+patterns, which is most text (one search of literals is far cheaper than the patterns)."""
+
 _known_secrets: set[str] = set()
 _scrubbed: ContextVar[Mapping[str, str] | None] = ContextVar("toolwire_scrubbed", default=None)
 
@@ -76,6 +89,8 @@ def redact(text: str) -> str:
         text = text.replace(raw, shown)
     for secret in _known_secrets:
         text = text.replace(secret, MASK)
+    if _TRIGGERS.search(text.lower()) is None:
+        return text
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
