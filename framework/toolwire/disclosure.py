@@ -3,10 +3,10 @@
 A tool's exception can hold a connection string, a model server's error body can echo an API key,
 a configuration problem names files on the server. An answer's ``failures``, the error details in
 its ``trace`` (failed tools and coordinators, the tool selection's failure and the tools it left
-out, notes) and its ``model_calls`` are therefore shown
-to callers as, for example, ``"task 1: tool shop.lookup failed (error id 3f9c0a17b2e4)"``; the
-text behind each id is logged once as an ``error_withheld`` event (redacted of secret shapes,
-like every event), so an operator finds it from the id. Identical texts share an id.
+out, notes) and its ``model_calls`` are therefore shown to callers as, for example,
+``"task 1: tool shop.lookup failed (error id 3f9c0a17b2e4)"``; the text behind each id is logged
+once as an ``error_withheld`` event (redacted of secret shapes, like every event), so an
+operator finds it from the id. Identical texts share an id.
 
 The verbose form (``verbose=True``: every detail, secret shapes still masked) is an explicit
 choice: ``toolwire ask --trace`` locally, ``server.expose_error_details`` for a deployment whose
