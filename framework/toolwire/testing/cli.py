@@ -16,8 +16,8 @@ MODEL_ENVIRONMENT = ("OPENAI_API_KEY", "TOOLWIRE_LLM_BASE_URL", "TOOLWIRE_LLM_MO
 def ask_embedded_model(
     question: str, *, domain: str, plugins: str, cwd: Path, timeout_s: float = 900
 ) -> dict[str, Any]:
-    """``toolwire ask --json`` in a subprocess on the embedded local model; the ``Answer`` as
-    JSON. Only the named installed plugins load, no config file is read (``cwd`` should be an
+    """``toolwire ask --json --trace`` in a subprocess on the embedded local model; the
+    ``Answer`` as JSON, with the text of any failure. Only the named installed plugins load, no config file is read (``cwd`` should be an
     empty directory), and a failing command fails with its stderr."""
     env = {
         key: value
@@ -27,7 +27,8 @@ def ask_embedded_model(
     env["TOOLWIRE_PLUGINS"] = plugins
     command = Path(sys.executable).with_name("toolwire")
     run = subprocess.run(
-        [str(command), "ask", "--domain", domain, "--json", question],
+        # --trace: the verbose Answer, so a failed step shows what it said, not an error id
+        [str(command), "ask", "--domain", domain, "--json", "--trace", question],
         cwd=cwd,
         env=env,
         capture_output=True,
