@@ -17,8 +17,9 @@ def ask_embedded_model(
     question: str, *, domain: str, plugins: str, cwd: Path, timeout_s: float = 900
 ) -> dict[str, Any]:
     """``toolwire ask --json --trace`` in a subprocess on the embedded local model; the
-    ``Answer`` as JSON, with the text of any failure. Only the named installed plugins load, no config file is read (``cwd`` should be an
-    empty directory), and a failing command fails with its stderr."""
+    ``Answer`` as JSON, with the text of any failure. Only the named installed plugins load, no
+    config file is read (``cwd`` should be an empty directory), and a failing command fails with
+    its stderr."""
     env = {
         key: value
         for key, value in os.environ.items()
