@@ -26,6 +26,7 @@ from toolwire.plugins import PluginInfo, discover
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.sessions import SessionStore
 from toolwire.telemetry import observers_from_environment
+from toolwire.tool_threads import PluginRunner
 from toolwire.tools import ChatbotTool
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ class App:
         self.container = ToolContainer.build(
             registry, {LanguageModel: model, McpConnections: self.mcp}
         )
+        self.plugin_runner = PluginRunner.of(config.orchestrator)
+        """Runs the tools' methods (the tool threads), for every domain and the MCP server."""
         self.orchestrators = _build_orchestrators(self, model)
         """Domain name → its orchestrator, built with the app."""
 
@@ -244,7 +247,12 @@ def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]
     for name, spec in app.domains.items():
         try:
             built[name] = DomainOrchestrator(
-                spec, app.registry, app.tools, cast(LanguageModel, llm), app.config.orchestrator
+                spec,
+                app.registry,
+                app.tools,
+                cast(LanguageModel, llm),
+                app.config.orchestrator,
+                app.plugin_runner,
             )
         except ConfigError as error:
             problems += error.problems

@@ -13,12 +13,17 @@
     ├── UnknownDomainError             a question named no installed domain (and no default)
     ├── ModelError                     a language-model call failed after its retries
     ├── McpServerError                 an MCP server cannot be reached, or a call to it failed
+    ├── ToolTimeoutError               plugin code did not finish in time (recorded, not raised)
+    ├── ToolThreadsExhaustedError      every tool thread is held by a call that ran out of time
     └── SessionError                   a conversation's stored state cannot be used
         ├── UnknownSessionError
         ├── SessionConflictError       another process applied the same round first
         └── SessionStoreUnavailableError  the store cannot be reached (retry later)
 
 Every message says what is wrong, shows the offender, then how to fix it.
+
+``PLUGIN_FAILURES`` is what the orchestrator records as a failing tool or coordinator instead of
+letting it end the question.
 """
 
 from __future__ import annotations
@@ -119,6 +124,50 @@ class ModelError(ToolwireError):
 
 class McpServerError(ToolwireError):
     """An external MCP server cannot be started or reached, or a call to it failed."""
+
+
+class ToolTimeoutError(ToolwireError):
+    """A tool's or coordinator's method did not finish within ``orchestrator.tool_timeout_s``.
+
+    The orchestrator records it like any other failure of the tool; a plain method's thread is
+    abandoned and keeps its place in the tool threads until the method returns.
+    """
+
+    def __init__(self, method: str, timeout_s: float) -> None:
+        self.method = method
+        self.timeout_s = timeout_s
+        super().__init__(
+            f"{method} did not finish within {timeout_s:g} s (orchestrator.tool_timeout_s); "
+            "make it faster or raise the limit"
+        )
+
+
+class ToolThreadsExhaustedError(ToolwireError):
+    """Every tool thread is held by a call whose caller stopped waiting (it ran out of time or
+    its request was cancelled) and that has not returned: a plain method cannot run now.
+
+    Recorded like a failure of the tool that could not run; the threads come back as the stuck
+    calls return.
+    """
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        super().__init__(
+            f"all {threads} tool threads are held by calls that ran out of time and have not "
+            "returned (orchestrator.tool_threads); find the tool that hangs in the log "
+            "(plugin_call_timed_out), or raise the limit"
+        )
+
+
+PLUGIN_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit, KeyboardInterrupt)
+"""What plugin code may raise that toolwire records as that plugin's failure and goes on.
+
+Beside every ``Exception``: ``SystemExit`` and ``KeyboardInterrupt``, which plugin code raises by
+calling ``sys.exit()`` or by mistake (a real Ctrl-C reaches an asyncio program as a cancellation,
+and plain methods run in worker threads, which signals never interrupt). Every other
+``BaseException`` passes through: ``asyncio.CancelledError`` (a cancelled request, a time limit, a
+shutdown), ``GeneratorExit``, and test outcomes such as pytest's and ``UnscriptedCallError``.
+"""
 
 
 class SessionError(ToolwireError):

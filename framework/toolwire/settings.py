@@ -110,6 +110,15 @@ class OrchestratorSettings(Section):
     model_attempts: int = Field(default=2, ge=1)
     """Attempts the orchestrator makes per model call (on ``ModelError`` or invalid output) before
     it records the failure in the trace and carries on without that call's result."""
+    tool_threads: int = Field(default=8, ge=1)
+    """Threads for tools' and coordinators' plain (blocking) methods, apart from the threads the
+    session store and the server use; calls beyond it wait for a free thread."""
+    tool_timeout_s: float | None = Field(default=300.0, gt=0)
+    """Longest a tool's or coordinator's method may run (waiting for a thread included); then
+    it is recorded as failed and the question goes on. The default leaves room for tools that
+    call the embedded model on a slow CPU; behind the server, set it below
+    ``server.request_timeout_s``, so a stuck tool costs a recorded failure, not the request.
+    None: no limit."""
 
 
 class SessionSettings(Section):

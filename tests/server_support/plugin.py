@@ -8,16 +8,22 @@ text, the last occurrence winning, so a reply can steer the tool:
 - ``wait=barrier``: wait until two server processes have reached this point (the directory in
   ``$TOOLWIRE_TEST_SIGNAL_DIR``), so that two replicas apply one round at the same time.
 - ``wait=hang``: note the process id in the signal directory, then block (the test kills it).
+- ``wait=stuck``: block until the file ``release`` appears in the signal directory.
 - ``sleep=<seconds>``: sleep first (time-limit tests).
 - ``fail=db``: raise the way a database driver does, with the connection string (and its
   password, ``FAILING_DSN``) in the message (what callers may see of internal errors).
+- ``exit=<code>``: call ``sys.exit(code)``, as a careless tool might.
+
+The tool is a plain (blocking) method, so it runs in the orchestrator's tool threads.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -36,7 +42,7 @@ SIGNAL_DIR_ENV = "TOOLWIRE_TEST_SIGNAL_DIR"
 NOTHING = "No table could be booked."
 """The answer when no tool produced anything (a failed tool, say)."""
 FAILING_DSN = "postgresql://booking:hunter2-secret@db.internal.example:5432/tables"
-_PAIR = re.compile(r"\b(city|ask|wait|sleep|fail)=([\w.-]+)")
+_PAIR = re.compile(r"\b(city|ask|wait|sleep|fail|exit)=([\w.-]+)")
 
 
 class BookingParams(BaseModel):
@@ -45,6 +51,7 @@ class BookingParams(BaseModel):
     wait: str | None = None
     sleep: float | None = None
     fail: str | None = None
+    exit: int | None = None
 
 
 def extract_pairs(text: str, _instruction: str = "") -> BookingParams:
@@ -60,17 +67,21 @@ class BookingTool(OrchestratorActivatedTool[BookingParams]):
     def executable_instruction(self) -> str:
         return "Does the user want to book a table?"
 
-    async def execute_with_result(self, params: BookingParams, text: str) -> ToolExecutionResult:
+    def execute_with_result(self, params: BookingParams, text: str) -> ToolExecutionResult:
         if params.sleep:
-            await asyncio.sleep(params.sleep)
+            time.sleep(params.sleep)
         if params.fail == "db":
             raise ConnectionError(f"could not connect to {FAILING_DSN}: connection refused")
         if params.wait == "barrier":
-            await _barrier()
+            _barrier()
         elif params.wait == "hang":
             _signal_dir().joinpath(f"hanging-{os.getpid()}").touch()
             log.info("booking_hanging", tool="trip.booking")
-            await asyncio.sleep(3600)
+            time.sleep(3600)
+        elif params.wait == "stuck":
+            _wait_for(lambda: _signal_dir().joinpath("release").exists(), timeout_s=60.0)
+        if params.exit is not None:
+            sys.exit(params.exit)
         if params.city is None or params.ask == "again":
             return ToolExecutionResult.clarifying_question("Which city?")
         return ToolExecutionResult.context(f"Table booked in {params.city} (pid {os.getpid()}).")
@@ -80,12 +91,18 @@ def _signal_dir() -> Path:
     return Path(os.environ[SIGNAL_DIR_ENV])
 
 
-async def _barrier(parties: int = 2, timeout_s: float = 20.0) -> None:
+def _barrier(parties: int = 2) -> None:
     directory = _signal_dir()
     directory.joinpath(f"arrived-{os.getpid()}").touch()
-    async with asyncio.timeout(timeout_s):
-        while len(list(directory.glob("arrived-*"))) < parties:
-            await asyncio.sleep(0.02)
+    _wait_for(lambda: len(list(directory.glob("arrived-*"))) >= parties, timeout_s=20.0)
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"test plugin: waited {timeout_s} s in vain")
+        time.sleep(0.02)
 
 
 @toolwire.hookimpl

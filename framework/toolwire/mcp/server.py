@@ -28,9 +28,9 @@ import structlog
 from pydantic import BaseModel, Field, ValidationError
 
 from toolwire.app import App
-from toolwire.errors import ConfigError, ToolwireError, UnknownDomainError
+from toolwire.errors import PLUGIN_FAILURES, ConfigError, ToolwireError, UnknownDomainError
 from toolwire.orchestrator.execution import execute
-from toolwire.orchestrator.invoke import describe
+from toolwire.orchestrator.invoke import describe, failed
 from toolwire.redaction import redact
 from toolwire.tools import ChatbotTool, OrchestratorActivatedTool, ResultKind
 
@@ -177,10 +177,10 @@ class DomainMcpServer:
         text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
         log.info("mcp_tool_called", tool=name)
         try:
-            outcome = await execute(tool, params, text, {}, None)
-        except Exception as error:  # the tool's failure is the caller's to see, as an error result
+            outcome = await execute(self.app.plugin_runner, tool, params, text, {}, None)
+        except PLUGIN_FAILURES as error:  # the tool's failure is the caller's to see, as a result
             log.warning("mcp_tool_failed", tool=name, error=describe(error))
-            return _error(f"tool {name} raised {describe(error)}")
+            return _error(f"tool {name} {failed(error)}")
         return _structured(outcome.text, ToolResult(kind=outcome.kind, text=outcome.text))
 
     async def _ask(self, arguments: dict[str, Any]) -> CallToolResult:
@@ -243,7 +243,6 @@ def _toolwire_version() -> str:
         return metadata.version("toolwire")
     except metadata.PackageNotFoundError:
         return ""
-
 
 
 __all__ = ["ASK_TOOL", "AskArguments", "AskResult", "DomainMcpServer", "ToolResult"]

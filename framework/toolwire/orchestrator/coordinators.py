@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from toolwire.errors import PLUGIN_FAILURES
 from toolwire.events import CoordinatorFinished, CoordinatorStarted, emit, opened
-from toolwire.orchestrator.invoke import call_plugin, describe
+from toolwire.orchestrator.invoke import describe, failed
 from toolwire.task import ContextBuffer, CoordinatorRunRecord, SubtaskDecision, TaskInfo
+from toolwire.tool_threads import PluginRunner
 from toolwire.tools import AgentCoordinator, ChatbotTool
 
 log = structlog.get_logger(__name__)
@@ -34,47 +36,23 @@ class NamedCoordinator:
         return self.qualified_name in names or self.short_name in names
 
 
-@dataclass(frozen=True)
-class _Checkpoint:
-    """A task tree's state before one coordinator ran, for undoing what that coordinator did.
-
-    Restoring puts the saved field values back into the *same* instances (each may sit in a
-    parent's list, and subtasks an earlier coordinator of the chain created are still to be
-    stamped), so the tree keeps its identity; subtasks the failing coordinator added are dropped.
-    """
-
-    tasks: list[TaskInfo]
-    children: list[list[TaskInfo]]
-    saved: list[TaskInfo]
-
-    @classmethod
-    def of(cls, task: TaskInfo) -> _Checkpoint:
-        tasks = task.walk()
-        return cls(
-            tasks,
-            [list(each.sub_tasks) for each in tasks],
-            task.model_copy(deep=True).walk(),
-        )
-
-    def restore(self) -> None:
-        for task, children, saved in zip(self.tasks, self.children, self.saved, strict=True):
-            for name in TaskInfo.model_fields:
-                if name != "sub_tasks":
-                    setattr(task, name, getattr(saved, name))
-            task.sub_tasks = children
-
-
 async def apply_coordinators(
-    task: TaskInfo, coordinators: Sequence[NamedCoordinator], *, force: bool = False
+    task: TaskInfo,
+    coordinators: Sequence[NamedCoordinator],
+    runner: PluginRunner,
+    *,
+    force: bool = False,
 ) -> None:
     """Run each coordinator not yet applied on ``task`` (ascending priority), each on the
     previous one's output; then extend the applied set on the task and every new subtask and stamp
-    the new subtasks' owner and prompt context.
+    the new subtasks' number, owner and prompt context.
 
-    A coordinator sees ``task_prompt`` only: ``prompt_context`` is hidden while it runs. One that
-    raises (or returns another instance) leaves the task as it was before it and the chain goes on;
-    it still counts as applied, since it had its chance. ``force`` runs the coordinators even when
-    already applied (the deep fallback, which is a separate step from the chain).
+    A coordinator works on a copy of the task, with ``prompt_context`` hidden; what it returns is
+    then taken into the tree (every existing task keeps its identity). One that raises, runs out
+    of time, returns another instance or numbers two tasks alike leaves the task as it was and the
+    chain goes on (a plain method that ran out of time may still be running: it changes only its
+    copy); it still counts as applied, since it had its chance. ``force`` runs the coordinators
+    even when already applied (the deep fallback, which is a separate step from the chain).
     """
     ran: list[str] = []
     created: list[tuple[TaskInfo, str]] = []
@@ -82,30 +60,29 @@ async def apply_coordinators(
         if named.applied_on(task) and not force:
             continue
         ran.append(named.qualified_name)
-        checkpoint = _Checkpoint.of(task)
-        saved = checkpoint.saved[0]
-        existing = {id(sub_task) for sub_task in task.sub_tasks}
-        prompt_context = task.prompt_context
-        task.prompt_context = None
+        working = task.model_copy(deep=True)
+        originals = {id(copy): each for each, copy in zip(task.walk(), working.walk(), strict=True)}
+        working.prompt_context = None
         step: str | None = None
         started = CoordinatorStarted(task_no=task.task_no, coordinator_name=named.qualified_name)
         try:
             with opened(started) as step:
-                returned = await call_plugin(named.coordinator.decompose_into_subtasks, task)
-            if returned is not task:
+                returned = await runner.call(named.coordinator.decompose_into_subtasks, working)
+            if returned is not working:
                 raise TypeError(
                     "decompose_into_subtasks must return the TaskInfo instance it received "
                     f"(changed in place), not {type(returned).__name__}"
                 )
-        except Exception as error:
-            checkpoint.restore()
+            new = [sub_task for sub_task in working.sub_tasks if id(sub_task) not in originals]
+            number_subtasks(working, new)
+        except PLUGIN_FAILURES as error:
             detail = describe(error)
             task.coordinator_runs.append(
                 CoordinatorRunRecord(
                     coordinator_name=named.qualified_name, outcome="error", detail=detail
                 )
             )
-            task.failures.append(f"coordinator {named.qualified_name} raised {detail}")
+            task.failures.append(f"coordinator {named.qualified_name} {failed(error)}")
             _finished(step, task)
             log.warning(
                 "coordinator_failed",
@@ -114,10 +91,10 @@ async def apply_coordinators(
                 error=detail,
             )
             continue
-        task.prompt_context = prompt_context
-        new = [sub_task for sub_task in task.sub_tasks if id(sub_task) not in existing]
+        working.prompt_context = task.prompt_context
+        changed = working.model_dump() != task.model_dump()
+        _adopt(working, originals)
         created.extend((sub_task, named.qualified_name) for sub_task in new)
-        changed = task.model_dump() != saved.model_dump()
         task.coordinator_runs.append(
             CoordinatorRunRecord(
                 coordinator_name=named.qualified_name,
@@ -153,6 +130,57 @@ def _finished(step: str | None, task: TaskInfo, new: Sequence[TaskInfo] = ()) ->
     )
 
 
+def _adopt(working: TaskInfo, originals: Mapping[int, TaskInfo]) -> TaskInfo:
+    """Put a coordinator's finished copy into the tree: every copied task's fields go back into
+    its original instance (which may sit in a parent's list, or wait in ``created`` to be
+    stamped); tasks the coordinator created are used as they are."""
+    children = [_adopt(child, originals) for child in working.sub_tasks]
+    task = originals.get(id(working), working)
+    for name in TaskInfo.model_fields:
+        if name != "sub_tasks" and task is not working:
+            setattr(task, name, getattr(working, name))
+    task.sub_tasks = children
+    return task
+
+
+def number_subtasks(task: TaskInfo, new: Sequence[TaskInfo]) -> None:
+    """Give new subtasks (and theirs) numbers under their parent's: ``"<parent>.<n>"`` (SPEC §3).
+
+    A number the coordinator chose under the parent's (``"1.2"``, the deep search's ``"1.2.n"``)
+    is kept: a coordinator may find its subtasks by it. Any other (the default ``"1"`` of a
+    ``TaskInfo`` made without one, a copy of the parent's) becomes the next free ``n``. Task
+    numbers key the context buffer, so two alike would overwrite each other's results: a
+    coordinator that chooses a number already taken in the task's tree is rejected.
+    """
+    fresh = {id(each) for sub_task in new for each in sub_task.walk()}
+    taken = {each.task_no for each in task.walk() if id(each) not in fresh}
+    _number_children(task.task_no, new, taken)
+
+
+def _number_children(parent_no: str, children: Sequence[TaskInfo], taken: set[str]) -> None:
+    prefix = f"{parent_no}."
+    chosen = [c for c in children if c.task_no.startswith(prefix) and c.task_no != prefix]
+    for child in chosen:
+        if child.task_no in taken:
+            raise ValueError(
+                f"two tasks are numbered {child.task_no!r}; task numbers key the context buffer "
+                "and must be unique: leave task_no unset on new subtasks and the orchestrator "
+                f"numbers them {prefix}1, {prefix}2, …"
+            )
+        taken.add(child.task_no)
+    n = 0
+    for child in children:
+        if any(child is kept for kept in chosen):
+            continue
+        n += 1
+        while f"{prefix}{n}" in taken:
+            n += 1
+        child.task_no = f"{prefix}{n}"
+        taken.add(child.task_no)
+    for child in children:
+        _number_children(child.task_no, child.sub_tasks, taken)
+
+
 def _stamp(sub_task: TaskInfo, owner: str, parent_text: str, applied: set[str]) -> None:
     sub_task.owner_coordinator_name = owner
     sub_task.prompt_context = parent_text
@@ -162,6 +190,7 @@ def _stamp(sub_task: TaskInfo, owner: str, parent_text: str, applied: set[str]) 
 
 
 async def decide_conditional(
+    runner: PluginRunner,
     owner: AgentCoordinator | None,
     parent: TaskInfo,
     next_subtask: TaskInfo,
@@ -171,9 +200,9 @@ async def decide_conditional(
     if owner is None:
         return SubtaskDecision.RUN, "no owner coordinator to decide: run"
     try:
-        decision = await call_plugin(
+        decision = await runner.call(
             owner.decide_conditional_subtask, parent, next_subtask, completed_so_far
         )
         return SubtaskDecision(decision), f"owner decided {SubtaskDecision(decision).value}"
-    except Exception as error:
-        return SubtaskDecision.RUN, f"decision raised {describe(error)}: run"
+    except PLUGIN_FAILURES as error:
+        return SubtaskDecision.RUN, f"decision {failed(error)}: run"

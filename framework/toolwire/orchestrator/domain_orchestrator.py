@@ -14,9 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import structlog
-from pydantic import BaseModel
 
-from toolwire.errors import ConfigError, ModelError, Problem, ToolNameError, UnknownToolError
+from toolwire.errors import (
+    PLUGIN_FAILURES,
+    ConfigError,
+    ModelError,
+    Problem,
+    ToolNameError,
+    UnknownToolError,
+)
 from toolwire.events import (
     ClarificationAsked,
     DeepSearchRound,
@@ -37,7 +43,7 @@ from toolwire.orchestrator.coordinators import (
     decide_conditional,
 )
 from toolwire.orchestrator.execution import clarified_text, execute, extract_params
-from toolwire.orchestrator.invoke import call_model, describe
+from toolwire.orchestrator.invoke import call_model, failed
 from toolwire.registry import DomainSpec, ToolRegistry, domain_reference_problems
 from toolwire.selection.catalogue import SelectableTool
 from toolwire.selection.selector import ToolSelector
@@ -50,6 +56,7 @@ from toolwire.task import (
     TaskStatus,
     ToolRunRecord,
 )
+from toolwire.tool_threads import PluginRunner
 from toolwire.tools import (
     AgentCoordinator,
     ChatbotTool,
@@ -89,7 +96,9 @@ class DomainOrchestrator:
 
     ``tools`` maps prefixed names to the singletons; the registry resolves short and prefixed
     names. Subclass and override :meth:`get_deep_fallback_tool` to choose the deep fallback in
-    code; by default it comes from the domain's ``deep_fallback`` mapping.
+    code; by default it comes from the domain's ``deep_fallback`` mapping. ``runner`` runs the
+    tools' methods (one per app, shared by its domains); by default the orchestrator makes its own
+    from ``settings``.
     """
 
     def __init__(
@@ -99,11 +108,13 @@ class DomainOrchestrator:
         tools: Mapping[str, ChatbotTool[Any]],
         llm: LanguageModel,
         settings: OrchestratorSettings | None = None,
+        runner: PluginRunner | None = None,
     ) -> None:
         self.domain = domain
         self.registry = registry
         self.llm = llm
         self.settings = settings or OrchestratorSettings()
+        self.runner = runner or PluginRunner.of(self.settings)
         self._tools = dict(tools)
         problems = domain_reference_problems(
             domain, registry, lambda registration: registration.qualified_name in self._tools
@@ -171,7 +182,7 @@ class DomainOrchestrator:
             return stop
 
     async def _process(self, task: TaskInfo, depth: int) -> Stop | None:
-        await apply_coordinators(task, self._coordinators)
+        await apply_coordinators(task, self._coordinators, self.runner)
         stop = await self._process_subtasks(task, depth)
         if stop is not None:
             return stop
@@ -204,7 +215,7 @@ class DomainOrchestrator:
             if sub_task.conditional and sub_task.decision is None:
                 owner = self._owner(sub_task)
                 decision, why = await decide_conditional(
-                    owner, task, sub_task, snapshot(siblings_so_far(task, sub_task))
+                    self.runner, owner, task, sub_task, snapshot(siblings_so_far(task, sub_task))
                 )
                 sub_task.decision = decision
                 sub_task.notes.append(f"conditional: {why}")
@@ -266,7 +277,16 @@ class DomainOrchestrator:
         if clarification is not None:
             text = clarified_text(clarification.execution_text, clarification)
         try:
-            params = await extract_params(self.llm, tool, text, self.settings.model_attempts)
+            instruction = tool.parameter_instruction()
+        except PLUGIN_FAILURES as error:
+            self._fail(
+                task, record, f"tool {record.tool_name}: parameter_instruction() {failed(error)}"
+            )
+            return
+        try:
+            params = await extract_params(
+                self.llm, tool.params_model, instruction, text, self.settings.model_attempts
+            )
         except ModelError as error:
             self._fail(task, record, f"parameters could not be extracted: {error}")
             return
@@ -298,7 +318,6 @@ class DomainOrchestrator:
         if record.outcome == "clarification" and task.pending_clarification is not None:
             clarification = task.pending_clarification
             text = clarification.execution_text
-        params: BaseModel = tool.params_model.model_validate(record.params or {})
         prior_context = snapshot(buffer_of(subtree_results(task)))
         log.info(
             "tool_activated", task_no=task.task_no, tool=record.tool_name, reason=record.reason
@@ -309,9 +328,10 @@ class DomainOrchestrator:
             task.status = TaskStatus.PENDING
             asked = f"asked {clarification.question!r}, reply {clarification.reply!r}; "
         try:
-            result = await execute(tool, params, text, prior_context, clarification)
-        except Exception as error:
-            self._fail(task, record, f"{asked}tool {record.tool_name} raised {describe(error)}")
+            params = tool.params_model.model_validate(record.params or {})
+            result = await execute(self.runner, tool, params, text, prior_context, clarification)
+        except PLUGIN_FAILURES as error:
+            self._fail(task, record, f"{asked}tool {record.tool_name} {failed(error)}")
             return None
         if result.kind is ResultKind.CLARIFICATION and _cannot_resume(tool):
             self._fail(
@@ -414,7 +434,9 @@ class DomainOrchestrator:
             )
             if isinstance(fallback, AgentCoordinator):
                 before = len(task.sub_tasks)
-                await apply_coordinators(task, [NamedCoordinator.of(fallback)], force=True)
+                await apply_coordinators(
+                    task, [NamedCoordinator.of(fallback)], self.runner, force=True
+                )
                 if rounds and len(task.sub_tasks) == before:
                     task.notes.append("deep fallback: nothing new to search")
                     return None

@@ -8,8 +8,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from toolwire.llm.base import LanguageModel, Purpose
-from toolwire.orchestrator.invoke import call_model, call_plugin
+from toolwire.orchestrator.invoke import call_model
 from toolwire.task import Clarification, ContextBuffer
+from toolwire.tool_threads import PluginRunner
 from toolwire.tools import (
     ChatbotTool,
     ClarifiableContextConsumerTool,
@@ -27,13 +28,11 @@ def clarified_text(execution_text: str, clarification: Clarification) -> str:
 
 
 async def extract_params(
-    llm: LanguageModel, tool: ChatbotTool[Any], text: str, attempts: int
+    llm: LanguageModel, model: type[BaseModel], instruction: str, text: str, attempts: int
 ) -> BaseModel:
-    """Fill the tool's parameter model from ``text``; a model without fields needs no call."""
-    model = tool.params_model
+    """Fill a tool's parameter model from ``text``; a model without fields needs no call."""
     if not model.model_fields:
         return model()
-    instruction = tool.parameter_instruction()
     return await call_model(
         Purpose.PARAMETERS.value,
         attempts,
@@ -42,6 +41,7 @@ async def extract_params(
 
 
 async def execute(
+    runner: PluginRunner,
     tool: ChatbotTool[Any],
     params: BaseModel,
     text: str,
@@ -51,7 +51,7 @@ async def execute(
     """Run the tool the way its kind requires; a consumer gets ``prior_context`` (a snapshot)."""
     if clarification is not None:
         if isinstance(tool, ClarifiableContextConsumerTool):
-            outcome = await call_plugin(
+            outcome = await runner.call(
                 tool.execute_with_clarification_and_prior_context,
                 params,
                 text,
@@ -59,13 +59,13 @@ async def execute(
                 prior_context,
             )
         else:
-            outcome = await call_plugin(
+            outcome = await runner.call(
                 tool.execute_with_clarification, params, text, clarification
             )
     elif isinstance(tool, ContextConsumerTool):
-        outcome = await call_plugin(tool.execute_with_prior_context, params, text, prior_context)
+        outcome = await runner.call(tool.execute_with_prior_context, params, text, prior_context)
     else:
-        outcome = await call_plugin(tool.execute_with_result, params, text)
+        outcome = await runner.call(tool.execute_with_result, params, text)
     if not isinstance(outcome, ToolExecutionResult):
         raise TypeError(
             f"{type(tool).__name__} returned {type(outcome).__name__}; tools must return a "

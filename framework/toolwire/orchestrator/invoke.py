@@ -1,29 +1,17 @@
-"""Calling plugin code that may be plain or ``async``; calling the model with bounded retries."""
+"""Calling the model with bounded retries; how a failing plugin call reads in the trace."""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import structlog
 
-from toolwire.errors import ModelError
+from toolwire.errors import ModelError, ToolThreadsExhaustedError, ToolTimeoutError
 
 T = TypeVar("T")
 
 log = structlog.get_logger(__name__)
-
-
-async def call_plugin(method: Callable[..., Any], *args: Any) -> Any:
-    """Await an ``async`` method; run a plain one in a worker thread (it may block)."""
-    if inspect.iscoroutinefunction(method):
-        return await method(*args)
-    result = await asyncio.to_thread(method, *args)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
 
 
 async def call_model(
@@ -54,3 +42,13 @@ def describe(error: BaseException) -> str:
     """``"RuntimeError: boom"``: how an exception appears in the trace."""
     message = str(error)
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def failed(error: BaseException) -> str:
+    """How a failing plugin call reads after its name: ``"raised RuntimeError: boom"``, or
+    ``"did not finish within 5 s (…)"``."""
+    if isinstance(error, ToolTimeoutError):
+        return f"did not finish within {error.timeout_s:g} s (orchestrator.tool_timeout_s)"
+    if isinstance(error, ToolThreadsExhaustedError):
+        return f"was not run: {error}"
+    return f"raised {describe(error)}"

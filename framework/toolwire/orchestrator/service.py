@@ -32,6 +32,7 @@ from toolwire.selection.routing import DomainRouter, RoutingRecord
 from toolwire.sessions import SessionStore, StoredSession
 from toolwire.settings import OrchestratorSettings
 from toolwire.task import TaskInfo, TaskStatus
+from toolwire.tool_threads import PluginRunner
 from toolwire.tools import ChatbotTool
 
 log = structlog.get_logger(__name__)
@@ -67,8 +68,10 @@ class ConversationService:
         self.llm = llm
         self.settings = settings or OrchestratorSettings()
         built = dict(orchestrators or {})  # built beforehand: App.load builds every domain's
+        settings = settings or OrchestratorSettings()
+        runner = PluginRunner.of(settings)  # one set of tool threads for the domains built here
         self.orchestrators: dict[str, DomainOrchestrator] = {
-            name: DomainOrchestrator(spec, registry, tools, llm, settings)
+            name: DomainOrchestrator(spec, registry, tools, llm, settings, runner)
             for name, spec in domains.items()
             if name not in built
         }

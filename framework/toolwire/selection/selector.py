@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from toolwire.errors import ModelError
+from toolwire.errors import PLUGIN_FAILURES, ModelError
 from toolwire.llm.base import LanguageModel, Purpose
 from toolwire.orchestrator.invoke import call_model, describe
 from toolwire.selection.catalogue import SelectableTool, tool_index
@@ -58,7 +58,7 @@ class ToolSelector:
         for name, tool, examples in tools:
             try:
                 entries.append(SelectableTool.of(name, tool, examples))
-            except Exception as error:  # a plugin's bug must not break the whole domain
+            except PLUGIN_FAILURES as error:  # a plugin's bug must not break the whole domain
                 left_out[name] = describe(error)
                 log.warning("tool_left_out_of_selection", tool=name, error=left_out[name])
         return cls(tuple(entries), tool_index(entries), settings, left_out)

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from toolwire.app import App
 from toolwire.catalogue import ToolRecord, tool_records
 from toolwire.disclosure import disclosed_answer, new_error_id
-from toolwire.errors import ToolwireError, UnknownSessionError
+from toolwire.errors import PLUGIN_FAILURES, ToolwireError, UnknownSessionError
 from toolwire.orchestrator import Answer
 from toolwire.redaction import redact
 from toolwire.server.auth import ApiKey, authenticated_caller, read_api_keys
@@ -274,8 +274,13 @@ def _tool_infos(app: App) -> list[ToolInfo]:
 
 
 def _instruction(instances: Mapping[str, ChatbotTool[Any]], record: ToolRecord) -> str | None:
-    """The suitability question of an enabled, orchestrator-activated tool."""
+    """The suitability question of an enabled, orchestrator-activated tool (None when asking it
+    fails: the orchestrator records that on every question; the catalogue stays available)."""
     instance = instances.get(record.qualified_name)
     if instance is None or ToolKind.ACTIVATED not in record.kinds:
         return None
-    return instance.executable_instruction()
+    try:
+        return instance.executable_instruction()
+    except PLUGIN_FAILURES:
+        log.exception("tool_instruction_failed", tool=record.qualified_name)
+        return None

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolwire.errors import PLUGIN_FAILURES
 from toolwire.server.problems import ApiError
 
 log = structlog.get_logger("toolwire.server.access")
@@ -71,7 +72,7 @@ class RequestContextMiddleware:
         with structlog.contextvars.bound_contextvars(request_id=request_id):
             try:
                 await self.app(scope, receive, send_with_id)
-            except Exception:
+            except PLUGIN_FAILURES:  # SystemExit too: plugin code (a store, a model) may raise it
                 log.exception("request_crashed", method=scope["method"], path=scope["path"])
                 if not started:
                     crashed = ApiError(

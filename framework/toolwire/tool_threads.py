@@ -1,0 +1,180 @@
+"""Where plugin code runs: ``PluginRunner`` awaits ``async`` methods and runs plain (blocking)
+ones in ``ToolThreads``, a fixed number of threads apart from everything else, each call within
+a time limit. The orchestrator and the MCP server run tools through the app's one runner.
+
+Why not ``asyncio.to_thread``: its pool is the event loop's default executor, which the SQLite
+session store (and any library calling ``to_thread``) shares, so a few stuck tools used to starve
+the store and fail ``/readyz``. Why not ``concurrent.futures.ThreadPoolExecutor``: its threads
+are joined when the interpreter exits, so one tool stuck for good would keep ``toolwire ask`` or a
+stopping server from ever exiting. These threads are daemons: an abandoned call (its caller timed
+out) occupies its thread until it returns, never more than ``size`` threads, and never blocks exit.
+Once every thread is held by such a call, new calls fail at once instead of queueing for ever.
+Idle threads end by themselves, so the pool needs no closing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import structlog
+
+from toolwire.errors import ToolThreadsExhaustedError, ToolTimeoutError
+from toolwire.settings import OrchestratorSettings
+
+log = structlog.get_logger(__name__)
+
+_Work = tuple[Future[Any], Callable[[], Any]]
+
+IDLE_EXIT_S = 10.0
+"""A thread with nothing to do for this long ends (a new one starts when work comes)."""
+
+
+class ToolThreads:
+    """At most ``size`` daemon threads running submitted calls in order of submission.
+
+    A call whose future was cancelled before a thread took it never runs (a caller that timed
+    out while it waited in the queue leaves nothing behind); one already running is
+    :meth:`abandon`-ed by its caller.
+    """
+
+    def __init__(self, size: int, name: str = "toolwire-tool") -> None:
+        if size < 1:
+            raise ValueError(f"a thread pool needs at least one thread (got {size})")
+        self.size = size
+        self.name = name
+        self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
+        self._threads: set[threading.Thread] = set()
+        self._started = 0
+        self._lock = threading.Lock()
+        self._busy = 0
+        self._outstanding = 0
+        """Calls submitted and not finished (queued or running): a thread is started while
+        there are more of them than threads, up to ``size``."""
+        self._abandoned = 0
+
+    @property
+    def busy(self) -> int:
+        """Threads running a call right now (including calls whose caller gave up)."""
+        return self._busy
+
+    def submit(self, call: Callable[[], Any]) -> Future[Any]:
+        """Queue ``call``; its future holds the result or whatever it raised."""
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._abandoned >= self.size:
+                raise ToolThreadsExhaustedError(self.size)
+            self._queue.put((future, call))
+            self._outstanding += 1
+            if len(self._threads) < self.size and self._outstanding > len(self._threads):
+                self._started += 1
+                thread = threading.Thread(
+                    target=self._work, name=f"{self.name}-{self._started}", daemon=True
+                )
+                self._threads.add(thread)
+                thread.start()
+        return future
+
+    def abandon(self, future: Future[Any]) -> None:
+        """The caller stops waiting for ``future``: dropped if still queued; if running, its
+        thread counts as held until the call returns."""
+        if future.cancel():
+            return
+        with self._lock:
+            self._abandoned += 1
+        future.add_done_callback(self._returned)  # runs at once if it has returned meanwhile
+
+    def _returned(self, _future: Future[Any]) -> None:
+        with self._lock:
+            self._abandoned -= 1
+
+    def _work(self) -> None:
+        while True:
+            try:
+                work = self._queue.get(timeout=IDLE_EXIT_S)
+            except queue.Empty:
+                with self._lock:  # submit() decides under this lock whether to start a thread
+                    if self._queue.empty():
+                        self._threads.discard(threading.current_thread())
+                        return
+                continue
+            future, call = work
+            if future.set_running_or_notify_cancel():
+                self._run(future, call)
+            with self._lock:
+                self._outstanding -= 1
+
+    def _run(self, future: Future[Any], call: Callable[[], Any]) -> None:
+        with self._lock:
+            self._busy += 1
+        try:
+            result = call()
+        except BaseException as error:  # handed to the caller, who decides what it means
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+        finally:
+            with self._lock:
+                self._busy -= 1
+
+
+class PluginRunner:
+    """Runs tools' and coordinators' methods: ``async`` ones awaited, plain ones (which may block)
+    in the tool threads, each call within ``timeout_s`` (None: no limit).
+
+    One runner serves every domain of an app. Its threads are its own: the event loop's default
+    executor (the SQLite session store, the server) never waits behind a stuck tool. A call that
+    runs out of time raises :class:`ToolTimeoutError`; a call still queued then never starts, one
+    running is abandoned (:meth:`ToolThreads.abandon`).
+    """
+
+    def __init__(self, *, threads: int, timeout_s: float | None) -> None:
+        self.threads = ToolThreads(threads)
+        self.timeout_s = timeout_s
+
+    @classmethod
+    def of(cls, settings: OrchestratorSettings) -> PluginRunner:
+        """The runner ``orchestrator.tool_threads`` and ``orchestrator.tool_timeout_s`` ask for
+        (no thread starts before the first plain method runs)."""
+        return cls(threads=settings.tool_threads, timeout_s=settings.tool_timeout_s)
+
+    async def call(self, method: Callable[..., Any], *args: Any) -> Any:
+        """``method(*args)``, awaited if needed, with the caller's context variables (structlog's
+        bound fields reach the tool's own log events, in its thread too)."""
+        timer = asyncio.timeout(self.timeout_s)
+        try:
+            async with timer:
+                if inspect.iscoroutinefunction(method):
+                    return await method(*args)
+                result = await self._in_thread(method, *args)
+                if inspect.isawaitable(result):
+                    result = await result
+                return result
+        except TimeoutError:
+            if not timer.expired():
+                raise  # the method's own TimeoutError
+            name = getattr(method, "__qualname__", repr(method))
+            log.warning(
+                "plugin_call_timed_out",
+                method=name,
+                timeout_s=self.timeout_s,
+                busy_threads=self.threads.busy,
+                threads=self.threads.size,
+            )
+            assert self.timeout_s is not None
+            raise ToolTimeoutError(name, self.timeout_s) from None
+
+    async def _in_thread(self, method: Callable[..., Any], *args: Any) -> Any:
+        context = contextvars.copy_context()
+        future = self.threads.submit(lambda: context.run(method, *args))
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:  # a time limit (this call's or the request's), a shutdown
+            self.threads.abandon(future)
+            raise
