@@ -218,7 +218,7 @@ def test_time_limit_is_504_naming_the_step_and_keeps_the_conversation(
 
     body = assert_error(slow, 504, "timeout")
     assert "within 1 s (server.request_timeout_s)" in body["message"]
-    step = "last step it logged was tool_activated (tool=trip.booking, task_no=1)"
+    step = "last step it logged was tool_activated (tool=trip.booking, task_no=1, domain=trip)"
     assert step in body["message"]
     assert body["details"]["step"] == "tool_activated"
     assert body["details"]["tool"] == "trip.booking"

@@ -33,8 +33,11 @@ class Reply(BaseModel):
 
 
 def extract(text: str, _instruction: str = "") -> Reply:
-    """The last ``city=`` and ``ask=`` of the execution text (the user's reply comes last)."""
-    return Reply.model_validate(dict(re.findall(r"\b(city|ask)=(\w+)", text)))
+    """The last ``city=`` of the text (the user's latest reply comes last), and ``ask=`` of the
+    latest reply only: it asks for one more round, not for every round after it."""
+    city = re.findall(r"\bcity=(\w+)", text)
+    ask = re.findall(r"\bask=(\w+)", text.rpartition("User's reply:")[2])
+    return Reply(city=city[-1] if city else None, ask=ask[-1] if ask else None)
 
 
 class Booking(OrchestratorActivatedTool[Reply]):

@@ -14,6 +14,40 @@ from pydantic import BaseModel, ConfigDict, Field
 AGENT_COORDINATOR_MARKER = "\n\n[[toolwire:coordinator-task]]\n\n"
 """Separates a subtask's prompt context (its parent's text) from its own coordinator-set task."""
 
+_MARKER_TOKEN = AGENT_COORDINATOR_MARKER.strip()
+
+
+def escape_marker(text: str) -> str:
+    """Text from outside (a user's message or reply) that cannot carry the coordinator marker:
+    each ``[[toolwire:coordinator-task]]`` in it loses its outer brackets, until none is left."""
+    while _MARKER_TOKEN in text:
+        text = text.replace(_MARKER_TOKEN, _MARKER_TOKEN[1:-1])
+    return text
+
+
+class ExecutionText(str):
+    """The text a tool is executed with (seed 6.5, 6.6), knowing who wrote which part.
+
+    It is a ``str``, and reads as ``original + AGENT_COORDINATOR_MARKER + task`` (or ``task``
+    alone). The orchestrator makes it from the task: ``original`` is the parent's text (the
+    task's ``prompt_context``), None on a task nobody designated (the user's own message);
+    ``task`` is the task prompt. :func:`is_coordinator_requested` and the ``extract_coordinator_*``
+    helpers read these parts instead of searching the text, so text a user wrote never passes for
+    a coordinator's task, whatever it contains. Make one in a tool's unit test to hand it the
+    text the orchestrator would.
+    """
+
+    original: str | None
+    task: str
+
+    def __new__(cls, task: str, original: str | None = None) -> ExecutionText:
+        text = super().__new__(
+            cls, f"{original}{AGENT_COORDINATOR_MARKER}{task}" if original else task
+        )
+        text.task = task
+        text.original = original or None
+        return text
+
 
 class SubtaskDecision(StrEnum):
     """A coordinator's decision on a conditional subtask (seed 6.4)."""
@@ -67,7 +101,12 @@ class Clarification(BaseModel):
     tool_name: str
     question: str
     execution_text: str
+    """The text the tool was executed with when it asked."""
     reply: str | None = None
+    earlier: list[Clarification] = Field(default_factory=list)
+    """The task's questions and replies before this one, oldest first (of any of its tools): a
+    tool that asks again sees what the user already told it. The orchestrator fills it when it
+    hands the clarification to the tool; the task keeps them in ``TaskInfo.clarifications``."""
 
 
 class ToolRunRecord(BaseModel):
@@ -167,6 +206,9 @@ class TaskInfo(BaseModel):
     status: TaskStatus = TaskStatus.PENDING
     results: list[PromptAndContext] = Field(default_factory=list)
     pending_clarification: Clarification | None = None
+    clarifications: list[Clarification] = Field(default_factory=list)
+    """Every clarifying question asked on this task and answered, oldest first: later rounds
+    extract parameters from all of them and the tool gets them as ``Clarification.earlier``."""
     tool_runs: list[ToolRunRecord] = Field(default_factory=list)
     coordinator_runs: list[CoordinatorRunRecord] = Field(default_factory=list)
     selection: SelectionRecord | None = None
@@ -181,11 +223,9 @@ class TaskInfo(BaseModel):
     notes: list[str] = Field(default_factory=list)
     """Human-readable trace lines: coordinator failures, conditional decisions, depth limit."""
 
-    def execution_text(self) -> str:
+    def execution_text(self) -> ExecutionText:
         """The text a tool receives: prompt context + marker + task prompt (seed 6.5, 6.6)."""
-        if self.prompt_context:
-            return f"{self.prompt_context}{AGENT_COORDINATOR_MARKER}{self.task_prompt}"
-        return self.task_prompt
+        return ExecutionText(self.task_prompt, self.prompt_context)
 
     def question(self) -> str:
         """What the user asked: the original message on task "1", else the task prompt."""
@@ -200,12 +240,22 @@ class TaskInfo(BaseModel):
 
 
 def is_coordinator_requested(text: str) -> bool:
-    """Whether an execution text carries a coordinator-designated task (seed 6.6)."""
+    """Whether an execution text carries a coordinator-designated task (seed 6.6).
+
+    For the orchestrator's :class:`ExecutionText`: whether a coordinator designated the task (it
+    has a parent's text), never what the text contains. A plain string (one a plugin's test or
+    code put together) is searched for the marker; user text cannot carry one, since the
+    orchestrator escapes it (:func:`escape_marker`).
+    """
+    if isinstance(text, ExecutionText):
+        return text.original is not None
     return AGENT_COORDINATOR_MARKER in text
 
 
 def extract_coordinator_task(text: str) -> str:
     """The coordinator-designated task of an execution text; the text itself without a marker."""
+    if isinstance(text, ExecutionText):
+        return text.task
     return text.rpartition(AGENT_COORDINATOR_MARKER)[2]
 
 
@@ -215,5 +265,7 @@ def extract_coordinator_original(text: str) -> str:
     Without a marker the text is the user's own message and is returned unchanged. When a
     coordinator gave its parent task serialised JSON, this returns that JSON verbatim.
     """
+    if isinstance(text, ExecutionText):
+        return text if text.original is None else text.original
     original, marker, _ = text.rpartition(AGENT_COORDINATOR_MARKER)
     return original if marker else text

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from structlog.contextvars import bound_contextvars
 
 from toolwire.errors import PLUGIN_FAILURES
 from toolwire.events import CoordinatorFinished, CoordinatorStarted, emit, opened
@@ -66,7 +67,7 @@ async def apply_coordinators(
         step: str | None = None
         started = CoordinatorStarted(task_no=task.task_no, coordinator_name=named.qualified_name)
         try:
-            with opened(started) as step:
+            with opened(started) as step, bound_contextvars(coordinator=named.qualified_name):
                 returned = await runner.call(named.coordinator.decompose_into_subtasks, working)
             if returned is not working:
                 raise TypeError(
@@ -200,9 +201,10 @@ async def decide_conditional(
     if owner is None:
         return SubtaskDecision.RUN, "no owner coordinator to decide: run"
     try:
-        decision = await runner.call(
-            owner.decide_conditional_subtask, parent, next_subtask, completed_so_far
-        )
+        with bound_contextvars(coordinator=next_subtask.owner_coordinator_name):
+            decision = await runner.call(
+                owner.decide_conditional_subtask, parent, next_subtask, completed_so_far
+            )
         return SubtaskDecision(decision), f"owner decided {SubtaskDecision(decision).value}"
     except PLUGIN_FAILURES as error:
         return SubtaskDecision.RUN, f"decision {failed(error)}: run"

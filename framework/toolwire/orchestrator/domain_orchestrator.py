@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import structlog
+from structlog.contextvars import bound_contextvars
 
 from toolwire.errors import (
     PLUGIN_FAILURES,
@@ -55,6 +56,7 @@ from toolwire.task import (
     TaskInfo,
     TaskStatus,
     ToolRunRecord,
+    escape_marker,
 )
 from toolwire.tool_threads import PluginRunner
 from toolwire.tools import (
@@ -157,26 +159,43 @@ class DomainOrchestrator:
     # -- a conversation's rounds ------------------------------------------------------------
 
     async def new_task(self, message: str) -> TaskInfo:
-        """Task "1" for a user's message, classified into the domain's prompt types."""
+        """Task "1" for a user's message, classified into the domain's prompt types.
+
+        The message cannot carry the coordinator marker (:func:`escape_marker`): only the
+        orchestrator designates tasks.
+        """
+        message = escape_marker(message)
         task = TaskInfo(task_no="1", task_prompt=message, user_message=message)
-        await classify(self.llm, task, self.domain.prompt_types, self.settings.model_attempts)
+        with bound_contextvars(domain=self.domain.name):
+            await classify(self.llm, task, self.domain.prompt_types, self.settings.model_attempts)
         return task
 
     async def run_round(self, root: TaskInfo) -> RoundResult:
-        """Process the tree (fresh or resumed) and compose the answer unless the round stopped."""
-        stop = await self.process(root, depth=0)
-        if stop is not None and stop.kind == "clarification":
-            return RoundResult("clarification", stop.text, failures=root_failures(root))
-        results = subtree_results(root)
-        guaranteed = [result.context for result in results if result.guaranteed]
-        text = stop.text if stop is not None else await self._compose(root, results, guaranteed)
-        return RoundResult("answer", text, guaranteed, root_failures(root))
+        """Process the tree (fresh or resumed) and compose the answer unless the round stopped.
+
+        Every event logged meanwhile, by toolwire or by a plugin's tool, carries the lineage of
+        the step it belongs to: ``domain``, ``task_no``, ``coordinator`` (the one decomposing, or
+        the one that created the task) and ``tool``.
+        """
+        with bound_contextvars(domain=self.domain.name):
+            stop = await self.process(root, depth=0)
+            if stop is not None and stop.kind == "clarification":
+                return RoundResult("clarification", stop.text, failures=root_failures(root))
+            results = subtree_results(root)
+            guaranteed = [result.context for result in results if result.guaranteed]
+            if stop is not None:
+                return RoundResult("answer", stop.text, guaranteed, root_failures(root))
+            text = await self._compose(root, results, guaranteed)
+            return RoundResult("answer", text, guaranteed, root_failures(root))
 
     async def process(self, task: TaskInfo, depth: int) -> Stop | None:
         """SPEC §3 steps 1-8 on one task; returns why it stopped, or None once it is closed."""
         if task.status.is_closed:
             return None
-        with opened(TaskStarted.of(task)) as step:
+        lineage = {"task_no": task.task_no}
+        if task.owner_coordinator_name is not None:
+            lineage["coordinator"] = task.owner_coordinator_name
+        with bound_contextvars(**lineage), opened(TaskStarted.of(task)) as step:
             stop = await self._process(task, depth)
             emit(TaskFinished(step=step, task_no=task.task_no, status=task.status))
             return stop
@@ -267,15 +286,19 @@ class DomainOrchestrator:
         """Extract parameters for a pending record (kept on it) unless it has them."""
         if record.params is not None and record.outcome == "pending":
             return
+        with bound_contextvars(tool=record.tool_name):
+            await self._extract(task, record)
+
+    async def _extract(self, task: TaskInfo, record: ToolRunRecord) -> None:
         try:
             tool = self._tool_of(task, record)
         except ToolNameError as error:
             self._fail(task, record, str(error))
             return
-        text = task.execution_text()
+        text: str = task.execution_text()
         clarification = task.pending_clarification if record.outcome == "clarification" else None
         if clarification is not None:
-            text = clarified_text(clarification.execution_text, clarification)
+            text = clarified_text(text, [*task.clarifications, clarification])
         try:
             instruction = tool.parameter_instruction()
         except PLUGIN_FAILURES as error:
@@ -296,7 +319,7 @@ class DomainOrchestrator:
         started = ToolStarted(
             task_no=task.task_no, tool_name=record.tool_name, reason=record.reason
         )
-        with opened(started) as step:
+        with bound_contextvars(tool=record.tool_name), opened(started) as step:
             stop = await self._execute(task, record)
             emit(ToolFinished(step=step, task_no=task.task_no, record=record.model_copy()))
         if stop is not None and stop.kind == "clarification":
@@ -315,18 +338,22 @@ class DomainOrchestrator:
             return None
         text = task.execution_text()
         clarification = None
-        if record.outcome == "clarification" and task.pending_clarification is not None:
-            clarification = task.pending_clarification
-            text = clarification.execution_text
+        asked = ""
+        answered = task.pending_clarification
+        if record.outcome == "clarification" and answered is not None:
+            clarification = answered.model_copy(update={"earlier": list(task.clarifications)})
+            task.clarifications.append(answered)
+            task.pending_clarification = None
+            task.status = TaskStatus.PENDING
+            asked = "".join(
+                f"asked {each.question!r}, reply {each.reply!r}; "
+                for each in task.clarifications
+                if each.tool_name == record.tool_name
+            )
         prior_context = snapshot(buffer_of(subtree_results(task)))
         log.info(
             "tool_activated", task_no=task.task_no, tool=record.tool_name, reason=record.reason
         )
-        asked = ""
-        if clarification is not None:
-            task.pending_clarification = None
-            task.status = TaskStatus.PENDING
-            asked = f"asked {clarification.question!r}, reply {clarification.reply!r}; "
         try:
             params = tool.params_model.model_validate(record.params or {})
             result = await execute(self.runner, tool, params, text, prior_context, clarification)

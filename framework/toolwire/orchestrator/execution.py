@@ -3,6 +3,7 @@ execution method (plain, context consumer, clarification round, clarifiable cons
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -19,11 +20,12 @@ from toolwire.tools import (
 )
 
 
-def clarified_text(execution_text: str, clarification: Clarification) -> str:
-    """The text parameters are extracted from after the user answered a clarifying question."""
-    return (
-        f"{execution_text}\n\nClarifying question: {clarification.question}\n"
-        f"User's reply: {clarification.reply or ''}"
+def clarified_text(execution_text: str, exchanges: Sequence[Clarification]) -> str:
+    """The text parameters are extracted from after the user answered clarifying questions:
+    the execution text, then every question and reply of the task, oldest first."""
+    return execution_text + "".join(
+        f"\n\nClarifying question: {each.question}\nUser's reply: {each.reply or ''}"
+        for each in exchanges
     )
 
 

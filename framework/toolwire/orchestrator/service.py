@@ -6,6 +6,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
+from structlog.contextvars import bound_contextvars
 
 from toolwire.errors import (
     SessionConflictError,
@@ -27,11 +28,12 @@ from toolwire.llm.base import LanguageModel, Usage, collect_calls
 from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
 from toolwire.orchestrator.streaming import Answered, stream_question
+from toolwire.redaction import session_ref
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.selection.routing import DomainRouter, RoutingRecord
 from toolwire.sessions import SessionStore, StoredSession
 from toolwire.settings import OrchestratorSettings
-from toolwire.task import TaskInfo, TaskStatus
+from toolwire.task import TaskInfo, TaskStatus, escape_marker
 from toolwire.tool_threads import PluginRunner
 from toolwire.tools import ChatbotTool
 
@@ -127,7 +129,8 @@ class ConversationService:
         self, message: str, domain: str | None, session_id: str | None, caller: str | None
     ) -> Answer:
         routing: RoutingRecord | None = None
-        with collect_calls() as calls:
+        resumed = {"session": session_ref(session_id)} if session_id is not None else {}
+        with collect_calls() as calls, bound_contextvars(**resumed):
             if session_id is None:
                 if domain is None and self.router is not None:
                     attempts = self.settings.model_attempts
@@ -228,4 +231,4 @@ def _give_reply(root: TaskInfo, reply: str, session_id: str) -> None:
             f"session {session_id!r} holds no task waiting for a reply "
             f"({len(waiting)} waiting); start a new conversation without a session id"
         )
-    waiting[0].pending_clarification.reply = reply
+    waiting[0].pending_clarification.reply = escape_marker(reply)  # users designate no tasks
