@@ -113,7 +113,7 @@ class OrchestratorSettings(Section):
     tool_threads: int = Field(default=8, ge=1)
     """Threads for tools' and coordinators' plain (blocking) methods, apart from the threads the
     session store and the server use; calls beyond it wait for a free thread."""
-    tool_timeout_s: float | None = Field(default=300.0, gt=0)
+    tool_timeout_s: float | None = Field(default=600.0, gt=0)
     """Longest a tool's or coordinator's method may run (waiting for a thread included); then
     it is recorded as failed and the question goes on. The default leaves room for tools that
     call the embedded model on a slow CPU; behind the server, set it below
