@@ -108,6 +108,21 @@ def test_tools_filtered_by_domain(pharma_only: Path) -> None:
     assert "unknown domain 'astro'; domains: pharma" in unknown.stderr
 
 
+def test_tools_piped_prints_whole_values_on_one_line_each(pharma_only: Path) -> None:
+    result = runner.invoke(app, ["tools"], env={"COLUMNS": "80"})  # stdout is no terminal
+    assert result.exit_code == 0
+    rows = {line.split()[1]: line for line in result.stdout.splitlines() if "pharma." in line}
+    assert sorted(rows) == [
+        "pharma.dosage_info",
+        "pharma.interaction_analysis",
+        "pharma.substance_lookup",
+    ]
+    analysis = rows["pharma.interaction_analysis"]
+    assert "activated, coordinator, context_consumer, clarifiable" in analysis
+    assert "pharma.substance_lookup" in analysis  # its injection, whole
+    assert "…" not in result.stdout
+
+
 def test_check_ok(pharma_only: Path, write_file: WriteFile) -> None:
     path = write_file("ok.yaml", "default_domain: pharma\n")
     result = runner.invoke(app, ["check", "--config", str(path)])

@@ -20,6 +20,7 @@ import pytest
 from pydantic import BaseModel
 
 from toolwire.errors import ConfigError, ModelError
+from toolwire.events import Event, ModelProgress, observing
 from toolwire.llm import (
     OpenAIGateway,
     Purpose,
@@ -135,6 +136,30 @@ def test_assembly_writes_the_verified_model_once_and_then_reuses_it(
     assert assemble_model(spec, cache) == target
 
 
+def test_assembly_shows_its_progress_in_bytes_then_its_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = fake_parts(tmp_path, monkeypatch)
+    spec = replace(SPEC, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    seen: list[Event] = []
+    called: list[int] = []
+
+    with observing(seen.append):
+        assemble_model(spec, tmp_path / "cache", progress=called.append)
+        assemble_model(spec, tmp_path / "cache")  # assembled already: nothing to show
+
+    progress = [e for e in seen if isinstance(e, ModelProgress)]
+    assert [(e.stage, e.bytes_done) for e in progress] == [
+        ("assembling", 5004),
+        ("assembling", 10008),
+        ("assembling", 15012),
+        ("assembled", 0),
+    ]
+    assert {e.bytes_total for e in progress} == {len(whole)}
+    assert progress[-1].seconds >= 0 and progress[-1].model == spec.name
+    assert called == [5004, 10008, 15012]
+
+
 def test_assembly_refuses_parts_of_the_wrong_size_and_keeps_no_partial_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -193,6 +218,20 @@ async def test_the_server_starts_on_a_free_port_after_its_health_check_and_is_re
         await server.aclose()
     assert process.poll() is not None  # stopped
     assert server.base_url is None
+
+
+async def test_starting_the_server_shows_a_line_when_it_is_ready_with_its_time() -> None:
+    server = StandInServer(STAND_IN_SERVER, delay_s=0.3)
+    seen: list[Event] = []
+    try:
+        with observing(seen.append):
+            await server.ensure_started()
+            await server.ensure_started()  # running already: nothing to show
+    finally:
+        await server.aclose()
+    progress = [e for e in seen if isinstance(e, ModelProgress)]
+    assert [e.stage for e in progress] == ["starting", "ready"]
+    assert progress[1].seconds >= 0.3
 
 
 async def test_a_server_that_died_is_started_again() -> None:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from toolwire.app import App
+from toolwire.cli.live import LiveView, watch
 from toolwire.cli.state import load_app_or_exit
 from toolwire.disclosure import disclosed_answer
 from toolwire.errors import ToolwireError
@@ -51,16 +52,17 @@ def ask(
 ) -> None:
     """Ask one question; a clarifying question prints the session id to reply with."""
     app = load_app(ctx)
+    console = Console(highlight=False)
+    view = LiveView(console, Console(stderr=True, highlight=False), stream_text=not json_output)
     try:
-        answer = asyncio.run(_ask_once(app, message, domain, session))
+        answer = asyncio.run(_ask_once(app, message, domain, session, view))
     except ToolwireError as error:
         _fail(error)
     answer = disclosed_answer(answer, verbose=trace)
     if json_output:
         typer.echo(answer.model_dump_json(indent=2))
         return
-    console = Console(highlight=False)
-    show_answer(console, answer, trace=trace)
+    show_answer(console, answer, trace=trace, streamed=view.text)
     if answer.kind == "clarification":
         console.print(f'[dim]Reply with: toolwire ask "…" --session {answer.session_id}[/dim]')
 
@@ -76,9 +78,11 @@ def chat(ctx: typer.Context, domain: DomainOption = None, trace: TraceFlag = Fal
         _fail(error)
 
 
-async def _ask_once(app: App, message: str, domain: str | None, session: str | None) -> Answer:
+async def _ask_once(
+    app: App, message: str, domain: str | None, session: str | None, view: LiveView
+) -> Answer:
     try:
-        return await app.ask(message, domain=domain, session_id=session)
+        return await watch(app, message, domain, session, view)
     finally:
         await app.aclose()
 
@@ -95,23 +99,34 @@ async def _chat(app: App, console: Console, domain: str | None, trace: bool) -> 
             if not line or line.lower() in EXIT_WORDS:
                 break
             ask_domain = None if session_id else domain
+            view = LiveView(console, Console(stderr=True, highlight=False), stream_text=True)
             answer = disclosed_answer(
-                await app.ask(line, domain=ask_domain, session_id=session_id), verbose=trace
+                await watch(app, line, ask_domain, session_id, view), verbose=trace
             )
             session_id = answer.session_id if answer.kind == "clarification" else None
-            show_answer(console, answer, trace=trace)
+            show_answer(console, answer, trace=trace, streamed=view.text)
     finally:
         await app.aclose()
 
 
-def show_answer(console: Console, answer: Answer, *, trace: bool) -> None:
-    """The answer (or question), guaranteed contexts, failures, and optionally the task tree."""
+def show_answer(console: Console, answer: Answer, *, trace: bool, streamed: str = "") -> None:
+    """The answer (or question), guaranteed contexts, failures, and optionally the task tree.
+
+    ``streamed``: the model's text already printed as it was written; what the final answer
+    adds to it (guaranteed contexts that lead it) follows it, and a final text that replaced it
+    (the composition failed) is printed whole."""
+    shown = streamed.strip()
     if answer.kind == "clarification":
         console.print(f"[bold yellow]?[/bold yellow] {escape(answer.text)}")
+    elif shown and shown in answer.text:
+        console.print()  # ends the streamed text's line
     else:
+        if shown:
+            console.print("\n[dim](the answer, as it stands:)[/dim]")
         console.print(escape(answer.text))
+    written = shown if shown in answer.text else answer.text
     for text in answer.guaranteed_contexts:
-        if text not in answer.text:
+        if text not in written:
             console.print(f"[green]▌[/green] {escape(text)}")
     for failure in answer.failures:
         console.print(f"[red]failed:[/red] {escape(failure)}")

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Column, Table
 
 from toolwire import catalogue
-from toolwire.cli.state import load_app_or_exit, report_error, report_problems
+from toolwire.cli.state import load_app_or_exit, report_error, report_problems, table_console
 from toolwire.errors import PluginError
 from toolwire.logging import configure_logging
 from toolwire.mcp.discovery import McpListing
@@ -34,7 +33,7 @@ def plugins(json_output: JsonFlag = False) -> None:
     table = Table("plugin", "version", "domains", "error")
     for info in found:
         table.add_row(info.name, info.version or "", ", ".join(info.domains), info.error or "")
-    Console(highlight=False).print(table)
+    table_console().print(table)
 
 
 def plugin_record(info: PluginInfo) -> dict[str, Any]:
@@ -85,7 +84,7 @@ def tools(
         if with_mcp:
             row.append(f"mcp {record.mcp.server}: {record.mcp.tool}" if record.mcp else "")
         table.add_row(*row)
-    Console(highlight=False).print(table)
+    table_console().print(table)
     report_problems(app.mcp_problems)
 
 

@@ -57,6 +57,19 @@ def report_problems(problems: Sequence[Problem | str]) -> None:
         err.print(str(problem), markup=False)
 
 
+PIPED_WIDTH = 100_000
+"""Columns a table may take when stdout is not a terminal: whole values, never cut."""
+
+
+def table_console() -> Console:
+    """The console tables are printed on: the terminal's width, or (piped, redirected) as wide
+    as the values need, so that ``toolwire tools | grep …`` sees whole names."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=PIPED_WIDTH)
+    return console
+
+
 def exit_missing_extra(command: str, extra: str, error: ImportError) -> NoReturn:
     """A command whose optional dependencies are not installed: say which extra, exit 2."""
     typer.echo(

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -32,6 +33,7 @@ import httpx
 import structlog
 
 from toolwire.errors import ConfigError, ModelError
+from toolwire.events import ModelProgress, emit
 
 log = structlog.get_logger(__name__)
 
@@ -130,10 +132,16 @@ def _verified_marker(target: Path) -> Path:
     return target.with_name(target.name + ".sha256")
 
 
-def assemble_model(spec: LocalModelSpec, cache_dir: Path | None = None) -> Path:
+def assemble_model(
+    spec: LocalModelSpec,
+    cache_dir: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Path:
     """Concatenate a model's parts into the cache (once), verify size and sha256, write atomically.
 
-    A later call finds the file and its verification marker and returns at once.
+    A later call finds the file and its verification marker and returns at once. While it
+    copies, ``progress`` gets the bytes done so far (every few MB), and whoever watches the
+    question sees ``model_progress`` events (``toolwire.events``): the bytes, then the time.
     """
     directory = cache_dir or model_cache_dir()
     target = directory / spec.file
@@ -151,6 +159,7 @@ def assemble_model(spec: LocalModelSpec, cache_dir: Path | None = None) -> Path:
     started = time.perf_counter()
     digest = hashlib.sha256()
     size = 0
+    report = _AssemblyReport(spec, started, progress)
     fd, tmp_name = tempfile.mkstemp(prefix=spec.file + ".", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -160,6 +169,7 @@ def assemble_model(spec: LocalModelSpec, cache_dir: Path | None = None) -> Path:
                         digest.update(chunk)
                         out.write(chunk)
                         size += len(chunk)
+                        report.copied(size)
             out.flush()
             os.fsync(out.fileno())
         if size != spec.size or digest.hexdigest() != spec.sha256:
@@ -173,13 +183,47 @@ def assemble_model(spec: LocalModelSpec, cache_dir: Path | None = None) -> Path:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     marker.write_text(spec.sha256 + "\n")
-    log.info(
-        "local_model_assembled",
-        model=spec.name,
-        path=str(target),
-        seconds=round(time.perf_counter() - started, 2),
-    )
+    seconds = round(time.perf_counter() - started, 2)
+    log.info("local_model_assembled", model=spec.name, path=str(target), seconds=seconds)
+    emit(ModelProgress(model=spec.name, stage="assembled", bytes_total=spec.size, seconds=seconds))
     return target
+
+
+@dataclass
+class _AssemblyReport:
+    """Tells how far the assembly is: a ``model_progress`` event about every 1 % (and the
+    ``progress`` callback), a ``local_model_assembly_progress`` log event every quarter."""
+
+    spec: LocalModelSpec
+    started: float
+    progress: Callable[[int], None] | None
+    next_event: int = 0
+    next_log: int = 0
+
+    def copied(self, done: int) -> None:
+        total = self.spec.size
+        if done >= self.next_event:
+            self.next_event = done + total // 100
+            seconds = round(time.perf_counter() - self.started, 2)
+            emit(
+                ModelProgress(
+                    model=self.spec.name,
+                    stage="assembling",
+                    bytes_done=done,
+                    bytes_total=total,
+                    seconds=seconds,
+                )
+            )
+            if self.progress is not None:
+                self.progress(done)
+        if done >= self.next_log:
+            self.next_log = done + total // 4
+            log.info(
+                "local_model_assembly_progress",
+                model=self.spec.name,
+                bytes_done=done,
+                bytes_total=total,
+            )
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -270,16 +314,15 @@ class LocalModelServer:
     async def _start(self, model_path: Path) -> str:
         port = free_port()
         started = time.perf_counter()
+        log.info("local_model_server_starting", model=self.spec.name, port=port)
+        emit(ModelProgress(model=self.spec.name, stage="starting"))
         process = self._spawn(self._command(model_path, port))
         base_url = f"http://127.0.0.1:{port}/v1"
         await self._wait_until_healthy(process, base_url)
         self._base_url = base_url
-        log.info(
-            "local_model_server_started",
-            base_url=base_url,
-            pid=process.pid,
-            seconds=round(time.perf_counter() - started, 2),
-        )
+        seconds = round(time.perf_counter() - started, 2)
+        log.info("local_model_server_started", base_url=base_url, pid=process.pid, seconds=seconds)
+        emit(ModelProgress(model=self.spec.name, stage="ready", seconds=seconds))
         return base_url
 
     def _spawn(self, command: list[str]) -> subprocess.Popen[bytes]:
