@@ -1,0 +1,100 @@
+"""Time to the first streamed event and to the first answer token, beside the full answer, on the
+embedded model: the README's pharma question and the pydocs question, watched with
+``App.ask_stream`` as ``toolwire ask`` and the HTTP stream watch them.
+
+The model server is started (and the model assembled, on a fresh install) before the clock runs;
+that start is reported on its own line. Run it alone on the machine's cores:
+
+    flock /tmp/toolwire-model.lock .venv/bin/python bench/bench_first_token.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+
+from toolwire import App
+from toolwire.events import AnswerDelta, Event, ModelProgress, observing
+from toolwire.llm.factory import local_server, resolve_settings
+from toolwire.orchestrator.streaming import Answered
+
+QUESTIONS = [
+    ("pharma", "Can I take ibuprofen together with warfarin?"),
+    ("pydocs", "What does the nonlocal statement do?"),
+]
+
+
+@dataclass
+class Timing:
+    first_event_s: float
+    first_token_s: float | None
+    answer_s: float
+    model_calls: int
+    answer_chars: int
+
+
+async def watch(app: App, domain: str, question: str) -> Timing:
+    started = time.perf_counter()
+    first_event: float | None = None
+    first_token: float | None = None
+    async for event in app.ask_stream(question, domain):
+        now = time.perf_counter() - started
+        first_event = now if first_event is None else first_event
+        if isinstance(event, AnswerDelta) and first_token is None:
+            first_token = now
+        if isinstance(event, Answered):
+            answer = event.answer
+            return Timing(first_event, first_token, now, answer.usage.llm_calls, len(answer.text))
+    raise AssertionError("the stream ended without an answer")
+
+
+async def start_model(app: App) -> float:
+    """Start the embedded server the app's model uses (assembling the model on a fresh
+    install); the seconds the start took."""
+    server = local_server(resolve_settings(app.config.llm))
+    seen: list[Event] = []
+    started = time.perf_counter()
+    with observing(seen.append):
+        await server.ensure_started()
+    ready = [e for e in seen if isinstance(e, ModelProgress) and e.stage == "ready"]
+    return ready[0].seconds if ready else time.perf_counter() - started
+
+
+async def main(rounds: int) -> None:
+    os.environ["TOOLWIRE_PLUGINS"] = "pharma,pydocs"
+    for variable in ("OPENAI_API_KEY", "TOOLWIRE_LLM_BASE_URL", "TOOLWIRE_LLM_MODEL"):
+        os.environ.pop(variable, None)
+    with tempfile.TemporaryDirectory() as workdir:
+        os.chdir(workdir)  # no config file: the built-in defaults, the embedded model
+        app = App.load()
+        try:
+            startup = await start_model(app)
+            print(f"embedded model server start (not counted below): {startup:.1f} s\n")
+            print(
+                f"{'question':<50} {'first event':>12} {'first token':>12} {'answer':>9} "
+                f"{'token/answer':>13} {'calls':>6}"
+            )
+            for domain, question in QUESTIONS:
+                timings = [await watch(app, domain, question) for _ in range(rounds)]
+                first_event = statistics.median(t.first_event_s for t in timings)
+                tokens = [t.first_token_s for t in timings if t.first_token_s is not None]
+                first_token = statistics.median(tokens) if tokens else float("nan")
+                answer = statistics.median(t.answer_s for t in timings)
+                calls = statistics.median(t.model_calls for t in timings)
+                print(
+                    f"{domain + ': ' + question:<50} {first_event:>10.3f} s {first_token:>10.1f} s "
+                    f"{answer:>7.1f} s {first_token / answer:>12.0%} {calls:>6.0f}"
+                )
+        finally:
+            await app.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each question (median)")
+    asyncio.run(main(parser.parse_args().rounds))
