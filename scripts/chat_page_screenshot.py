@@ -19,18 +19,13 @@ import httpx
 from playwright.sync_api import expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' launcher
+
+from server_support.browser import launch_chromium  # noqa: E402
+
+
 TARGET = ROOT / "docs" / "images" / "chat-page.png"
 QUESTION = "Can I take ibuprofen together with warfarin?"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def serve(workdir: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
@@ -62,9 +57,7 @@ def main() -> None:
         process, url, _ = serve(Path(directory))
         try:
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(
-                    executable_path="/usr/bin/chromium", args=FLAGS
-                )
+                browser = launch_chromium(playwright)
                 page = browser.new_page(viewport={"width": 1200, "height": 1000})
                 page.goto(url)
                 page.fill("#token", "screenshot-token-0123456789")

@@ -7,28 +7,16 @@ API key; a server that is down; text from the server is shown as text, never run
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from server_support.browser import launch_chromium
 from server_support.processes import ServerProcess, write_config
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TOKEN = "web-page-test-token-0123456789"
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "images"
 
 
 def start_server(workdir: Path) -> ServerProcess:
@@ -46,10 +34,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if shutil.which(CHROMIUM) is None:
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (.ci/run does)")
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        launched = launch_chromium(playwright)
         yield launched
         launched.close()
 
