@@ -23,7 +23,6 @@ sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' launcher
 
 from server_support.browser import launch_chromium  # noqa: E402
 
-
 TARGET = ROOT / "docs" / "images" / "chat-page.png"
 QUESTION = "Can I take ibuprofen together with warfarin?"
 
