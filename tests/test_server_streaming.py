@@ -240,7 +240,7 @@ async def test_the_time_limit_ends_the_stream_with_a_504_and_stores_nothing(
     configure_server_logging()  # its processor notes the last step for the 504's message
     store = MemorySessionStore()
     app = load(tmp_path, scripted(), store)
-    settings = ServerSettings(request_timeout_s=0.6, sse_keep_alive_s=0.2)
+    settings = ServerSettings(request_timeout_s=2.0, sse_keep_alive_s=0.3)
     slow = app.tool("slow")
     assert isinstance(slow, Slow)
     async with serving(app, settings) as url, httpx.AsyncClient(timeout=10) as client:
