@@ -78,6 +78,29 @@ class Slow(OrchestratorActivatedTool[NoParams]):
         return ToolExecutionResult.clarifying_question("Slow enough?")
 
 
+class SlowReply(OrchestratorActivatedTool[NoParams]):
+    """Asks at once; handling the reply waits until released (the test holds the gate)."""
+
+    name = "slowreply"
+
+    def __init__(self) -> None:
+        self.replied = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def executable_instruction(self) -> str:
+        return "Is the reply slow?"
+
+    def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.clarifying_question("Which one?")
+
+    async def execute_with_clarification(
+        self, params: NoParams, text: str, clarification: Clarification
+    ) -> ToolExecutionResult:
+        self.replied.set()
+        await self.release.wait()
+        return ToolExecutionResult.context(f"Done with {clarification.reply}.")
+
+
 class Broken(OrchestratorActivatedTool[NoParams]):
     name = "broken"
 
@@ -92,7 +115,7 @@ SPEC = DomainSpec(name="demo", description="Doses, bookings and slow things (tes
 
 
 def suitable(prompt: str, names: list[str]) -> list[str]:
-    for word in ("booking", "slow", "broken"):
+    for word in ("booking", "slowreply", "slow", "broken"):
         if word.split("ing")[0] in prompt:
             return [word]
     return ["lookup"]
@@ -110,7 +133,7 @@ def scripted() -> ScriptedModel:
 def load(tmp_path: Path, llm: Any, store: MemorySessionStore | None = None) -> App:
     config = tmp_path / "toolwire.yaml"
     config.write_text(json.dumps({"default_domain": "demo", "sessions": {"store": "memory"}}))
-    plugin = plugin_of(SPEC, Lookup, Booking, Slow, Broken)
+    plugin = plugin_of(SPEC, Lookup, Booking, Slow, SlowReply, Broken)
     return App.load(config, llm=llm, plugins=[plugin], load_entry_points=False, session_store=store)
 
 
@@ -281,6 +304,34 @@ async def test_a_client_that_goes_away_cancels_the_round_and_nothing_is_stored(
     assert slow.cancelled
     assert store._rows == {}
     assert any(entry["event"] == "stream_abandoned" for entry in logs)
+
+
+async def test_a_reply_whose_client_goes_away_leaves_the_conversation_waiting(
+    tmp_path: Path,
+) -> None:
+    store = MemorySessionStore()
+    app = load(tmp_path, scripted(), store)
+    tool = app.tool("slowreply")
+    assert isinstance(tool, SlowReply)
+    async with serving(app) as url, httpx.AsyncClient(timeout=10) as client:
+        _, first = await stream_ask(client, url, {"message": "slowreply", "stream": True})
+        session_id = first[-1].data["answer"]["session_id"]
+        before = await store.load(session_id)
+        reply = {"message": "the red one", "session_id": session_id, "stream": True}
+        async with client.stream("POST", f"{url}/v1/ask", json=reply) as response:
+            async for message in sse_messages(response):
+                if message.event == "tool_started":
+                    break
+        await asyncio.wait_for(tool.replied.wait(), 5)
+        await asyncio.sleep(0.3)  # the server notices the closed connection
+        after = await store.load(session_id)  # still there, as it was before the reply
+        tool.release.set()
+        _, again = await stream_ask(client, url, reply)
+    await app.aclose()
+
+    assert after.version == before.version
+    assert after.task == before.task
+    assert again[-1].data["answer"]["text"] == "Done with the red one."
 
 
 async def test_error_texts_in_events_are_withheld_like_in_the_answer(tmp_path: Path) -> None:
