@@ -72,6 +72,7 @@ def test_ask_clarify_inline_and_open_the_task_tree(server: ServerProcess, page: 
     first = page.locator(".turn").nth(0)
     expect(first.locator(".question")).to_be_visible()
     expect(first.locator(".text")).to_contain_text("Which city?")
+    expect(page.locator("#message")).to_have_attribute("placeholder", re.compile("reply"))
     reply = first.locator("form.reply input")
     reply.fill("city=Rome")
     first.locator("form.reply button").click()

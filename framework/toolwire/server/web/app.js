@@ -190,6 +190,7 @@ class Exchange {
     );
     this.bot.append(tree);
     state.sessionId = answer.kind === "clarification" ? answer.session_id : null;
+    $("#message").placeholder = state.sessionId ? "Your reply to the question above…" : "Ask a question…";
     this.node.scrollIntoView({ block: "end" });
   }
 
