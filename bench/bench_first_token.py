@@ -33,23 +33,27 @@ QUESTIONS = [
 class Timing:
     first_event_s: float
     first_token_s: float | None
+    """None: no token was streamed (a tool's guaranteed answer needs no composition)."""
     answer_s: float
+    longest_silence_s: float
+    """The longest wait between two events: what a watcher stares at."""
+    events: int
     model_calls: int
-    answer_chars: int
 
 
 async def watch(app: App, domain: str, question: str) -> Timing:
     started = time.perf_counter()
-    first_event: float | None = None
+    seen: list[float] = []
     first_token: float | None = None
     async for event in app.ask_stream(question, domain):
         now = time.perf_counter() - started
-        first_event = now if first_event is None else first_event
+        seen.append(now)
         if isinstance(event, AnswerDelta) and first_token is None:
             first_token = now
         if isinstance(event, Answered):
-            answer = event.answer
-            return Timing(first_event, first_token, now, answer.usage.llm_calls, len(answer.text))
+            gaps = [later - earlier for earlier, later in zip(seen, seen[1:], strict=False)]
+            calls = event.answer.usage.llm_calls
+            return Timing(seen[0], first_token, now, max(gaps), len(seen), calls)
     raise AssertionError("the stream ended without an answer")
 
 
@@ -76,20 +80,22 @@ async def main(rounds: int) -> None:
             startup = await start_model(app)
             print(f"embedded model server start (not counted below): {startup:.1f} s\n")
             print(
-                f"{'question':<50} {'first event':>12} {'first token':>12} {'answer':>9} "
-                f"{'token/answer':>13} {'calls':>6}"
+                f"{'question':<52} {'first event':>11} {'first token':>11} {'answer':>8} "
+                f"{'longest silence':>15} {'events':>6} {'calls':>5}"
             )
             for domain, question in QUESTIONS:
                 timings = [await watch(app, domain, question) for _ in range(rounds)]
-                first_event = statistics.median(t.first_event_s for t in timings)
                 tokens = [t.first_token_s for t in timings if t.first_token_s is not None]
-                first_token = statistics.median(tokens) if tokens else float("nan")
-                answer = statistics.median(t.answer_s for t in timings)
-                calls = statistics.median(t.model_calls for t in timings)
+                token = f"{statistics.median(tokens):9.1f} s" if tokens else "   (none)  "
                 print(
-                    f"{domain + ': ' + question:<50} {first_event:>10.3f} s {first_token:>10.1f} s "
-                    f"{answer:>7.1f} s {first_token / answer:>12.0%} {calls:>6.0f}"
+                    f"{domain + ': ' + question:<52} "
+                    f"{statistics.median(t.first_event_s for t in timings):9.3f} s {token} "
+                    f"{statistics.median(t.answer_s for t in timings):6.1f} s "
+                    f"{statistics.median(t.longest_silence_s for t in timings):13.1f} s "
+                    f"{statistics.median(t.events for t in timings):6.0f} "
+                    f"{statistics.median(t.model_calls for t in timings):5.0f}"
                 )
+            print("\n(none): the answer is a tool's guaranteed text, composed by no model call")
         finally:
             await app.aclose()
 

@@ -181,7 +181,10 @@ class Exchange {
     for (const failure of answer.failures) this.bot.append(el("div", "error", `failed: ${failure}`));
     const tree = el("details", "tree", el("summary", null, "Task tree"));
     if (answer.routing) tree.append(routingLine(answer.routing));
-    tree.append(taskNode(answer.trace, modelCallsByPlace(this.events), true));
+    const calls = modelCallsByPlace(this.events);
+    tree.append(el("ul", "round", ...modelCallItems(calls.get("round:before"))));
+    tree.append(taskNode(answer.trace, calls, true));
+    tree.append(el("ul", "round", ...modelCallItems(calls.get("round:after"))));
     const usage = answer.usage;
     tree.append(
       el("div", "muted",
@@ -225,10 +228,12 @@ function routingLine(routing) {
     (scores ? ` (${scores})` : ""));
 }
 
-// Which task, tool or coordinator each model call was made in, from the events' parents.
+// Which task, tool or coordinator each model call was made in, from the events' parents; a
+// call of the round itself (classification, routing, the answer) comes before or after task 1.
 function modelCallsByPlace(events) {
   const places = new Map();
   const parents = new Map();
+  const taskOne = events.find((e) => e.type === "task_started" && e.task_no === "1");
   for (const event of events) {
     if (event.step) parents.set(event.step, event.parent);
     if (event.type === "task_started") places.set(event.step, `task:${event.task_no}`);
@@ -241,9 +246,11 @@ function modelCallsByPlace(events) {
   const calls = new Map();
   for (const event of events) {
     if (event.type !== "model_call_finished") continue;
-    let step = started.get(event.step)?.parent;
+    const start = started.get(event.step);
+    let step = start?.parent;
     while (step && !places.has(step)) step = parents.get(step);
-    const place = step ? places.get(step) : "round";
+    const early = !taskOne || (start && start.at_ms < taskOne.at_ms);
+    const place = step ? places.get(step) : early ? "round:before" : "round:after";
     if (!calls.has(place)) calls.set(place, []);
     calls.get(place).push(event.record);
   }
@@ -291,6 +298,7 @@ function taskNode(task, calls, open) {
     if (calls.has(key)) item.append(el("ul", null, ...modelCallItems(calls.get(key))));
     items.append(item);
   }
+  for (const sub of task.sub_tasks) items.append(el("li", null, taskNode(sub, calls, true)));
   if (task.selection) items.append(selectionItem(task.selection));
   for (const run of task.tools) {
     const reason = run.reason === "suitability" ? why(task.selection, run.tool_name) : run.reason;
@@ -303,10 +311,8 @@ function taskNode(task, calls, open) {
     items.append(item);
   }
   items.append(...modelCallItems(calls.get(`task:${task.task_no}`)));
-  if (task.task_no === "1") items.append(...modelCallItems(calls.get("round")));
   for (const failure of task.failures) items.append(el("li", "error", `failed: ${failure}`));
   for (const note of task.notes) items.append(el("li", "muted", note));
-  for (const sub of task.sub_tasks) items.append(el("li", null, taskNode(sub, calls, true)));
   node.append(items);
   return node;
 }
