@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import statistics
 import tempfile
@@ -51,7 +52,7 @@ async def watch(app: App, domain: str, question: str) -> Timing:
         if isinstance(event, AnswerDelta) and first_token is None:
             first_token = now
         if isinstance(event, Answered):
-            gaps = [later - earlier for earlier, later in zip(seen, seen[1:], strict=False)]
+            gaps = [later - earlier for earlier, later in itertools.pairwise(seen)]
             calls = event.answer.usage.llm_calls
             return Timing(seen[0], first_token, now, max(gaps), len(seen), calls)
     raise AssertionError("the stream ended without an answer")
