@@ -10,7 +10,9 @@ import pytest
 import toolwire
 from toolwire import ChatbotTool, TaskStatus
 from toolwire.app import App
+from toolwire.events import CoordinatorFinished, DeepSearchRound, TaskStarted
 from toolwire.llm import GatekeeperVerdict, Purpose
+from toolwire.orchestrator.streaming import Answered
 from toolwire.search import (
     AbstractContextSearchTool,
     AbstractDeepSearchCoordinatorTool,
@@ -132,3 +134,27 @@ async def test_insufficient_context_runs_the_cheap_search_and_skips_the_full_one
     assert "The timeout setting defaults to 30." in answer.text  # the neighbour page reached it
     assert "- timeout default: found on [page manual#2]" in answer.text
     assert [r.reason for r in answer.trace.tools] == ["rag", "deep_fallback"]
+
+
+async def test_a_watched_deep_search_streams_its_round_and_the_gatekeepers_gap(
+    app: App, model: ScriptedModel
+) -> None:
+    model.on_classify("how_to")
+    model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["timeout default"]), times=1)
+    model.on_gatekeeper(True)
+
+    events = [event async for event in app.ask_stream("How do I configure the widget timeout?")]
+
+    rounds = [event for event in events if isinstance(event, DeepSearchRound)]
+    assert [(e.task_no, e.round, e.tool_name, e.missing) for e in rounds] == [
+        ("1", 1, "docs.deep", ["timeout default"])
+    ]
+    # the deep fallback decomposes after the round is announced, then its subtasks run
+    after = events[events.index(rounds[0]) :]
+    decomposed = [e for e in after if isinstance(e, CoordinatorFinished)]
+    assert [(e.record.coordinator_name, e.new_subtasks) for e in decomposed] == [
+        ("docs.deep", ["1.1.n", "1.1.s"])
+    ]
+    subtasks = [e.task_no for e in events if isinstance(e, TaskStarted)]
+    assert subtasks == ["1", "1.1.n"]  # 1.1.s was skipped: the neighbour page was enough
+    assert isinstance(events[-1], Answered)
