@@ -8,8 +8,10 @@ import pytest
 
 from orchestration_kit import AskingTool, EchoTool, Query
 from toolwire.errors import ModelError, UnknownDomainError
+from toolwire.events import Routed, TaskStarted
 from toolwire.llm import Purpose
 from toolwire.orchestrator import ConversationService
+from toolwire.orchestrator.streaming import Answered
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore
 from toolwire.settings import OrchestratorSettings, RoutingSettings
@@ -118,3 +120,16 @@ async def test_routing_switched_off_sends_every_message_to_the_default_domain() 
     answer = await service(model, enabled=False).ask("Convert 100 dollars into euros")
 
     assert (answer.domain, answer.routing) == ("travel", None)
+
+
+async def test_a_watched_question_streams_its_routing_before_its_tasks() -> None:
+    model = ScriptedModel().on_suitability(["convert"]).on_answer()
+
+    events = [e async for e in service(model).ask_stream("Convert 100 dollars, please")]
+
+    routed = [event for event in events if isinstance(event, Routed)]
+    final = events[-1]
+    assert isinstance(final, Answered)
+    assert [event.routing for event in routed] == [final.answer.routing]
+    first_task = next(e for e in events if isinstance(e, TaskStarted))
+    assert events.index(routed[0]) < events.index(first_task)
