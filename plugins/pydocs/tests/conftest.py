@@ -12,5 +12,10 @@ def index_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _cache_dir(index_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLWIRE_CACHE_DIR", str(index_cache))
+def _cache_dir(
+    request: pytest.FixtureRequest, index_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index in a temporary cache, except on the embedded model: its 1.1 GB file stays in
+    the user's cache instead of being assembled again in every test session."""
+    if request.node.get_closest_marker("local_model") is None:
+        monkeypatch.setenv("TOOLWIRE_CACHE_DIR", str(index_cache))
