@@ -1,25 +1,39 @@
-"""The byte-stable prefix (SPEC §5), checked for every purpose on the exact requests sent.
+"""One byte-stable prefix per question (SPEC §5, issue 10 item 3), on the exact requests sent.
 
-Two calls of one purpose with different dynamic input (question, task, text, contexts) must send
-byte-identical prompts up to the point where the dynamic input starts, and the same request
-parameters. A timestamp, id or counter anywhere before the tail, or an unstable tool order,
-breaks it.
+* Between questions: two calls of one purpose with different input send byte-identical prompts
+  up to the point where the question's own text starts, and the same request parameters.
+* Within a question: every call starts with the same fixed rules and the task; the gatekeeper
+  and the answer share the whole retrieved context; two tools' parameter extractions share
+  everything but their tool's part. Only the purpose's instruction and output format differ, at
+  the end.
+* The old ``per_purpose`` layout, kept for benchmarks, shares nothing between purposes.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from toolwire.llm import OpenAIGateway, Purpose, SuitabilityQuestion, prompts
+from orchestration_kit import QueryTool
+from toolwire.llm import (
+    OpenAIGateway,
+    Option,
+    Purpose,
+    SuitabilityQuestion,
+    collect_calls,
+    domain_prompt,
+    prompts,
+)
+from toolwire.registry import DomainSpec
 from toolwire.search.pages import Page
 from toolwire.search.relevance import relevant_pages
 from toolwire.settings import LLMSettings
 from toolwire.task import PromptAndContext
-from toolwire.testing.fake_openai import FakeOpenAIServer, FakeRequest, prompt_text
+from toolwire.testing import conversation_for
+from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest, prompt_text
 
 QUESTIONS = [
     SuitabilityQuestion(tool_name="pharma.drug_info", question="Is the task about a drug?"),
@@ -28,10 +42,25 @@ QUESTIONS = [
 ]
 
 
+OPTIONS = [
+    Option(name="pharma-drug_info", question="Is the task about a drug?", description="Drugs."),
+    Option(name="weather-forecast", question="Is it about the weather?"),
+]
+
+
 class Topic(BaseModel):
     """What the message is about."""
 
     topic: str
+
+
+class DrugPair(BaseModel):
+    drug_a: str = Field(description="The first drug")
+    drug_b: str
+
+
+class City(BaseModel):
+    city: str | None = None
 
 
 Call = Callable[[OpenAIGateway, str], Awaitable[object]]
@@ -61,27 +90,16 @@ CASES: dict[str, tuple[Call, str]] = {
         lambda g, v: g.suitability(v, QUESTIONS, batched=True),
         "suitability",
     ),
+    "choice": (lambda g, v: g.choose(v, OPTIONS), "choice"),
+    "routing": (
+        lambda g, v: g.choose(v, OPTIONS, purpose=Purpose.ROUTING, several=False),
+        "routing",
+    ),
     "relevance": (_relevance, "relevance"),
     "gatekeeper": (lambda g, v: g.judge_context(v, [context(v)]), "gatekeeper"),
     "answer": (lambda g, v: g.answer(v, [context(v)]), "answer"),
     "compression": (lambda g, v: g.answer(v, [context(v), context(v + "-2")]), "compression"),
 }
-
-
-@dataclass
-class Sent:
-    purpose: str
-    request: FakeRequest
-
-
-def purpose_of(request: FakeRequest) -> str:
-    """Which purpose a request served, read from its fixed system text."""
-    system = request.messages[0]["content"]
-    for purpose in Purpose:
-        if system.startswith(prompts.system_text(purpose).split("\n\n")[0]):
-            return purpose.value
-    assert system.startswith("Answer a yes/no question"), system
-    return "suitability"
 
 
 @pytest.fixture
@@ -90,17 +108,20 @@ async def server() -> AsyncIterator[FakeOpenAIServer]:
         yield fake
 
 
-def gateway_for(server: FakeOpenAIServer) -> OpenAIGateway:
+def gateway_for(
+    server: FakeOpenAIServer, layout: str = "shared_prefix", window: int = 200
+) -> OpenAIGateway:
+    """``window`` 200: small enough that two contexts of ~400 characters are compressed."""
     settings = LLMSettings(
         base_url=server.base_url,
         model="fake-model",
         max_retries=0,
         structured_output="json_schema",
-        # small enough that two contexts of ~400 characters are compressed before the answer
-        context_window_tokens=200,
+        prompt_layout=layout,  # type: ignore[arg-type]
+        context_window_tokens=window,
         compression_threshold=0.9,
     )
-    return OpenAIGateway(settings, api_key="k")
+    return OpenAIGateway(settings, api_key="k", per_tool_concurrency=1)
 
 
 def assert_stable_up_to_the_tail(one: FakeRequest, two: FakeRequest, first_variant: str) -> None:
@@ -118,22 +139,24 @@ def assert_stable_up_to_the_tail(one: FakeRequest, two: FakeRequest, first_varia
     assert one.messages[:-1] == two.messages[:-1]
 
 
+@pytest.mark.parametrize("layout", ["shared_prefix", "per_purpose"])
 @pytest.mark.parametrize("case", sorted(CASES))
 async def test_two_questions_share_the_prefix_up_to_the_dynamic_tail(
-    server: FakeOpenAIServer, case: str
+    server: FakeOpenAIServer, case: str, layout: str
 ) -> None:
     call, purpose = CASES[case]
-    gateway = gateway_for(server)
-    await call(gateway, "QUESTION-ONE")
-    await call(gateway, "QUESTION-TWO")
+    gateway = gateway_for(server, layout)
+    with collect_calls() as calls:
+        await call(gateway, "QUESTION-ONE")
+        await call(gateway, "QUESTION-TWO")
     await gateway.aclose()
 
-    sent = [r for r in server.chat_requests if purpose_of(r) == purpose]
-    assert len(sent) == 2, [purpose_of(r) for r in server.chat_requests]
+    sent = [r for r, c in zip(server.chat_requests, calls, strict=True) if c.purpose == purpose]
+    assert len(sent) == 2, [c.purpose for c in calls]
     assert_stable_up_to_the_tail(sent[0], sent[1], "QUESTION-ONE")
 
 
-async def test_per_tool_suitability_keeps_each_tools_prefix_and_a_stable_order(
+async def test_per_tool_suitability_keeps_one_prefix_and_a_stable_order(
     server: FakeOpenAIServer,
 ) -> None:
     gateway = gateway_for(server)
@@ -144,8 +167,129 @@ async def test_per_tool_suitability_keeps_each_tools_prefix_and_a_stable_order(
     requests = server.chat_requests
     assert len(requests) == 6
     first_round, second_round = requests[:3], requests[3:]
-    systems = [r.messages[0]["content"] for r in first_round]
-    assert systems == [r.messages[0]["content"] for r in second_round]
-    assert [s.rsplit("Question: ", 1)[1] for s in systems] == [q.question for q in QUESTIONS]
+    assert [r.messages[1]["content"].rsplit("Question: ", 1)[1] for r in first_round] == [
+        q.question for q in QUESTIONS
+    ]
     for one, two in zip(first_round, second_round, strict=True):
         assert_stable_up_to_the_tail(one, two, "QUESTION-ONE")
+
+
+# -- within a question ------------------------------------------------------------------------
+
+TASK = "Can I take ibuprofen together with warfarin in Szeged?"
+
+
+def user_text(request: FakeRequest) -> str:
+    content: str = request.messages[-1]["content"]
+    return content
+
+
+async def one_question(gateway: OpenAIGateway) -> None:
+    """The calls of a question in the orchestrator's order, on one task and one context."""
+    contexts = [context("warfarin"), context("ibuprofen")]
+    topic, drugs = "Name the topic.", "Name both drugs."
+    await gateway.extract(Topic, TASK, instruction=topic, purpose=Purpose.CLASSIFICATION)
+    await gateway.suitability(TASK, QUESTIONS, batched=True)
+    await gateway.extract(DrugPair, TASK, instruction=drugs, purpose=Purpose.PARAMETERS)
+    await gateway.extract(City, TASK, purpose=Purpose.PARAMETERS)
+    await gateway.judge_context(TASK, contexts)
+    await gateway.answer(TASK, contexts)
+
+
+async def test_every_call_of_a_question_shares_the_rules_and_the_task_and_differs_at_the_end(
+    server: FakeOpenAIServer,
+) -> None:
+    gateway = gateway_for(server, window=8192)
+    with domain_prompt("Medicines:  interactions\n and dosage."), collect_calls() as calls:
+        await one_question(gateway)
+    await gateway.aclose()
+
+    requests = server.chat_requests
+    assert [c.purpose for c in calls] == [
+        "classification", "suitability", "parameters", "parameters", "gatekeeper", "answer"
+    ]  # fmt: skip
+    systems = {r.messages[0]["content"] for r in requests}
+    assert systems == {f"{prompts.RULES}\n\nDomain: Medicines: interactions and dosage."}
+    task = prompts.task_block(TASK)
+    assert all(user_text(r).startswith(task + "\n\n") for r in requests)
+    # each purpose's own instruction comes after the accumulated part, never before it
+    for request, call in zip(requests, calls, strict=True):
+        text = user_text(request)
+        assert text.index(prompts.INSTRUCTIONS[Purpose(call.purpose)]) > text.index(task)
+    # the two parameter calls differ only in the tool's part
+    one, two = (user_text(r) for r in requests[2:4])
+    common = f"{task}\n\n{prompts.INSTRUCTIONS[Purpose.PARAMETERS]}\n"
+    assert prompts.shared_prefix_length(one, two) == len(common)
+    assert one[len(common) :].startswith("Name both drugs.\nReply with one JSON object")
+    # the gatekeeper and the answer share the task and the whole retrieved context
+    gatekeeper, answer = (user_text(r) for r in requests[4:6])
+    context_end = gatekeeper.index("</external_content>\n\n", gatekeeper.rindex("ibuprofen.tool"))
+    assert prompts.shared_prefix_length(gatekeeper, answer) > context_end
+    # the records say how much of each call's messages the previous call had sent already
+    assert calls[0].shared_prefix_chars == 0
+    assert all(c.shared_prefix_chars > len(prompts.RULES) for c in calls[1:])
+    assert calls[5].shared_prefix_chars > calls[4].shared_prefix_chars
+
+
+async def test_the_old_per_purpose_layout_shares_nothing_between_purposes(
+    server: FakeOpenAIServer,
+) -> None:
+    gateway = gateway_for(server, layout="per_purpose", window=8192)
+    with collect_calls() as calls:
+        await one_question(gateway)
+    await gateway.aclose()
+
+    systems = [r.messages[0]["content"] for r in server.chat_requests]
+    assert len(set(systems)) == len(systems) == 6  # each call starts with its own instruction
+    assert all(system.startswith(prompts.INSTRUCTIONS[Purpose(c.purpose)])
+               for system, c in zip(systems, calls, strict=True))  # fmt: skip
+    gatekeeper, answer = calls[4:6]
+    assert answer.shared_prefix_chars < 100 < gatekeeper.prompt_tokens
+
+
+async def test_the_schema_stays_out_of_the_messages_in_json_schema_mode(
+    server: FakeOpenAIServer,
+) -> None:
+    """A JSON schema sent as ``response_format`` (a grammar on llama.cpp) leaves the messages
+    alone, so purposes with different schemas still share the prefix; the model reads the
+    fields in the output format line at the end."""
+    gateway = gateway_for(server)
+    await gateway.extract(DrugPair, TASK, purpose=Purpose.PARAMETERS)
+    await gateway.aclose()
+    (request,) = server.chat_requests
+    assert "tools" not in request.body
+    assert request.body["response_format"]["json_schema"]["schema"] == DrugPair.model_json_schema()
+    assert user_text(request).endswith(
+        'Reply with one JSON object with these fields:\n- "drug_a" (string): The first drug\n'
+        '- "drug_b" (string)'
+    )
+
+
+async def test_the_orchestrator_puts_the_domains_text_in_every_calls_prefix() -> None:
+    """Classification (before the round), suitability, parameters and the answer of one question
+    all start with the same system message: the rules and the domain's description."""
+
+    def reply(request: FakeRequest) -> FakeReply:
+        schema = request.output_schema or {}
+        fields = schema.get("properties", {})
+        if "prompt_type" in fields:
+            return FakeReply(text='{"prompt_type": "lookup", "important_words": []}')
+        if "choice" in fields:  # every candidate fits
+            return FakeReply(text=json.dumps({"choice": fields["choice"]["items"]["enum"]}))
+        if "answer" in fields:
+            return FakeReply(text='{"answer": "yes"}')
+        return FakeReply(text='{"query": "widgets"}' if schema else "Widgets are in aisle 3.")
+
+    spec = DomainSpec(name="demo", description="A shop's stock.", prompt_types=["lookup", "other"])
+    async with FakeOpenAIServer(reply) as server:
+        gateway = gateway_for(server, window=8192)
+        service = conversation_for(spec, QueryTool("finder"), model=gateway)
+        answer = await service.ask("Where are the widgets?")
+        await gateway.aclose()
+
+    assert [call.purpose for call in answer.model_calls] == [
+        "classification", "suitability", "parameters", "answer"
+    ]  # fmt: skip
+    systems = {request.messages[0]["content"] for request in server.chat_requests}
+    assert systems == {f"{prompts.RULES}\n\nDomain: A shop's stock."}
+    assert all(call.shared_prefix_chars > len(prompts.RULES) for call in answer.model_calls[1:])

@@ -38,6 +38,8 @@ class CompletionLimits(Section):
     gatekeeper: int = Field(default=256, gt=0)
     relevance: int = Field(default=32, gt=0)
     answer: int = Field(default=1024, gt=0)
+    answer_without_context: int = Field(default=96, gt=0)
+    """The answer when no tool returned context: a sentence or two saying nothing was found."""
     compression: int = Field(default=1024, gt=0)
 
 
@@ -58,6 +60,10 @@ class LLMSettings(Section):
     call, llama-cpp-python's ``json_object`` with a schema, or ``auto`` (JSON schema, switching to
     a function call once the server rejects it; the embedded model uses ``json_object``)."""
     temperature: float = Field(default=0.0, ge=0, le=2)
+    prompt_layout: Literal["shared_prefix", "per_purpose"] = "shared_prefix"
+    """``shared_prefix``: every call of a question starts with the same rules, task and context,
+    the purpose's instruction last, so the server's cache serves the later calls;
+    ``per_purpose``: the layout before, each purpose's own system message first (benchmarks)."""
     max_completion_tokens: CompletionLimits = Field(default_factory=CompletionLimits)
     completion_limit_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     """Request field that carries the limit: ``max_tokens`` is what llama.cpp, vLLM, Ollama and

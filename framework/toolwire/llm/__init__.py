@@ -20,6 +20,8 @@ from toolwire.llm.base import (
     Usage,
     collect_calls,
     current_calls,
+    current_domain_prompt,
+    domain_prompt,
     record_call,
 )
 from toolwire.llm.guard import ModelRequestsBlockedError, ensure_model_requests_allowed
@@ -69,6 +71,8 @@ __all__ = [
     "collect_calls",
     "create_language_model",
     "current_calls",
+    "current_domain_prompt",
+    "domain_prompt",
     "ensure_model_requests_allowed",
     "record_call",
     "resolve_settings",

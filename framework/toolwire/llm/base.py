@@ -73,7 +73,7 @@ class CallRecord(BaseModel):
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
     shared_prefix_chars: int = 0
-    """Length of the byte-identical prefix shared with the previous call of the same purpose."""
+    """Length of the messages' byte-identical prefix shared with the model's previous call."""
     ok: bool = True
     error: str | None = None
 
@@ -97,6 +97,26 @@ class Usage(BaseModel):
 
 
 _current_calls: ContextVar[list[CallRecord] | None] = ContextVar("toolwire_llm_calls", default=None)
+_domain_text: ContextVar[str] = ContextVar("toolwire_domain_prompt", default="")
+
+
+@contextmanager
+def domain_prompt(text: str) -> Iterator[None]:
+    """Inside the block, every model call's fixed prefix ends with the domain's fixed ``text``.
+
+    The orchestrator opens it for each question of a domain, so the domain's description is part
+    of the prefix that all calls of the question (coordinators' and tools' included) share.
+    """
+    token = _domain_text.set(" ".join(text.split()))
+    try:
+        yield
+    finally:
+        _domain_text.reset(token)
+
+
+def current_domain_prompt() -> str:
+    """The domain text of the question being answered ("" outside one)."""
+    return _domain_text.get()
 
 
 @contextmanager

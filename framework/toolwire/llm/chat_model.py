@@ -27,9 +27,11 @@ from toolwire.llm.base import (
     Option,
     Purpose,
     SuitabilityQuestion,
+    current_domain_prompt,
     record_call,
 )
 from toolwire.llm.compression import ContextCompressor
+from toolwire.llm.prompts import Layout, Prompt
 from toolwire.llm.structured import (
     YesNo,
     boolean_model,
@@ -72,7 +74,8 @@ class ChatModel:
         self.transport = transport
         self.settings = settings or LLMSettings()
         self._semaphore = asyncio.Semaphore(per_tool_concurrency)
-        self._last_prompt: dict[str, str] = {}
+        self.layout = Layout(self.settings.prompt_layout)
+        self._last_prompt = ""
         self.compressor = ContextCompressor(
             self,
             window_tokens=self.settings.context_window_tokens,
@@ -105,10 +108,12 @@ class ChatModel:
         if not options:
             return []
         schema = choice_model(tuple(option.name for option in options), several)
-        messages = prompts.choice_messages(purpose, task_prompt, options, several=several)
+        prompt = prompts.choice_prompt(
+            purpose, task_prompt, options, several=several, schema=schema
+        )
         per_option = self.settings.max_completion_tokens.choice_per_option
         max_tokens = self._completion_limit(purpose) + per_option * len(options)
-        answer = await self._required_structured_call(purpose, messages, schema, max_tokens)
+        answer = await self._required_structured_call(prompt, schema, max_tokens)
         return chosen_names(answer)
 
     async def _suitability_batched(
@@ -116,12 +121,10 @@ class ChatModel:
     ) -> dict[str, bool]:
         wired = [(to_wire_name(question.tool_name), question) for question in questions]
         schema = boolean_model(tuple((wire, question.question) for wire, question in wired))
-        messages = prompts.suitability_batched_messages(task_prompt, wired)
+        prompt = prompts.suitability_batched_prompt(task_prompt, schema)
         limits = self.settings.max_completion_tokens
         max_tokens = limits.suitability + limits.suitability_batched_per_tool * len(questions)
-        answers = await self._required_structured_call(
-            Purpose.SUITABILITY, messages, schema, max_tokens
-        )
+        answers = await self._required_structured_call(prompt, schema, max_tokens)
         values = answers.model_dump(by_alias=True)
         return {question.tool_name: bool(values[wire]) for wire, question in wired}
 
@@ -130,8 +133,8 @@ class ChatModel:
     ) -> dict[str, bool]:
         async def ask(question: SuitabilityQuestion) -> YesNo | None:
             async with self._semaphore:
-                messages = prompts.suitability_single_messages(task_prompt, question)
-                return await self._structured_call(Purpose.SUITABILITY, messages, YesNo)
+                prompt = prompts.suitability_single_prompt(task_prompt, question.question, YesNo)
+                return await self._structured_call(prompt, YesNo)
 
         answers = await asyncio.gather(*(ask(question) for question in questions))
         unanswered = [q.tool_name for q, a in zip(questions, answers, strict=True) if a is None]
@@ -152,20 +155,23 @@ class ChatModel:
         instruction: str = "",
         purpose: Purpose = Purpose.DECOMPOSITION,
     ) -> M | None:
-        messages = prompts.extract_messages(purpose, text, instruction)
-        return await self._structured_call(purpose, messages, schema)
+        prompt = prompts.extract_prompt(purpose, text, instruction, schema)
+        return await self._structured_call(prompt, schema)
 
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]
     ) -> GatekeeperVerdict:
         contexts = await self.compressor.fit(question, contexts)
-        messages = prompts.gatekeeper_messages(question, contexts)
-        return await self._required_structured_call(Purpose.GATEKEEPER, messages, GatekeeperVerdict)
+        prompt = prompts.gatekeeper_prompt(question, contexts, GatekeeperVerdict)
+        return await self._required_structured_call(prompt, GatekeeperVerdict)
 
     async def answer(self, question: str, contexts: Sequence[PromptAndContext]) -> str:
         contexts = await self.compressor.fit(question, contexts)
-        messages = prompts.answer_messages(question, contexts)
-        sent = await self._send(Purpose.ANSWER, messages, None, on_text=_answer_delta)
+        limits = self.settings.max_completion_tokens
+        limit = limits.answer if contexts else limits.answer_without_context
+        prompt = prompts.answer_prompt(question, contexts)
+        messages = self._messages(prompt)
+        sent = await self._send(Purpose.ANSWER, messages, None, limit, on_text=_answer_delta)
         if sent.reply.truncated:
             log.warning(
                 "llm_output_truncated", purpose=str(Purpose.ANSWER), chars=len(sent.reply.text)
@@ -185,29 +191,24 @@ class ChatModel:
     # -- structured output ----------------------------------------------------------------------
 
     async def _required_structured_call(
-        self,
-        purpose: Purpose,
-        messages: list[Message],
-        schema: type[M],
-        max_tokens: int | None = None,
+        self, prompt: Prompt, schema: type[M], max_tokens: int | None = None
     ) -> M:
         """:meth:`_structured_call` for purposes that have no "no answer": None is a ModelError."""
-        result = await self._structured_call(purpose, messages, schema, max_tokens)
+        result = await self._structured_call(prompt, schema, max_tokens)
         if result is None:
             raise ModelError(
-                purpose, "the model's output did not match the schema after one corrective retry"
+                prompt.purpose,
+                "the model's output did not match the schema after one corrective retry",
             )
         return result
 
     async def _structured_call(
-        self,
-        purpose: Purpose,
-        messages: list[Message],
-        schema: type[M],
-        max_tokens: int | None = None,
+        self, prompt: Prompt, schema: type[M], max_tokens: int | None = None
     ) -> M | None:
         """One call, one corrective retry on invalid output, then None (figures recorded)."""
+        purpose = prompt.purpose
         limit = max_tokens or self._completion_limit(purpose)
+        messages = self._messages(prompt)
         attempt_messages = messages
         for attempt in (1, 2):
             sent = await self._send(purpose, attempt_messages, schema, limit)
@@ -226,6 +227,9 @@ class ChatModel:
             self._finish(sent.record, sent.step)
             return result
         return None
+
+    def _messages(self, prompt: Prompt) -> list[Message]:
+        return prompt.messages(self.layout, current_domain_prompt())
 
     def _completion_limit(self, purpose: Purpose) -> int:
         """The configured most tokens a purpose's answer may take (``LLMSettings``)."""
@@ -248,9 +252,8 @@ class ChatModel:
         ``on_text`` asks for the reply's text as it is produced, when someone observes the
         question (the answer's tokens, streamed)."""
         serialised = prompts.canonical(messages)
-        previous = self._last_prompt.get(purpose)
-        self._last_prompt[purpose] = serialised
-        shared = prompts.shared_prefix_length(previous, serialised) if previous else 0
+        shared = prompts.shared_prefix_length(self._last_prompt, serialised)
+        self._last_prompt = serialised
         streamed = _Streamed(on_text) if on_text is not None and observed() else None
         request = ChatRequest(
             purpose=str(purpose),

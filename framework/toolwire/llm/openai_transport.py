@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from toolwire.errors import ModelError
 from toolwire.llm.guard import ensure_model_requests_allowed
 from toolwire.llm.structured import StructuredMode, request_options
 from toolwire.llm.transport import ChatReply, ChatRequest
+from toolwire.redaction import MASK, redact
 
 log = structlog.get_logger(__name__)
 
@@ -42,12 +42,6 @@ RETRY_DELAY_S = 0.5
 
 MESSAGE_CHARS = 200
 """How much of a server's error message an error quotes."""
-
-_SECRET = re.compile(
-    r"(?i)(bearer\s+)[\w.~+/=-]+"  # bearer tokens
-    r"|\b(sk|pk|rk|key|api[-_]?key)[-_][\w-]{8,}"  # API keys in the usual shapes
-    r"|(://[^\s/:@]+:)[^\s/@]+(@)"  # passwords in URLs
-)
 
 
 class _WireFunction(BaseModel):
@@ -263,11 +257,10 @@ class OpenAITransport:
         return f"{type(error).__name__}: {self.redact(str(error))}"
 
     def redact(self, text: str) -> str:
-        """``text`` shortened, without the API key or anything shaped like a secret."""
+        """``text`` shortened to one line, without the API key or anything shaped like a secret."""
         if self._api_key:
-            text = text.replace(self._api_key, "***")
-        text = _SECRET.sub(lambda m: (m[1] or m[3] or "") + "***" + (m[4] or ""), text)
-        text = text.replace("\n", " ")
+            text = text.replace(self._api_key, MASK)
+        text = redact(text).replace("\n", " ")
         return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
 
 

@@ -35,7 +35,7 @@ from toolwire.events import (
     emit,
     opened,
 )
-from toolwire.llm.base import GatekeeperVerdict, LanguageModel, Purpose
+from toolwire.llm.base import GatekeeperVerdict, LanguageModel, Purpose, domain_prompt
 from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
 from toolwire.orchestrator.buffer import buffer_of, siblings_so_far, snapshot, subtree_results
 from toolwire.orchestrator.coordinators import (
@@ -166,7 +166,7 @@ class DomainOrchestrator:
         """
         message = escape_marker(message)
         task = TaskInfo(task_no="1", task_prompt=message, user_message=message)
-        with bound_contextvars(domain=self.domain.name):
+        with bound_contextvars(domain=self.domain.name), domain_prompt(self.domain.description):
             await classify(self.llm, task, self.domain.prompt_types, self.settings.model_attempts)
         return task
 
@@ -175,9 +175,10 @@ class DomainOrchestrator:
 
         Every event logged meanwhile, by toolwire or by a plugin's tool, carries the lineage of
         the step it belongs to: ``domain``, ``task_no``, ``coordinator`` (the one decomposing, or
-        the one that created the task) and ``tool``.
+        the one that created the task) and ``tool``. Every model call of the round, tools'
+        included, shares the domain's fixed text.
         """
-        with bound_contextvars(domain=self.domain.name):
+        with bound_contextvars(domain=self.domain.name), domain_prompt(self.domain.description):
             stop = await self.process(root, depth=0)
             if stop is not None and stop.kind == "clarification":
                 return RoundResult("clarification", stop.text, failures=root_failures(root))
