@@ -21,6 +21,7 @@ from toolwire import (
     SubtaskDecision,
     TaskInfo,
     TaskStatus,
+    TimeBudgetSpentError,
     ToolExecutionResult,
     UnknownSessionError,
 )
@@ -100,12 +101,28 @@ async def test_a_model_call_that_fails_once_succeeds_on_the_retry(
     fine = EchoTool("fine", "ok")
     scripted_model.on_suitability(ModelError("suitability", "reset"), times=1)
     scripted_model.on_suitability(["fine"]).on_answer()
-    service = conversation_for(domain(), fine, model=scripted_model)
+    service = conversation_for(
+        domain(), fine, model=scripted_model, settings=OrchestratorSettings(model_attempts=2)
+    )
 
     answer = await service.ask("q")
 
     assert answer.failures == []
     assert answer.text == "ok"
+
+
+async def test_a_spent_time_budget_is_not_retried(scripted_model: ScriptedModel) -> None:
+    fine = EchoTool("fine", "ok")
+    spent = TimeBudgetSpentError("suitability", "the question's time budget of 1 s is spent")
+    scripted_model.on_suitability(spent).on_answer("composed")
+    service = conversation_for(
+        domain(), fine, model=scripted_model, settings=OrchestratorSettings(model_attempts=3)
+    )
+
+    answer = await service.ask("q")
+
+    assert len(scripted_model.calls_for(Purpose.SUITABILITY)) == 1
+    assert "time budget of 1 s is spent" in answer.failures[0]
 
 
 async def test_invalid_model_output_for_parameters_is_recorded_and_the_tool_skipped(
@@ -117,7 +134,7 @@ async def test_invalid_model_output_for_parameters_is_recorded_and_the_tool_skip
 
     answer = await service.ask("q")
 
-    assert len(scripted_model.calls_for(Purpose.PARAMETERS)) == 2  # default: 2 attempts
+    assert len(scripted_model.calls_for(Purpose.PARAMETERS)) == 1  # default: 1 attempt
     assert lookup.calls == []
     assert answer.trace.tools[0].outcome == "error"
     assert "parameters could not be extracted" in answer.trace.tools[0].detail
@@ -138,21 +155,18 @@ async def test_incomplete_suitability_output_counts_as_invalid(
 
     answer = await service.ask("q")
 
-    assert len(model.calls_for(Purpose.SUITABILITY)) == 2
+    assert len(model.calls_for(Purpose.SUITABILITY)) == 1
     assert "invalid output" in answer.failures[0]
 
 
-async def test_a_failing_answer_composition_still_returns_an_answer(
+async def test_a_failing_answer_composition_is_a_model_error_for_the_caller(
     scripted_model: ScriptedModel,
 ) -> None:
     scripted_model.on_suitability([]).on_answer(ModelError("answer", "server unreachable"))
     service = conversation_for(domain(), EchoTool("one"), model=scripted_model)
 
-    answer = await service.ask("q")
-
-    assert answer.kind == "answer"
-    assert answer.text.startswith("Sorry, I could not compose an answer")
-    assert "answer composition failed" in answer.failures[0]
+    with pytest.raises(ModelError, match="server unreachable"):
+        await service.ask("q")
 
 
 async def test_a_failing_classification_leaves_the_prompt_type_empty(
@@ -443,10 +457,10 @@ async def test_a_failing_gatekeeper_is_recorded_and_the_deep_fallback_not_run(
     answer = await service.ask("q")
 
     assert answer.kind == "answer" and answer.text.startswith("composed")
-    assert len(scripted_model.calls_for(Purpose.GATEKEEPER)) == 2  # default: 2 attempts
+    assert len(scripted_model.calls_for(Purpose.GATEKEEPER)) == 1  # default: 1 attempt
     assert len(deep.seen) == 1  # only its turn in the coordinator chain, no fallback round
     assert [(run.tool_name, run.reason) for run in answer.trace.tools] == [("demo.rag", "rag")]
     assert answer.failures == [
         "task 1: context gatekeeper failed, no deep fallback: model call for 'gatekeeper' "
-        "failed: timeout (after 2 attempt(s))"
+        "failed: timeout (after 1 attempt(s))"
     ]

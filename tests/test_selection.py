@@ -231,10 +231,10 @@ async def test_a_failing_choice_is_a_recorded_failure_and_no_tool_runs() -> None
 
     answer = await selecting(model, one, EchoTool("two")).ask("q")
 
-    assert len(model.calls_for(Purpose.CHOICE)) == 2  # orchestrator.model_attempts
+    assert len(model.calls_for(Purpose.CHOICE)) == 1  # orchestrator.model_attempts
     assert answer.failures == [
         "task 1: tool choice failed, no tool activated by it: model call for 'choice' failed: "
-        "timeout (after 2 attempt(s))"
+        "timeout (after 1 attempt(s))"
     ]
     assert one.texts == [] and answer.text.startswith("composed")
 
@@ -249,7 +249,7 @@ async def test_a_failing_confirmation_keeps_the_models_choice() -> None:
     assert one.texts == ["q"]
     assert answer.failures == [
         "task 1: confirmation failed, the chosen tools run unconfirmed: model call for "
-        "'suitability' failed: down (after 2 attempt(s))"
+        "'suitability' failed: down (after 1 attempt(s))"
     ]
 
 

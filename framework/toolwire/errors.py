@@ -12,6 +12,7 @@
     ├── PluginError                    a plugin failed to import or raised in a hook
     ├── UnknownDomainError             a question named no installed domain (and no default)
     ├── ModelError                     a language-model call failed after its retries
+    │   └── TimeBudgetSpentError       the question's time budget left no time for the call
     ├── McpServerError                 an MCP server cannot be reached, or a call to it failed
     ├── ToolTimeoutError               plugin code did not finish in time (recorded, not raised)
     ├── ToolThreadsExhaustedError      every tool thread is held by a call that ran out of time
@@ -117,9 +118,13 @@ class ModelError(ToolwireError):
     """A language-model call failed (transport, timeout, invalid output) after its retries."""
 
     def __init__(self, purpose: str, message: str) -> None:
-        self.purpose = purpose
+        self.purpose = str(purpose)  # a Purpose is shown by its value
         self.detail = message
-        super().__init__(f"model call for {purpose!r} failed: {message}")
+        super().__init__(f"model call for {self.purpose!r} failed: {message}")
+
+
+class TimeBudgetSpentError(ModelError):
+    """The question's time budget has too little left for another model call: not retried."""
 
 
 class McpServerError(ToolwireError):

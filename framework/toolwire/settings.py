@@ -113,9 +113,15 @@ class OrchestratorSettings(Section):
     max_depth: int = Field(default=4, ge=1)
     """Deepest subtask level processed (the root task is depth 0)."""
     deep_search_max_rounds: int = Field(default=3, ge=1)
-    model_attempts: int = Field(default=2, ge=1)
+    model_attempts: int = Field(default=1, ge=1)
     """Attempts the orchestrator makes per model call (on ``ModelError`` or invalid output) before
-    it records the failure in the trace and carries on without that call's result."""
+    it records the failure in the trace and carries on without that call's result. 1: the model
+    layer already retries transient failures and feeds invalid output back once, and the same
+    request at temperature 0 gives the same output."""
+    question_budget_s: float | None = Field(default=180.0, gt=0)
+    """Seconds one question (one round) may spend on model calls in all: every call draws from
+    it, retries included, and the answer keeps the last quarter. None: only ``llm.timeout_s``
+    per call. When serving, ``server.request_timeout_s`` bounds it too."""
     tool_threads: int = Field(default=8, ge=1)
     """Threads for tools' and coordinators' plain (blocking) methods, apart from the threads the
     session store and the server use; calls beyond it wait for a free thread."""

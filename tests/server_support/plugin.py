@@ -34,7 +34,6 @@ from toolwire import OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.plugins import RegisterDomain, RegisterTool
 from toolwire.registry import DomainSpec
 from toolwire.testing import ScriptedModel
-from toolwire.testing.scripted import join_contexts
 
 log = structlog.get_logger(__name__)
 
@@ -122,5 +121,5 @@ def scripted_model() -> ScriptedModel:
         .on_suitability(lambda _prompt, names: names)
         .on_extract(BookingParams, extract_pairs)
         .on_gatekeeper(True)
-        .on_answer(lambda _question, contexts: join_contexts(_question, contexts) or NOTHING)
+        .on_answer(lambda _question, contexts: "\n".join(c.context for c in contexts) or NOTHING)
     )

@@ -30,6 +30,7 @@ from toolwire.llm.base import (
     current_domain_prompt,
     record_call,
 )
+from toolwire.llm.budget import call_time
 from toolwire.llm.compression import ContextCompressor
 from toolwire.llm.prompts import Layout, Prompt
 from toolwire.llm.structured import (
@@ -247,10 +248,12 @@ class ChatModel:
         *,
         on_text: Callable[[str], None] | None = None,
     ) -> _Sent:
-        """One request through the transport; a failure leaves a failed record and raises.
+        """One request through the transport, within the question's time budget; a failure
+        leaves a failed record and raises (a call the budget has no time for is not made).
 
         ``on_text`` asks for the reply's text as it is produced, when someone observes the
         question (the answer's tokens, streamed)."""
+        timeout = call_time(purpose, self.settings.timeout_s, is_answer=purpose is Purpose.ANSWER)
         serialised = prompts.canonical(messages)
         shared = prompts.shared_prefix_length(self._last_prompt, serialised)
         self._last_prompt = serialised
@@ -260,7 +263,7 @@ class ChatModel:
             messages=messages,
             schema=schema,
             max_tokens=max_tokens or self._completion_limit(purpose),
-            timeout_s=self.settings.timeout_s,
+            timeout_s=timeout,
             temperature=self.settings.temperature,
             on_text=streamed.add if streamed is not None else None,
         )

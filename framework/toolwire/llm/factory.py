@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from toolwire.errors import ConfigError
 from toolwire.llm.base import LanguageModel
 from toolwire.llm.gateway import OpenAIGateway
-from toolwire.llm.local import LocalModelServer, local_model_spec
+from toolwire.llm.local import LocalModelServer, LocalModelSpec, local_model_spec
 from toolwire.settings import LLMSettings
 
 ENV_BASE_URL = "TOOLWIRE_LLM_BASE_URL"
@@ -48,6 +48,19 @@ def local_server(settings: LLMSettings) -> LocalModelServer:
     return _local_servers[key]
 
 
+def with_model_limits(settings: LLMSettings, spec: LocalModelSpec) -> LLMSettings:
+    """The settings with the model's completion limits where the configuration sets none."""
+    limits = settings.max_completion_tokens
+    defaults = {
+        purpose: limit
+        for purpose, limit in spec.completion_limits.items()
+        if purpose not in limits.model_fields_set
+    }
+    return settings.model_copy(
+        update={"max_completion_tokens": limits.model_copy(update=defaults)}
+    )
+
+
 def create_language_model(
     settings: LLMSettings | None = None, environ: Mapping[str, str] | None = None
 ) -> LanguageModel:
@@ -58,6 +71,7 @@ def create_language_model(
     api_key = env.get(resolved.api_key_env) or None
     if resolved.base_url is None and api_key is None:
         server = local_server(resolved)
+        resolved = with_model_limits(resolved, server.spec)
         return OpenAIGateway(
             resolved,
             model=resolved.model or server.spec.name,

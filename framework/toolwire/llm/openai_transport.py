@@ -196,7 +196,8 @@ class OpenAITransport:
     ) -> ChatReply:
         """The reply streamed (``stream=True``): each piece of text goes to ``request.on_text``
         as it arrives. A failure once the stream is open is a ``ModelError`` (not retried: the
-        watcher has seen part of the text)."""
+        watcher has seen part of the text). A server that answers with a whole body instead of
+        an event stream is read, and checked, as an ordinary reply."""
         assert request.on_text is not None
         stream = await client.chat.completions.create(
             model=self._model or "",
@@ -207,6 +208,12 @@ class OpenAITransport:
             stream_options={"include_usage": True},
             **parameters,
         )
+        if "text/event-stream" not in stream.response.headers.get("content-type", ""):
+            try:
+                body = await stream.response.aread()
+            finally:
+                await stream.close()
+            return _reply(request, body, self._model or "")
         reply = _StreamedReply(self._model or "")
         try:
             async with asyncio.timeout(remaining):

@@ -502,7 +502,12 @@ class DomainOrchestrator:
         """The answer text (SPEC §3 step 9). Guaranteed contexts are finished answers: they lead
         the text verbatim. The model composes only when the root task itself holds ordinary
         context beside them; results of subtasks were the guaranteed answer's inputs, and a
-        composition over them could contradict it."""
+        composition over them could contradict it.
+
+        When the model fails to compose, the guaranteed answers are the answer (the failure is
+        listed); with none, the ``ModelError`` goes to the caller (HTTP 502): a question answered
+        by nothing must not look like a success to monitoring.
+        """
         contexts = [result for result in results if result.context]
         own_plain = [r for r in contexts if not r.guaranteed and r.task_no == root.task_no]
         if guaranteed and not own_plain:
@@ -516,10 +521,12 @@ class DomainOrchestrator:
                     is_valid=lambda answer: bool(answer.strip()),
                 )
             except ModelError as error:
+                if not guaranteed:
+                    raise
                 root.failures.append(f"answer composition failed: {error}")
-                composed = "Sorry, I could not compose an answer: the language model failed."
+                composed = ""
             leading = [exact for exact in dict.fromkeys(guaranteed) if exact not in composed]
-            text = "\n\n".join([*leading, composed])
+            text = "\n\n".join([*leading, composed] if composed else leading)
         failures = root_failures(root)
         if failures:
             text += f"\n\n(Some steps failed, so this answer may be incomplete: {len(failures)} "

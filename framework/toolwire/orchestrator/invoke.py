@@ -7,7 +7,12 @@ from typing import TypeVar
 
 import structlog
 
-from toolwire.errors import ModelError, ToolThreadsExhaustedError, ToolTimeoutError
+from toolwire.errors import (
+    ModelError,
+    TimeBudgetSpentError,
+    ToolThreadsExhaustedError,
+    ToolTimeoutError,
+)
 
 T = TypeVar("T")
 
@@ -22,12 +27,15 @@ async def call_model(
 ) -> T:
     """Make a model call up to ``attempts`` times; ``ModelError`` when every attempt failed.
 
-    An attempt fails when the model raises ``ModelError`` or returns None or invalid output.
+    An attempt fails when the model raises ``ModelError`` or returns None or invalid output; a
+    spent time budget ends the attempts at once (it is raised as it is).
     """
     problem = "no attempt made"
     for attempt in range(1, attempts + 1):
         try:
             result = await call()
+        except TimeBudgetSpentError:
+            raise
         except ModelError as error:
             problem = error.detail
         else:

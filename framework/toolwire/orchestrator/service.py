@@ -25,6 +25,7 @@ from toolwire.events import (
     opened,
 )
 from toolwire.llm.base import LanguageModel, Usage, collect_calls
+from toolwire.llm.budget import question_budget
 from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
 from toolwire.orchestrator.streaming import Answered, stream_question
@@ -101,7 +102,8 @@ class ConversationService:
         ``caller`` names who asks (the server's API key name): a conversation it starts is bound
         to it, and a conversation another caller started is not found (``UnknownSessionError``).
         The round is one step among the question's events (``round_started``,
-        ``round_finished``); ``observers`` watch every question.
+        ``round_finished``); ``observers`` watch every question. Its model calls share one time
+        budget (``orchestrator.question_budget_s``).
         """
         observers = [start() for start in self.observers]
         with observing(*observers), opened(RoundStarted(resumed=session_id is not None)) as step:
@@ -130,7 +132,11 @@ class ConversationService:
     ) -> Answer:
         routing: RoutingRecord | None = None
         resumed = {"session": session_ref(session_id)} if session_id is not None else {}
-        with collect_calls() as calls, bound_contextvars(**resumed):
+        with (
+            collect_calls() as calls,
+            bound_contextvars(**resumed),
+            question_budget(self.settings.question_budget_s),
+        ):
             if session_id is None:
                 if domain is None and self.router is not None:
                     attempts = self.settings.model_attempts

@@ -216,7 +216,7 @@ def _api_router() -> APIRouter:
         if body.stream or SSE_MEDIA_TYPE in request.headers.get("accept", ""):
             return event_stream_response(app, body, caller, settings)
         limit = settings.request_timeout_s
-        with question_scope(body, caller) as progress:
+        with question_scope(body, caller, limit) as progress:
             timer = asyncio.timeout(limit)
             try:
                 async with timer:

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import structlog
 
+from toolwire.llm.budget import question_budget
 from toolwire.redaction import scrubbing, session_ref
 from toolwire.server.problems import ApiError
 from toolwire.server.progress import RequestProgress, tracking_progress
@@ -29,15 +30,25 @@ def check_message(body: AskRequest, settings: ServerSettings) -> None:
         )
 
 
+MODEL_SHARE_OF_REQUEST = 0.95
+"""The model calls of a request must end within this share of ``server.request_timeout_s``."""
+
+
 @contextmanager
-def question_scope(body: AskRequest, caller: str | None) -> Iterator[RequestProgress]:
+def question_scope(
+    body: AskRequest, caller: str | None, request_timeout_s: float
+) -> Iterator[RequestProgress]:
     """Inside: events are logged with the caller and the resumed session's short hash (never its
-    id), and the question's progress is tracked for :func:`timeout_error`."""
+    id), the question's progress is tracked for :func:`timeout_error`, and its model calls end
+    before the request's time does (so a slow model is a 502 or an answer, not a 504; the
+    orchestrator's own budget never extends this one)."""
     session = session_ref(body.session_id) if body.session_id else None
+    model_time = request_timeout_s * MODEL_SHARE_OF_REQUEST
     with (
         structlog.contextvars.bound_contextvars(session=session, caller=caller),
         scrubbing({body.session_id: f"<session {session}>"} if body.session_id else {}),
         tracking_progress() as progress,
+        question_budget(model_time, "server.request_timeout_s"),
     ):
         yield progress
 

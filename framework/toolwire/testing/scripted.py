@@ -98,9 +98,15 @@ class _Rules:
         return next((rule for rule in self.rules if rule.available), None)
 
 
+NOTHING_RETRIEVED_ANSWER = "Nothing was found for this question."
+""":func:`join_contexts`' answer when no context was retrieved (an empty answer is a model
+failure, which the caller gets as a ``ModelError``)."""
+
+
 def join_contexts(question: str, contexts: list[PromptAndContext]) -> str:
-    """A ready-made answer script: the contexts' texts, one per line (``on_answer()``'s default)."""
-    return "\n".join(pac.context for pac in contexts if pac.context)
+    """A ready-made answer script: the contexts' texts, one per line (``on_answer()``'s default),
+    or :data:`NOTHING_RETRIEVED_ANSWER` when there are none."""
+    return "\n".join(pac.context for pac in contexts if pac.context) or NOTHING_RETRIEVED_ANSWER
 
 
 def _resolve(response: Any, *args: Any) -> Any:
