@@ -72,6 +72,7 @@ def make_plugin(
     tools: tuple[type[ChatbotTool[object]], ...] = (),
     config_files: tuple[str, ...] = (),
     coordinators: tuple[tuple[type[ChatbotTool[object]], str], ...] = (),
+    models: tuple[tuple[str, Callable[..., Any]], ...] = (),
     version: str | None = None,
 ) -> object:
     """A plugin module object implementing only the hooks it needs."""
@@ -91,6 +92,7 @@ def make_plugin(
         "register_coordinators": [
             ((tool_class,), {"domain": domain}) for tool_class, domain in coordinators
         ],
+        "register_models": [((name, factory), {}) for name, factory in models],
     }
     for hook_name, calls in hooks.items():
         if calls:

@@ -291,8 +291,9 @@ def test_the_model_is_created_on_first_use_only(
 ) -> None:
     created: list[object] = []
 
-    def create(settings: object) -> FakeModel:
+    def create(settings: object, providers: object) -> FakeModel:
         created.append(settings)
+        assert providers is app.model_providers
         return FakeModel()
 
     monkeypatch.setattr("toolwire.llm.create_language_model", create)
@@ -319,7 +320,7 @@ async def test_owned_model_and_store_are_closed(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model, store = FakeModel(), FakeModel()
-    monkeypatch.setattr("toolwire.llm.create_language_model", lambda settings: model)
+    monkeypatch.setattr("toolwire.llm.create_language_model", lambda settings, providers: model)
     monkeypatch.setattr("toolwire.sessions.create_session_store", lambda settings: store,
                         raising=False)
     app = load()
@@ -463,7 +464,7 @@ async def test_a_model_that_fails_to_start_fails_the_question_and_is_retried(
     attempts: list[object] = []
     model = FakeModel()
 
-    def create(settings: object) -> FakeModel:
+    def create(settings: object, providers: object = None) -> FakeModel:
         attempts.append(settings)
         if len(attempts) == 1:
             raise ConfigError(Problem("llm.api_key: no key in $OPENAI_API_KEY"))

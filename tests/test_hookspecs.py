@@ -21,9 +21,15 @@ def hook_names() -> list[str]:
     ]
 
 
-def test_the_hooks_are_the_documented_four() -> None:
+def test_the_hooks_are_the_documented_five() -> None:
     assert sorted(hook_names()) == sorted(
-        ["register_domains", "register_tools", "register_config_files", "register_coordinators"]
+        [
+            "register_domains",
+            "register_tools",
+            "register_config_files",
+            "register_coordinators",
+            "register_models",
+        ]
     )
 
 
@@ -44,9 +50,12 @@ def test_every_hook_is_called_by_discovery(tmp_path: Path) -> None:
     assert sorted(HOOK_ORDER) == sorted(hook_names())
     shipped = tmp_path / "shipped.yaml"
     shipped.write_text("tools: []\n", encoding="utf-8")
+    def factory(settings: object, environ: object) -> object:
+        raise AssertionError("not called by discovery")
+
     plugin = make_plugin(
         "every", domains=("every",), tools=(LookupTool,), coordinators=((PlanTool, "every"),),
-        config_files=(str(shipped),),
+        config_files=(str(shipped),), models=(("every_model", factory),),
     )
     assert [name for name in hook_names() if hasattr(plugin, name)] == hook_names()
     found = discover([plugin], load_entry_points=False)
@@ -54,6 +63,8 @@ def test_every_hook_is_called_by_discovery(tmp_path: Path) -> None:
     assert [domain.name for domain in found.domains] == ["every"]
     assert [tool.tool_class for tool in found.tools] == [LookupTool, PlanTool]
     assert [file.path for file in found.config_files] == [shipped]
+    assert found.models["every_model"].factory is factory
+    assert found.models["every_model"].plugin == "every"
 
 
 def test_every_hook_is_documented_for_plugin_authors() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from toolwire.build import build
@@ -22,7 +22,7 @@ from toolwire.llm.base import LanguageModel
 from toolwire.logging import configure_logging
 from toolwire.mcp.connections import McpConnections
 from toolwire.mcp.discovery import McpDiscovery, McpListing, discover_mcp_tools
-from toolwire.plugins import PluginInfo, discover
+from toolwire.plugins import ModelProvider, PluginInfo, discover
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.sessions import SessionStore
 from toolwire.telemetry import observers_from_environment
@@ -49,9 +49,13 @@ class App:
         session_store: SessionStore | None = None,
         mcp: McpConnections | None = None,
         mcp_discovery: McpDiscovery | None = None,
+        model_providers: Mapping[str, ModelProvider] | None = None,
     ) -> None:
         """Use :meth:`load`; this builds the container (every tool singleton) from the registry."""
         self.config = config
+        self.model_providers = model_providers
+        """Provider name → model provider, as the plugins registered them (``register_models``;
+        None: only the built-in ones)."""
         self.registry = registry
         self.domains = domains
         self.plugins = plugins
@@ -104,6 +108,7 @@ class App:
         connections = McpConnections(config.mcp_servers)
         mcp_tools = discover_mcp_tools(config, connections, mcp_listing)
         plugin_set = dataclasses.replace(plugin_set, tools=plugin_set.tools + mcp_tools.tools)
+        problems = [*problems, *_provider_problems(config, plugin_set.models)]
         try:
             built = build(plugin_set, config, problems)
             app = cls(
@@ -115,6 +120,7 @@ class App:
                 session_store=session_store,
                 mcp=connections,
                 mcp_discovery=mcp_tools,
+                model_providers=plugin_set.models,
             )
         except ConfigError as error:  # a failed plugin or MCP server is the likely cause
             causes = [info.problem() for info in plugin_set.failed] + mcp_tools.problems
@@ -145,7 +151,7 @@ class App:
         if self._llm is None:
             from toolwire.llm import create_language_model
 
-            self._llm = create_language_model(self.config.llm)
+            self._llm = create_language_model(self.config.llm, providers=self.model_providers)
         return self._llm
 
     @property
@@ -235,6 +241,19 @@ class App:
             await self._session_store.aclose()
             self._session_store = None
         self._conversations = None
+
+
+def _provider_problems(
+    config: AppConfig, providers: Mapping[str, ModelProvider]
+) -> list[Problem]:
+    """``llm.provider`` must name a registered provider (checked at load, not at the first call)."""
+    name = config.llm.provider
+    if name is None or name in providers:
+        return []
+    from toolwire.llm.factory import unknown_provider
+
+    line = config.line_of("llm", "provider")
+    return [Problem(unknown_provider(name, providers), config.path, line)]
 
 
 def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]:

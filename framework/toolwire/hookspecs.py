@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         RegisterConfigFile,
         RegisterCoordinator,
         RegisterDomain,
+        RegisterModel,
         RegisterTool,
     )
 
@@ -45,3 +46,8 @@ def register_config_files(register: RegisterConfigFile) -> None:
 @hookspec
 def register_coordinators(register: RegisterCoordinator) -> None:
     """Register coordinators for another plugin's domain: ``register(ToolClass, domain=...)``."""
+
+
+@hookspec
+def register_models(register: RegisterModel) -> None:
+    """Register model providers for ``llm.provider``: ``register(name, factory)``."""

@@ -28,7 +28,9 @@ import structlog
 from toolwire import hookspecs
 from toolwire.config import PluginConfigFile, parse_file
 from toolwire.errors import ConfigError, PluginError, Problem, ToolDeclarationError
+from toolwire.llm.base import LanguageModel
 from toolwire.registry import DomainSpec, SourceLocation, located
+from toolwire.settings import LLMSettings
 from toolwire.tools import (
     TOOL_NAME_PATTERN,
     AgentCoordinator,
@@ -48,7 +50,14 @@ HOOK_ORDER = (
     "register_tools",
     "register_coordinators",
     "register_config_files",
+    "register_models",
 )
+
+BUILTIN_PLUGINS = ("toolwire.llm.providers",)
+"""toolwire's own plugins (the OpenAI-compatible and the embedded model providers): loaded
+before every other plugin through the same hooks, whatever ``TOOLWIRE_PLUGINS`` says, and not
+listed among the installed plugins."""
+BUILTIN_PLUGIN_NAME = "toolwire"
 
 
 class RegisterDomain(Protocol):
@@ -79,6 +88,26 @@ class RegisterCoordinator(Protocol):
 
 class RegisterConfigFile(Protocol):
     def __call__(self, path: str | os.PathLike[str]) -> None: ...
+
+
+ModelFactory = Callable[[LLMSettings, Mapping[str, str]], LanguageModel]
+"""Builds a provider's model from the ``llm`` settings (environment overrides applied) and the
+environment (where API keys are read); nothing should be contacted before the first call."""
+
+
+class RegisterModel(Protocol):
+    def __call__(self, name: str, factory: ModelFactory) -> None: ...
+
+
+@dataclass(frozen=True)
+class ModelProvider:
+    """A model provider registered through ``register_models``: ``llm.provider: <name>``."""
+
+    name: str
+    factory: ModelFactory
+    plugin: str
+    source: SourceLocation | None = None
+    """The ``register(...)`` line."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +160,8 @@ class PluginSet:
     """(plugin, domain name) → the ``register(DomainSpec(...))`` line that declared it."""
     tools: list[ToolContribution] = field(default_factory=list)
     config_files: list[ConfigFileContribution] = field(default_factory=list)
+    models: dict[str, ModelProvider] = field(default_factory=dict)
+    """Provider name → provider, the built-in ones first."""
 
     @property
     def failed(self) -> list[PluginInfo]:
@@ -142,6 +173,7 @@ class _Candidate:
     name: str
     version: str | None
     plugin: object
+    builtin: bool = False
 
 
 @dataclass
@@ -154,6 +186,7 @@ class _Contribution:
     )
     coordinators: list[ToolContribution] = field(default_factory=list)
     config_files: list[Path] = field(default_factory=list)
+    models: list[ModelProvider] = field(default_factory=list)
 
 
 def plugin_name(plugin: object) -> str:
@@ -172,7 +205,12 @@ def discover(
     """Load explicit plugin objects, then installed entry points, and collect contributions."""
     environ = os.environ if environ is None else environ
     result = PluginSet()
-    candidates = [_Candidate(plugin_name(p), getattr(p, "__version__", None), p) for p in plugins]
+    candidates = [
+        _Candidate(BUILTIN_PLUGIN_NAME if index == 0 else module, None,
+                   importlib.import_module(module), builtin=True)
+        for index, module in enumerate(BUILTIN_PLUGINS)
+    ]  # fmt: skip
+    candidates += [_Candidate(plugin_name(p), getattr(p, "__version__", None), p) for p in plugins]
     if load_entry_points:
         candidates += _load_entry_points(result, _allowed_names(environ))
 
@@ -283,6 +321,7 @@ def _collect(pm: pluggy.PluginManager, candidate: _Candidate, result: PluginSet)
         "register_tools": _tool_registrar(contribution),
         "register_coordinators": _coordinator_registrar(contribution, candidate.name),
         "register_config_files": _config_file_registrar(contribution, candidate.plugin),
+        "register_models": _model_registrar(contribution, result.models, candidate.name),
     }
     try:
         for hook_name in HOOK_ORDER:
@@ -304,6 +343,9 @@ def _collect(pm: pluggy.PluginManager, candidate: _Candidate, result: PluginSet)
         if source is not None:
             result.domain_sources[(candidate.name, spec.name)] = source
     result.tools += tools + contribution.coordinators
+    result.models.update((provider.name, provider) for provider in contribution.models)
+    if candidate.builtin:
+        return
     files = [_read_shipped_file(candidate.name, path) for path in contribution.config_files]
     result.config_files += files
     declared = [spec.name for spec, _ in contribution.domains]
@@ -419,6 +461,36 @@ def _coordinator_registrar(contribution: _Contribution, plugin: str) -> Register
         )
 
     return register
+
+
+def _model_registrar(
+    contribution: _Contribution, registered: Mapping[str, ModelProvider], plugin: str
+) -> RegisterModel:
+    def register(name: str, factory: ModelFactory) -> None:
+        _check_name("register_models", "name", name)
+        if not callable(factory):
+            raise ToolDeclarationError(
+                f"register_models: the factory of provider {name!r} must be callable as "
+                f"factory(settings, environ), got {factory!r}"
+            )
+        earlier = registered.get(name) or next(
+            (provider for provider in contribution.models if provider.name == name), None
+        )
+        if earlier is not None:
+            raise ToolDeclarationError(
+                f"register_models: the model provider {name!r} is already registered by "
+                f"{_owner(earlier)}; register yours under another name"
+            )
+        contribution.models.append(ModelProvider(name, factory, plugin, _caller_location()))
+
+    return register
+
+
+def _owner(provider: ModelProvider) -> str:
+    where = f" at {provider.source}" if provider.source else ""
+    if provider.plugin == BUILTIN_PLUGIN_NAME:
+        return f"toolwire itself (a built-in provider{where})"
+    return f"plugin {provider.plugin!r}{where}"
 
 
 def _config_file_registrar(contribution: _Contribution, plugin: object) -> RegisterConfigFile:

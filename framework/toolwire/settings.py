@@ -46,6 +46,10 @@ class CompletionLimits(Section):
 class LLMSettings(Section):
     """How toolwire reaches a language model (environment variables override the file)."""
 
+    provider: str | None = None
+    """The model provider: ``openai`` (any OpenAI-compatible server), ``embedded`` (the local
+    model), or one a plugin registers with ``register_models``. None: ``openai`` when a base URL
+    or an API key is set, else ``embedded``."""
     base_url: str | None = None
     """An OpenAI-compatible endpoint; ``TOOLWIRE_LLM_BASE_URL``. None and no API key: the embedded
     local model."""

@@ -1,15 +1,24 @@
-"""Which model toolwire talks to: a configured OpenAI-compatible server, or the embedded one."""
+"""Which model toolwire talks to: the provider ``llm.provider`` names, built by its factory.
+
+Providers are registered through the ``register_models`` hook; toolwire's own two, ``openai``
+and ``embedded``, register through the same hook (:mod:`toolwire.llm.providers`). Without
+``llm.provider``: ``openai`` when a base URL or an API key is set, else ``embedded``.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from toolwire.errors import ConfigError
 from toolwire.llm.base import LanguageModel
-from toolwire.llm.gateway import OpenAIGateway
 from toolwire.llm.local import LocalModelServer, LocalModelSpec, local_model_spec
+from toolwire.llm.providers import EMBEDDED, OPENAI
 from toolwire.settings import LLMSettings
+
+if TYPE_CHECKING:
+    from toolwire.plugins import ModelProvider
 
 ENV_BASE_URL = "TOOLWIRE_LLM_BASE_URL"
 ENV_MODEL = "TOOLWIRE_LLM_MODEL"
@@ -61,30 +70,39 @@ def with_model_limits(settings: LLMSettings, spec: LocalModelSpec) -> LLMSetting
     )
 
 
+def provider_name(settings: LLMSettings, environ: Mapping[str, str]) -> str:
+    """``llm.provider``, else ``openai`` with a base URL or an API key, else ``embedded``."""
+    if settings.provider is not None:
+        return settings.provider
+    if settings.base_url is not None or environ.get(settings.api_key_env):
+        return OPENAI
+    return EMBEDDED
+
+
 def create_language_model(
-    settings: LLMSettings | None = None, environ: Mapping[str, str] | None = None
+    settings: LLMSettings | None = None,
+    environ: Mapping[str, str] | None = None,
+    providers: Mapping[str, ModelProvider] | None = None,
 ) -> LanguageModel:
-    """A gateway to the configured server, or to the embedded model when neither a base URL nor
-    an API key is configured. Nothing is started or contacted until the first call."""
+    """The model of the configured provider; nothing is started or contacted before the first
+    call. ``providers``: the registered ones (``App.model_providers``); by default the built-in
+    ones, found through the same hook."""
     env = os.environ if environ is None else environ
     resolved = resolve_settings(settings or LLMSettings(), env)
-    api_key = env.get(resolved.api_key_env) or None
-    if resolved.base_url is None and api_key is None:
-        server = local_server(resolved)
-        resolved = with_model_limits(resolved, server.spec)
-        return OpenAIGateway(
-            resolved,
-            model=resolved.model or server.spec.name,
-            base_url_provider=server.ensure_started,
-            structured_output="json_schema",
-            # The embedded server has one slot (so that every call reuses its KV cache): queueing
-            # more only lets the last ones run into the client timeout.
-            per_tool_concurrency=1,
-            on_close=server.aclose,
-        )
-    if resolved.base_url is None and resolved.model is None:
-        raise ConfigError(
-            f"an API key is set in {resolved.api_key_env} but no model is configured; set "
-            f"{ENV_MODEL} (or llm.model in toolwire.yaml), or set {ENV_BASE_URL} to your server"
-        )
-    return OpenAIGateway(resolved, api_key=api_key)
+    if providers is None:
+        from toolwire.plugins import discover
+
+        providers = discover(load_entry_points=False).models
+    name = provider_name(resolved, env)
+    if name not in providers:
+        raise ConfigError(unknown_provider(name, providers))
+    return providers[name].factory(resolved, env)
+
+
+def unknown_provider(name: str, providers: Mapping[str, ModelProvider]) -> str:
+    """The message for an ``llm.provider`` no plugin registered."""
+    known = ", ".join(sorted(providers)) or "none"
+    return (
+        f"llm.provider: unknown model provider {name!r}; registered: {known} (a plugin adds one "
+        "with the register_models hook, docs/plugins.md)"
+    )

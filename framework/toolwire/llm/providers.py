@@ -1,0 +1,63 @@
+"""toolwire's own model providers, registered through ``register_models`` like a plugin's.
+
+* ``openai``: any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp's server), the key
+  read from the variable ``llm.api_key_env`` names;
+* ``embedded``: the local model toolwire starts itself (:mod:`toolwire.llm.local`).
+
+The factories import what they build on first use, so loading the plugins stays quick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from toolwire.errors import ConfigError
+from toolwire.hookspecs import hookimpl
+from toolwire.llm.base import LanguageModel
+from toolwire.settings import LLMSettings
+
+if TYPE_CHECKING:
+    from toolwire.plugins import RegisterModel
+
+OPENAI = "openai"
+EMBEDDED = "embedded"
+
+
+def openai_model(settings: LLMSettings, environ: Mapping[str, str]) -> LanguageModel:
+    """The configured OpenAI-compatible server (``base_url``; none: OpenAI itself)."""
+    from toolwire.llm.factory import ENV_BASE_URL, ENV_MODEL
+    from toolwire.llm.gateway import OpenAIGateway
+
+    if settings.base_url is None and settings.model is None:
+        raise ConfigError(
+            f"the {OPENAI!r} model provider has no server and no model: set {ENV_MODEL} (or "
+            f"llm.model in toolwire.yaml) for OpenAI itself, or set {ENV_BASE_URL} to your server"
+        )
+    return OpenAIGateway(settings, api_key=environ.get(settings.api_key_env) or None)
+
+
+def embedded_model(settings: LLMSettings, environ: Mapping[str, str]) -> LanguageModel:
+    """The embedded model (``llm.local_model``), started at the first call."""
+    from toolwire.llm.factory import local_server, with_model_limits
+    from toolwire.llm.gateway import OpenAIGateway
+
+    server = local_server(settings)
+    settings = with_model_limits(settings, server.spec)
+    return OpenAIGateway(
+        settings,
+        model=settings.model or server.spec.name,
+        base_url_provider=server.ensure_started,
+        structured_output="json_schema",
+        # The embedded server has one slot (so that every call reuses its KV cache): queueing
+        # more only lets the last ones run into the client timeout.
+        per_tool_concurrency=1,
+        on_close=server.aclose,
+    )
+
+
+@hookimpl
+def register_models(register: RegisterModel) -> None:
+    """The two built-in providers."""
+    register(OPENAI, openai_model)
+    register(EMBEDDED, embedded_model)
