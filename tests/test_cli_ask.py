@@ -236,3 +236,34 @@ def test_without_trace_a_failure_shows_an_error_id_and_the_log_has_the_text(
     withheld = [json.loads(line) for line in result.stderr.splitlines() if "error_withheld" in line]
     assert withheld[0]["error_id"] == found[1]
     assert "RuntimeError: reviews service is down" in withheld[0]["detail"]
+
+
+def test_trace_shows_each_model_calls_cached_tokens() -> None:
+    """Issue 10 item 4: what the server took from its cache, per call and in all."""
+    from rich.console import Console
+
+    from toolwire.llm import CallRecord
+    from toolwire.orchestrator import Answer, TaskTrace
+    from toolwire.task import TaskStatus
+
+    calls = [
+        CallRecord(purpose="gatekeeper", model="m", latency_ms=9000, prompt_tokens=1400,
+                   cached_prompt_tokens=240, completion_tokens=12, shared_prefix_chars=900),
+        CallRecord(purpose="answer", model="m", latency_ms=4000, prompt_tokens=1450,
+                   cached_prompt_tokens=1380, completion_tokens=80, shared_prefix_chars=5600),
+    ]  # fmt: skip
+    answer = Answer(
+        kind="answer",
+        text="Use sort_keys=True.",
+        domain="pydocs",
+        trace=TaskTrace(task_no="1", task_prompt="q", status=TaskStatus.DONE),
+        model_calls=calls,
+        usage=toolwire.llm.Usage.of(calls),
+    )
+    console = Console(record=True, width=200)
+    ask_commands.show_answer(console, answer, trace=True)
+    printed = console.export_text()
+
+    assert "model gatekeeper: 9000 ms, 1400 prompt (240 cached = 17%, 900 chars" in printed
+    assert "model answer: 4000 ms, 1450 prompt (1380 cached = 95%, 5600 chars" in printed
+    assert "2 model call(s), 2850 prompt tokens (1620 cached = 57%), 92 completion" in printed

@@ -38,6 +38,7 @@ from toolwire.llm.local import (
     local_model_spec,
 )
 from toolwire.settings import LLMSettings
+from toolwire.task import PromptAndContext
 
 SPEC = LocalModelSpec(
     name="test-model",
@@ -376,3 +377,29 @@ async def test_the_embedded_server_reports_the_prompt_tokens_it_reused(
     # The second question's calls share the fixed system text with the first question's.
     assert all(call.cached_prompt_tokens > 0 for call in second)
     assert all(call.cached_prompt_tokens < call.prompt_tokens for call in calls)
+
+
+@pytest.mark.local_model
+async def test_the_answer_reuses_the_context_the_gatekeeper_read(embedded: OpenAIGateway) -> None:
+    """Issue 10 items 3 and 4 measured, not assumed: the gatekeeper and the answer of a question
+    share the rules, the task and the retrieved context, and the embedded server reports that it
+    evaluated only the answer's own instruction."""
+    context = PromptAndContext(
+        prompt="json",
+        context=(
+            "json.dumps(obj, *, skipkeys=False, ensure_ascii=True, indent=None, "
+            "sort_keys=False): serialize obj to a JSON formatted str. If sort_keys is true, "
+            "the output of dictionaries is sorted by key. "
+        )
+        * 12,
+        tool_name="pydocs.docs_search",
+        task_no="1",
+    )
+    question = "How do I sort the keys when I serialize an object to JSON?"
+    with collect_calls() as calls:
+        await embedded.judge_context(question, [context])
+        await embedded.answer(question, [context])
+    gatekeeper, answer = calls
+    assert gatekeeper.prompt_tokens > 400
+    assert answer.cached_prompt_tokens >= 0.85 * answer.prompt_tokens
+    assert answer.shared_prefix_chars > len(context.context)

@@ -137,16 +137,21 @@ def show_answer(console: Console, answer: Answer, *, trace: bool, streamed: str 
         for call in answer.model_calls:
             console.print(
                 f"[dim]model {call.purpose}: {call.latency_ms:.0f} ms, {call.prompt_tokens} "
-                f"prompt ({call.cached_prompt_tokens} cached, {call.shared_prefix_chars} chars "
-                f"of prefix shared), {call.completion_tokens} completion"
-                f"{'' if call.ok else ' — failed: ' + escape(call.error or '')}[/dim]"
+                f"prompt ({_cached(call.cached_prompt_tokens, call.prompt_tokens)}, "
+                f"{call.shared_prefix_chars} chars of prefix shared), {call.completion_tokens} "
+                f"completion{'' if call.ok else ' — failed: ' + escape(call.error or '')}[/dim]"
             )
         usage = answer.usage
         console.print(
             f"[dim]{usage.llm_calls} model call(s), {usage.prompt_tokens} prompt tokens "
-            f"({usage.cached_prompt_tokens} cached), {usage.completion_tokens} completion "
-            "tokens[/dim]"
+            f"({_cached(usage.cached_prompt_tokens, usage.prompt_tokens)}), "
+            f"{usage.completion_tokens} completion tokens[/dim]"
         )
+
+
+def _cached(cached: int, prompt: int) -> str:
+    """``"900 cached = 90%"``: prompt tokens the server took from its cache."""
+    return f"{cached} cached = {cached / prompt:.0%}" if prompt else f"{cached} cached"
 
 
 def routing_line(routing: RoutingRecord) -> str:
