@@ -4,8 +4,9 @@ a model.
     .venv/bin/python bench/eval_pydocs.py            # retrieval only: pure BM25, no model, ~1 s
     .venv/bin/python bench/eval_pydocs.py --model    # + every question through App.ask on the
                                                      #   configured model (the embedded one by
-                                                     #   default): deep fallback share, calls,
-                                                     #   tokens per question
+                                                     #   default): answers naming the expected
+                                                     #   phrase, deep fallback share, calls,
+                                                     #   tokens and cached share per question
     .venv/bin/python bench/eval_pydocs.py --model --limit 10
 
 Each question names the document that answers it and a phrase the answering page contains, so
@@ -20,11 +21,13 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from toolwire_pydocs.corpus import PydocsSource
 
+from toolwire.orchestrator import Answer
 from toolwire.search import Page, PageIndex
 
 
@@ -113,53 +116,86 @@ def retrieval(index: PageIndex, k: int) -> tuple[int, list[tuple[Question, int |
     return sum(rank is not None for _, rank in ranks), ranks
 
 
+@dataclass(frozen=True)
+class ModelRow:
+    """One question answered through ``App.ask`` on a model."""
+
+    question: Question
+    answer: Answer
+    seconds: float
+
+    @property
+    def deep_rounds(self) -> int:
+        return sum(run.reason == "deep_fallback" for run in self.answer.trace.tools)
+
+    @property
+    def names_the_phrase(self) -> bool:
+        """The answer names what the answering page contains (``sort_keys``, ``nsmallest``): a
+        rough check that it was composed from the right page."""
+        return self.question.phrase.lower() in self.answer.text.lower()
+
+    def line(self) -> str:
+        usage = self.answer.usage
+        typed = self.answer.trace.prompt_type or "-"
+        return (
+            f"{self.question.prompt_type:10} → {typed:10} deep_rounds={self.deep_rounds} "
+            f"calls={usage.llm_calls:3} tokens={usage.prompt_tokens:6}+"
+            f"{usage.completion_tokens:4} (cached {usage.cached_prompt_tokens:5}) "
+            f"{self.seconds:5.1f}s {'phrase' if self.names_the_phrase else '      '}  "
+            f"{self.question.text}"
+        )
+
+
+def summarize(rows: Sequence[ModelRow], failed: int = 0) -> list[str]:
+    """The model path's figures over ``rows`` (``failed``: questions that raised)."""
+    n = len(rows)
+    if not n:
+        return [f"no question answered ({failed} failed)"]
+    usages = [row.answer.usage for row in rows]
+    prompt = sum(usage.prompt_tokens for usage in usages)
+    cached = sum(usage.cached_prompt_tokens for usage in usages)
+    seconds = [row.seconds for row in rows]
+    no_deep = sum(row.deep_rounds == 0 for row in rows)
+    typed = sum(row.question.prompt_type == row.answer.trace.prompt_type for row in rows)
+    phrase = sum(row.names_the_phrase for row in rows)
+    return [
+        f"model path over {n} question(s), {failed} raised:",
+        f"  answer names the documented phrase: {phrase}/{n} = {phrase / n:.0%}",
+        f"  answered without deep fallback: {no_deep}/{n} = {no_deep / n:.0%}",
+        f"  prompt type classified as labelled: {typed}/{n} = {typed / n:.0%}",
+        f"  model calls per question: mean {statistics.mean(u.llm_calls for u in usages):.1f}, "
+        f"max {max(u.llm_calls for u in usages)}",
+        f"  tokens per question: prompt {prompt / n:.0f} (cached {cached / n:.0f}, "
+        f"{cached / max(prompt, 1):.0%}), completion "
+        f"{statistics.mean(u.completion_tokens for u in usages):.0f}",
+        f"  seconds per question: median {statistics.median(seconds):.1f}, mean "
+        f"{statistics.mean(seconds):.1f}, max {max(seconds):.1f}",
+        f"  answers with a recorded failure: {sum(bool(r.answer.failures) for r in rows)}/{n}",
+    ]
+
+
 async def with_model(limit: int | None, timeout_s: float) -> None:
     from toolwire.app import App
 
     app = App.load(None)
     questions = QUESTIONS[:limit] if limit else QUESTIONS
-    rows = []
+    rows: list[ModelRow] = []
+    failed = 0
     try:
         for question in questions:
             started = time.perf_counter()
             try:
                 answer = await asyncio.wait_for(app.ask(question.text, domain="pydocs"), timeout_s)
             except Exception as error:  # a bench reports failures and goes on
+                failed += 1
                 print(f"  FAILED {question.text!r}: {type(error).__name__}: {error}")
                 continue
-            seconds = time.perf_counter() - started
-            deep = sum(run.reason == "deep_fallback" for run in answer.trace.tools)
-            typed = answer.trace.prompt_type
-            rows.append((question, typed, deep, answer.usage, seconds, answer.failures))
-            print(
-                f"  {question.prompt_type:10} → {typed or '-':10} deep_rounds={deep} "
-                f"calls={answer.usage.llm_calls:3} tokens={answer.usage.prompt_tokens:6}+"
-                f"{answer.usage.completion_tokens:4} {seconds:5.1f}s  {question.text}"
-            )
+            rows.append(ModelRow(question, answer, time.perf_counter() - started))
+            print(f"  {rows[-1].line()}")
     finally:
         await app.aclose()
-    if not rows:
-        print("no question answered")
-        return
-    n = len(rows)
-    no_deep = sum(deep == 0 for _, _, deep, *_ in rows)
-    typed_right = sum(q.prompt_type == typed for q, typed, *_ in rows)
-    calls = [usage.llm_calls for *_, usage, _, _ in rows]
-    prompt = [usage.prompt_tokens for *_, usage, _, _ in rows]
-    completion = [usage.completion_tokens for *_, usage, _, _ in rows]
-    cached = [usage.cached_prompt_tokens for *_, usage, _, _ in rows]
-    seconds = [s for *_, s, _ in rows]
-    failed = sum(bool(f) for *_, f in rows)
-    print(f"\nmodel path over {n} question(s):")
-    print(f"  answered without deep fallback: {no_deep}/{n} = {no_deep / n:.0%}")
-    print(f"  prompt type classified as labelled: {typed_right}/{n} = {typed_right / n:.0%}")
-    print(f"  model calls per question: mean {statistics.mean(calls):.1f}, max {max(calls)}")
-    print(
-        f"  tokens per question: prompt {statistics.mean(prompt):.0f} "
-        f"(cached {statistics.mean(cached):.0f}), completion {statistics.mean(completion):.0f}"
-    )
-    print(f"  seconds per question: mean {statistics.mean(seconds):.1f}, max {max(seconds):.1f}")
-    print(f"  answers with a recorded failure: {failed}/{n}")
+    print()
+    print("\n".join(summarize(rows, failed)))
 
 
 def main() -> None:
