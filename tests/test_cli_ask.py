@@ -267,3 +267,26 @@ def test_trace_shows_each_model_calls_cached_tokens() -> None:
     assert "model gatekeeper: 9000 ms, 1400 prompt (240 cached = 17%, 900 chars" in printed
     assert "model answer: 4000 ms, 1450 prompt (1380 cached = 95%, 5600 chars" in printed
     assert "2 model call(s), 2850 prompt tokens (1620 cached = 57%), 92 completion" in printed
+
+
+def test_a_dead_model_makes_ask_fail_with_exit_code_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
+) -> None:
+    """Issue 11 item 2, the CLI's side of the 502: a question the model could not answer is a
+    failure for scripts too, not a printed apology with exit code 0."""
+    down = toolwire.ModelError("answer", "cannot connect to the model server")
+    model = ScriptedModel().on_suitability(toolwire.ModelError("suitability", "down"))
+    model.on_answer(down)
+
+    def load_app(ctx: object) -> App:
+        return App.load(
+            None, plugins=[plugin_of(DomainSpec(name="trip"), BookingTool)],
+            load_entry_points=False, llm=model,
+        )  # fmt: skip
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ask_commands, "load_app", load_app)
+    result = CliRunner().invoke(cli_app, ["ask", "book a table in Paris"])
+
+    assert result.exit_code == 1
+    assert "model call for 'answer' failed: cannot connect to the model server" in result.output
