@@ -37,7 +37,7 @@ from eval_pydocs import ModelRow, summarize
 
 from toolwire.app import App
 from toolwire.llm import ChatRequest, Purpose, prompts
-from toolwire.llm.factory import local_server
+from toolwire.llm.local import local_server
 from toolwire.llm.openai_transport import OpenAITransport
 from toolwire.orchestrator import Answer
 from toolwire.settings import LLMSettings

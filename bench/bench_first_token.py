@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from toolwire import App
 from toolwire.events import AnswerDelta, Event, ModelProgress, observing
-from toolwire.llm.factory import local_server, resolve_settings
+from toolwire.llm.factory import resolve_settings
+from toolwire.llm.local import local_server
 from toolwire.orchestrator.streaming import Answered
 
 QUESTIONS = [

@@ -44,7 +44,7 @@ from toolwire import (
     OrchestratorActivatedTool,
     ToolExecutionResult,
 )
-from toolwire.plugins import RegisterDomain, RegisterTool
+from toolwire.hookspecs import RegisterDomain, RegisterTool
 from toolwire.registry import DomainSpec
 
 # -- the bench domain (loaded by the server process) -----------------------------------------

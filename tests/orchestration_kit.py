@@ -20,7 +20,7 @@ from toolwire import (
     TaskInfo,
     ToolExecutionResult,
 )
-from toolwire.plugins import RegisterDomain, RegisterTool
+from toolwire.hookspecs import RegisterDomain, RegisterTool
 from toolwire.registry import DomainSpec
 
 

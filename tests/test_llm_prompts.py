@@ -15,7 +15,7 @@ from toolwire.llm import (
     prompts,
     resolve_settings,
 )
-from toolwire.llm.factory import local_server
+from toolwire.llm.local import local_server
 from toolwire.settings import LLMSettings
 
 

@@ -18,7 +18,7 @@ import redis
 
 from server_support.processes import ServerProcess, write_config
 from server_support.redis_server import running_redis
-from toolwire.sessions_redis import DEFAULT_KEY_PREFIX
+from toolwire.sessions.redis import DEFAULT_KEY_PREFIX
 
 
 @dataclass

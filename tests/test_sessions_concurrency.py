@@ -23,7 +23,7 @@ from toolwire import (
 from toolwire.orchestrator import Answer, ConversationService
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore, SessionStore, SQLiteSessionStore
-from toolwire.sessions_redis import RedisSessionStore
+from toolwire.sessions.redis import RedisSessionStore
 from toolwire.testing import ScriptedModel, conversation_for
 
 

@@ -17,7 +17,7 @@ from toolwire import (
 )
 from toolwire.errors import SessionError
 from toolwire.sessions import SessionStore
-from toolwire.sessions_redis import RedisSessionStore
+from toolwire.sessions.redis import RedisSessionStore
 from toolwire.settings import SessionSettings
 from toolwire.task import Clarification, TaskStatus
 

@@ -19,39 +19,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolwire.errors import ConfigError, Problem
+from toolwire.located import Located
+from toolwire.mcp.declarations import McpServerEntry
 from toolwire.registry import SourceLocation
 from toolwire.settings import (
     LLMSettings,
     OrchestratorSettings,
-    Section,
     ServerSettings,
     SessionSettings,
 )
-from toolwire.yaml_file import YamlDocument, read_yaml
+from toolwire.yaml_file import YamlDocument, line_of, node_at, read_yaml
 
 CONFIG_ENV = "TOOLWIRE_CONFIG"
 DEFAULT_CONFIG_PATH = Path("config") / "toolwire.yaml"
-
-
-class Located(Section):
-    """An entry that remembers where it was written, for error messages."""
-
-    _source: SourceLocation | None = PrivateAttr(default=None)
-    _node: Any = PrivateAttr(default=None)
-
-    @property
-    def source(self) -> SourceLocation | None:
-        return self._source
-
-    def line_of(self, *loc: str | int) -> int | None:
-        """The line of a key inside this entry (the entry's own line when the key is absent)."""
-        if self._node is None:
-            return self._source.line if self._source else None
-        return line_of(self._node, loc)
 
 
 class ToolEntry(Located):
@@ -220,46 +203,6 @@ def _entry_lists(model: type[BaseModel]) -> list[tuple[str, type[Located]]]:
     return lists
 
 
-def _child(node: Node, key: str | int) -> tuple[Node, Node] | None:
-    """The (located part, value) for ``key`` in a mapping or sequence node, if present.
-
-    In a mapping the located part is the key's node (its line is where the key is written);
-    the last occurrence wins, as in the constructed data.
-    """
-    if isinstance(node, MappingNode):
-        for key_node, value_node in reversed(node.value):
-            if isinstance(key_node, ScalarNode) and key_node.value == str(key):
-                return key_node, value_node
-    elif isinstance(node, SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
-        item: Node = node.value[key]
-        return item, item
-    return None
-
-
-def node_at(node: Node | None, loc: Sequence[str | int]) -> Node | None:
-    """The node at ``loc`` (None when some part of it does not exist)."""
-    for key in loc:
-        found = _child(node, key) if node is not None else None
-        if found is None:
-            return None
-        node = found[1]
-    return node
-
-
-def line_of(node: Node | None, loc: Sequence[str | int]) -> int | None:
-    """The 1-based line of the deepest part of ``loc`` that exists in the node tree."""
-    if not isinstance(node, MappingNode | SequenceNode):
-        return None
-    line: int = node.start_mark.line + 1
-    for key in loc:
-        found = _child(node, key)
-        if found is None:
-            break
-        line = found[0].start_mark.line + 1
-        node = found[1]
-    return line
-
-
 def _describe(model: type[BaseModel], item: Any, loc: tuple[str | int, ...]) -> str:
     where = format_loc(loc)
     if item["type"] == "extra_forbidden":
@@ -310,9 +253,3 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
             if found is not None:
                 return found
     return None
-
-
-# The MCP declarations are located entries too; their module needs ``Located`` from this one.
-from toolwire.mcp.declarations import McpServerEntry  # noqa: E402
-
-AppConfig.model_rebuild()

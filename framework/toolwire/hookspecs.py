@@ -8,24 +8,70 @@ error when the app is built.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
 if TYPE_CHECKING:
-    from toolwire.plugins import (
-        RegisterConfigFile,
-        RegisterCoordinator,
-        RegisterDomain,
-        RegisterModel,
-        RegisterTool,
-    )
+    from collections.abc import Mapping
+
+    from toolwire.llm.base import LanguageModel
+    from toolwire.registry import DomainSpec
+    from toolwire.settings import LLMSettings
+    from toolwire.tools import ChatbotTool
 
 PROJECT_NAME = "toolwire"
 """The pluggy project name and the entry-point group plugins are found through."""
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+# -- the register callbacks the hooks receive ------------------------------------------------
+
+
+class RegisterDomain(Protocol):
+    def __call__(self, domain: DomainSpec) -> None: ...
+
+
+class RegisterTool(Protocol):
+    def __call__(
+        self,
+        tool_class: type[ChatbotTool[Any]],
+        *,
+        name: str | None = None,
+        domain: str | None = None,
+        priority: int | None = None,
+    ) -> None: ...
+
+
+class RegisterCoordinator(Protocol):
+    def __call__(
+        self,
+        tool_class: type[ChatbotTool[Any]],
+        *,
+        domain: str,
+        name: str | None = None,
+        priority: int | None = None,
+    ) -> None: ...
+
+
+class RegisterConfigFile(Protocol):
+    def __call__(self, path: str | os.PathLike[str]) -> None: ...
+
+
+class ModelFactory(Protocol):
+    """Builds a provider's model from the ``llm`` settings (environment overrides applied) and the
+    environment (where API keys are read); nothing should be contacted before the first call."""
+
+    def __call__(self, settings: LLMSettings, environ: Mapping[str, str]) -> LanguageModel: ...
+
+
+class RegisterModel(Protocol):
+    def __call__(self, name: str, factory: ModelFactory) -> None: ...
+
+
+# -- the hooks ---------------------------------------------------------------------------------
 
 
 @hookspec

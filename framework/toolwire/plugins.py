@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
 import pluggy
 import structlog
@@ -28,9 +28,15 @@ import structlog
 from toolwire import hookspecs
 from toolwire.config import PluginConfigFile, parse_file
 from toolwire.errors import ConfigError, PluginError, Problem, ToolDeclarationError
-from toolwire.llm.base import LanguageModel
+from toolwire.hookspecs import (
+    ModelFactory,
+    RegisterConfigFile,
+    RegisterCoordinator,
+    RegisterDomain,
+    RegisterModel,
+    RegisterTool,
+)
 from toolwire.registry import DomainSpec, SourceLocation, located
-from toolwire.settings import LLMSettings
 from toolwire.tools import (
     TOOL_NAME_PATTERN,
     AgentCoordinator,
@@ -58,45 +64,6 @@ BUILTIN_PLUGINS = ("toolwire.llm.providers",)
 before every other plugin through the same hooks, whatever ``TOOLWIRE_PLUGINS`` says, and not
 listed among the installed plugins."""
 BUILTIN_PLUGIN_NAME = "toolwire"
-
-
-class RegisterDomain(Protocol):
-    def __call__(self, domain: DomainSpec) -> None: ...
-
-
-class RegisterTool(Protocol):
-    def __call__(
-        self,
-        tool_class: type[ChatbotTool[Any]],
-        *,
-        name: str | None = None,
-        domain: str | None = None,
-        priority: int | None = None,
-    ) -> None: ...
-
-
-class RegisterCoordinator(Protocol):
-    def __call__(
-        self,
-        tool_class: type[ChatbotTool[Any]],
-        *,
-        domain: str,
-        name: str | None = None,
-        priority: int | None = None,
-    ) -> None: ...
-
-
-class RegisterConfigFile(Protocol):
-    def __call__(self, path: str | os.PathLike[str]) -> None: ...
-
-
-ModelFactory = Callable[[LLMSettings, Mapping[str, str]], LanguageModel]
-"""Builds a provider's model from the ``llm`` settings (environment overrides applied) and the
-environment (where API keys are read); nothing should be contacted before the first call."""
-
-
-class RegisterModel(Protocol):
-    def __call__(self, name: str, factory: ModelFactory) -> None: ...
 
 
 @dataclass(frozen=True)

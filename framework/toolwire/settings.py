@@ -43,6 +43,12 @@ class CompletionLimits(Section):
     compression: int = Field(default=1024, gt=0)
 
 
+ENV_BASE_URL = "TOOLWIRE_LLM_BASE_URL"
+"""Overrides ``llm.base_url``."""
+ENV_MODEL = "TOOLWIRE_LLM_MODEL"
+"""Overrides ``llm.model``."""
+
+
 class LLMSettings(Section):
     """How toolwire reaches a language model (environment variables override the file)."""
 

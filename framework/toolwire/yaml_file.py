@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent
-from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
 from toolwire.errors import ConfigError, Problem
@@ -241,3 +241,43 @@ def to_plain(node: Any) -> Any:
     if isinstance(node, list):
         return [to_plain(item) for item in node]
     return node
+
+
+def _child(node: Node, key: str | int) -> tuple[Node, Node] | None:
+    """The (located part, value) for ``key`` in a mapping or sequence node, if present.
+
+    In a mapping the located part is the key's node (its line is where the key is written);
+    the last occurrence wins, as in the constructed data.
+    """
+    if isinstance(node, MappingNode):
+        for key_node, value_node in reversed(node.value):
+            if isinstance(key_node, ScalarNode) and key_node.value == str(key):
+                return key_node, value_node
+    elif isinstance(node, SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+        item: Node = node.value[key]
+        return item, item
+    return None
+
+
+def node_at(node: Node | None, loc: Sequence[str | int]) -> Node | None:
+    """The node at ``loc`` (None when some part of it does not exist)."""
+    for key in loc:
+        found = _child(node, key) if node is not None else None
+        if found is None:
+            return None
+        node = found[1]
+    return node
+
+
+def line_of(node: Node | None, loc: Sequence[str | int]) -> int | None:
+    """The 1-based line of the deepest part of ``loc`` that exists in the node tree."""
+    if not isinstance(node, MappingNode | SequenceNode):
+        return None
+    line: int = node.start_mark.line + 1
+    for key in loc:
+        found = _child(node, key)
+        if found is None:
+            break
+        line = found[0].start_mark.line + 1
+        node = found[1]
+    return line

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 import toolwire
 from toolwire import OrchestratorActivatedTool, ToolExecutionResult
-from toolwire.plugins import RegisterDomain, RegisterTool
+from toolwire.hookspecs import RegisterDomain, RegisterTool
 from toolwire.registry import DomainSpec
 from toolwire.testing import ScriptedModel
 

@@ -7,7 +7,7 @@ and routing, and must never appear in an application that merely installs toolwi
 from __future__ import annotations
 
 import toolwire
-from toolwire.plugins import RegisterConfigFile, RegisterDomain
+from toolwire.hookspecs import RegisterConfigFile, RegisterDomain
 
 DOMAIN_DESCRIPTIONS = {
     "geometry": (

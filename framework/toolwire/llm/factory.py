@@ -13,18 +13,11 @@ from typing import TYPE_CHECKING
 
 from toolwire.errors import ConfigError
 from toolwire.llm.base import LanguageModel
-from toolwire.llm.local import LocalModelServer, LocalModelSpec, local_model_spec
 from toolwire.llm.providers import EMBEDDED, OPENAI
-from toolwire.settings import LLMSettings
+from toolwire.settings import ENV_BASE_URL, ENV_MODEL, LLMSettings
 
 if TYPE_CHECKING:
     from toolwire.plugins import ModelProvider
-
-ENV_BASE_URL = "TOOLWIRE_LLM_BASE_URL"
-ENV_MODEL = "TOOLWIRE_LLM_MODEL"
-
-_local_servers: dict[tuple[str, int, int | None, int], LocalModelServer] = {}
-
 
 def resolve_settings(
     settings: LLMSettings, environ: Mapping[str, str] | None = None
@@ -37,37 +30,6 @@ def resolve_settings(
     if env.get(ENV_MODEL):
         updates["model"] = env[ENV_MODEL]
     return settings.model_copy(update=updates)
-
-
-def local_server(settings: LLMSettings) -> LocalModelServer:
-    """The process's embedded model server for these settings (started at its first use)."""
-    key = (
-        settings.local_model,
-        settings.context_window_tokens,
-        settings.local_threads,
-        settings.local_prompt_cache_mib,
-    )
-    if key not in _local_servers:
-        _local_servers[key] = LocalModelServer(
-            local_model_spec(settings.local_model),
-            n_ctx=settings.context_window_tokens,
-            threads=settings.local_threads,
-            cache_mib=settings.local_prompt_cache_mib,
-        )
-    return _local_servers[key]
-
-
-def with_model_limits(settings: LLMSettings, spec: LocalModelSpec) -> LLMSettings:
-    """The settings with the model's completion limits where the configuration sets none."""
-    limits = settings.max_completion_tokens
-    defaults = {
-        purpose: limit
-        for purpose, limit in spec.completion_limits.items()
-        if purpose not in limits.model_fields_set
-    }
-    return settings.model_copy(
-        update={"max_completion_tokens": limits.model_copy(update=defaults)}
-    )
 
 
 def provider_name(settings: LLMSettings, environ: Mapping[str, str]) -> str:

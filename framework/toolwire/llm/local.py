@@ -34,6 +34,7 @@ import structlog
 
 from toolwire.errors import ConfigError, ModelError
 from toolwire.events import ModelProgress, emit
+from toolwire.settings import LLMSettings
 
 log = structlog.get_logger(__name__)
 
@@ -408,3 +409,37 @@ class LocalModelServer:
         """Stop the server process (idempotent)."""
         await asyncio.to_thread(self._stop)
         atexit.unregister(self._stop)
+
+
+_local_servers: dict[tuple[str, int, int | None, int], LocalModelServer] = {}
+
+
+def local_server(settings: LLMSettings) -> LocalModelServer:
+    """The process's embedded model server for these settings (started at its first use)."""
+    key = (
+        settings.local_model,
+        settings.context_window_tokens,
+        settings.local_threads,
+        settings.local_prompt_cache_mib,
+    )
+    if key not in _local_servers:
+        _local_servers[key] = LocalModelServer(
+            local_model_spec(settings.local_model),
+            n_ctx=settings.context_window_tokens,
+            threads=settings.local_threads,
+            cache_mib=settings.local_prompt_cache_mib,
+        )
+    return _local_servers[key]
+
+
+def with_model_limits(settings: LLMSettings, spec: LocalModelSpec) -> LLMSettings:
+    """The settings with the model's completion limits where the configuration sets none."""
+    limits = settings.max_completion_tokens
+    defaults = {
+        purpose: limit
+        for purpose, limit in spec.completion_limits.items()
+        if purpose not in limits.model_fields_set
+    }
+    return settings.model_copy(
+        update={"max_completion_tokens": limits.model_copy(update=defaults)}
+    )

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from toolwire.errors import ConfigError
 from toolwire.hookspecs import hookimpl
 from toolwire.llm.base import LanguageModel
-from toolwire.settings import LLMSettings
+from toolwire.settings import ENV_BASE_URL, ENV_MODEL, LLMSettings
 
 if TYPE_CHECKING:
-    from toolwire.plugins import RegisterModel
+    from toolwire.hookspecs import RegisterModel
 
 OPENAI = "openai"
 EMBEDDED = "embedded"
@@ -26,7 +26,6 @@ EMBEDDED = "embedded"
 
 def openai_model(settings: LLMSettings, environ: Mapping[str, str]) -> LanguageModel:
     """The configured OpenAI-compatible server (``base_url``; none: OpenAI itself)."""
-    from toolwire.llm.factory import ENV_BASE_URL, ENV_MODEL
     from toolwire.llm.gateway import OpenAIGateway
 
     if settings.base_url is None and settings.model is None:
@@ -39,8 +38,8 @@ def openai_model(settings: LLMSettings, environ: Mapping[str, str]) -> LanguageM
 
 def embedded_model(settings: LLMSettings, environ: Mapping[str, str]) -> LanguageModel:
     """The embedded model (``llm.local_model``), started at the first call."""
-    from toolwire.llm.factory import local_server, with_model_limits
     from toolwire.llm.gateway import OpenAIGateway
+    from toolwire.llm.local import local_server, with_model_limits
 
     server = local_server(settings)
     settings = with_model_limits(settings, server.spec)

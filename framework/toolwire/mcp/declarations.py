@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from toolwire.config import Located
 from toolwire.errors import Problem
+from toolwire.located import Located
 from toolwire.settings import Section
 from toolwire.tools import TOOL_NAME_PATTERN
 

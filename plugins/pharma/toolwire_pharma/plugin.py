@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import toolwire
-from toolwire.plugins import RegisterConfigFile, RegisterDomain
+from toolwire.hookspecs import RegisterConfigFile, RegisterDomain
 
 
 @toolwire.hookimpl

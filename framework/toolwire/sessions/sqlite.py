@@ -1,212 +1,27 @@
-"""Where a conversation's root task waits between clarification rounds.
-
-A round is applied with optimistic concurrency: ``save`` succeeds only when the stored version is
-still the one the round started from, so two replicas resuming one session cannot both apply it.
-Implementations: in-memory (tests), SQLite (the embedded default), Redis (``toolwire[redis]``).
-"""
+"""Sessions in a SQLite file: the embedded default, shared by processes on one machine."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
-import secrets
 import sqlite3
 import stat
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TypeVar
 
 import structlog
-from pydantic import BaseModel, ValidationError
 
-from toolwire.errors import (
-    ConfigError,
-    SessionConflictError,
-    SessionError,
-    SessionStoreUnavailableError,
-    UnknownSessionError,
-)
-from toolwire.settings import SessionSettings
+from toolwire.errors import SessionConflictError, SessionStoreUnavailableError, UnknownSessionError
+from toolwire.sessions.base import Clock, StoredSession, new_session_id, stored_session
 from toolwire.task import TaskInfo
 
 log = structlog.get_logger(__name__)
 
-SESSION_ID_BYTES = 24
-"""Entropy of a session id (``secrets.token_urlsafe``): 192 bits, unguessable."""
-
-Clock = Callable[[], float]
 T = TypeVar("T")
-
-
-class StoredSession(BaseModel):
-    """A conversation waiting for the user's reply."""
-
-    session_id: str
-    domain: str
-    task: TaskInfo
-    version: int
-    """Starts at 1 and grows by one with every applied round."""
-    owner: str | None = None
-    """The API key (its name) that started the conversation; only it may continue it. None:
-    started without authentication."""
-
-
-@runtime_checkable
-class SessionStore(Protocol):
-    """Persistence of waiting conversations, safe to share between processes."""
-
-    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
-        """Store a new conversation under a fresh, unguessable session id (version 1), bound to
-        ``owner`` (the API key's name that started it)."""
-        ...
-
-    async def load(self, session_id: str) -> StoredSession:
-        """The stored conversation; ``UnknownSessionError`` when there is none."""
-        ...
-
-    async def save(self, session: StoredSession) -> StoredSession:
-        """Store ``session.task`` if the stored version is still ``session.version``.
-
-        Returns the session with its new version; raises ``SessionConflictError`` when another
-        round was applied first and ``UnknownSessionError`` when the session is gone.
-        """
-        ...
-
-    async def delete(self, session_id: str) -> None:
-        """Forget a finished conversation (no error when it is already gone)."""
-        ...
-
-    async def aclose(self) -> None:
-        """Release connections."""
-        ...
-
-
-def new_session_id() -> str:
-    """A fresh, unguessable session id."""
-    return secrets.token_urlsafe(SESSION_ID_BYTES)
-
-
-def stored_session(
-    session_id: str, domain: object, task_json: object, version: object, owner: object = None
-) -> StoredSession:
-    """A stored row back as a ``StoredSession``; every store reads its rows through this.
-
-    A row that no longer reads (a task that does not parse, a version that is not a positive
-    whole number, a missing column: written by an incompatible version, or damaged) is a
-    ``SessionError`` naming the session and the damaged column, not a bare validation error.
-    """
-    problems: list[str] = []
-    if not isinstance(domain, str) or not domain:
-        problems.append(f"its domain is {_shown(domain)}")
-    if owner is not None and (not isinstance(owner, str) or not owner):
-        problems.append(f"its owner is {_shown(owner)}")
-    stored_version = _stored_version(version)
-    if stored_version is None:
-        problems.append(f"its version is {_shown(version)}, not a positive whole number")
-    task: TaskInfo | None = None
-    if not isinstance(task_json, str):
-        problems.append(f"its task is {_shown(task_json)}")
-    else:
-        try:
-            task = TaskInfo.model_validate_json(task_json)
-        except ValidationError as error:
-            problems.append(f"{error.error_count()} problem(s) in its task")
-    if problems or task is None or stored_version is None:
-        raise SessionError(
-            f"the stored conversation {session_id!r} cannot be read ({'; '.join(problems)}); "
-            "it was written by an incompatible version or damaged: start a new conversation"
-        )
-    return StoredSession(
-        session_id=session_id,
-        domain=str(domain),
-        task=task,
-        version=stored_version,
-        owner=owner if isinstance(owner, str) else None,
-    )
-
-
-def _stored_version(value: object) -> int | None:
-    """A stored version as an int: a whole number from 1 up (Redis hands it over as text)."""
-    if isinstance(value, bytes):
-        value = value.decode("ascii", errors="replace")
-    if isinstance(value, str) and value.isascii() and value.isdecimal():
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
-    return None
-
-
-def _shown(value: object) -> str:
-    """A damaged stored value for an error message: its type and a short repr."""
-    if value is None:
-        return "missing"
-    text = repr(value)
-    return f"{text[:40]}… ({type(value).__name__})" if len(text) > 40 else text
-
-
-@dataclasses.dataclass(frozen=True)
-class _MemoryRow:
-    domain: str
-    task: str
-    """The task as JSON, so a caller changing a loaded task never changes the stored one."""
-    version: int
-    expires: float
-    owner: str | None
-
-
-class MemorySessionStore:
-    """Sessions in this process's memory (tests, one-shot scripts); gone when the process ends.
-
-    Tasks are stored as JSON, so a caller changing a loaded task never changes the stored one.
-    """
-
-    def __init__(self, ttl_s: float = 86_400, *, clock: Clock = time.monotonic) -> None:
-        self.ttl_s = ttl_s
-        self._clock = clock
-        self._rows: dict[str, _MemoryRow] = {}
-
-    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
-        session_id = new_session_id()
-        row = _MemoryRow(domain, task.model_dump_json(), 1, self._expiry(), owner)
-        self._rows[session_id] = row
-        return StoredSession(
-            session_id=session_id, domain=domain, task=task, version=1, owner=owner
-        )
-
-    async def load(self, session_id: str) -> StoredSession:
-        row = self._row(session_id)
-        return stored_session(session_id, row.domain, row.task, row.version, row.owner)
-
-    async def save(self, session: StoredSession) -> StoredSession:
-        row = self._row(session.session_id)
-        if row.version != session.version:
-            raise SessionConflictError(session.session_id, session.version, row.version)
-        new_version = row.version + 1
-        self._rows[session.session_id] = dataclasses.replace(
-            row, task=session.task.model_dump_json(), version=new_version, expires=self._expiry()
-        )
-        return session.model_copy(update={"version": new_version})
-
-    async def delete(self, session_id: str) -> None:
-        self._rows.pop(session_id, None)
-
-    async def aclose(self) -> None:
-        self._rows.clear()
-
-    def _expiry(self) -> float:
-        return self._clock() + self.ttl_s
-
-    def _row(self, session_id: str) -> _MemoryRow:
-        row = self._rows.get(session_id)
-        if row is None or row.expires <= self._clock():
-            self._rows.pop(session_id, None)
-            raise UnknownSessionError(session_id)
-        return row
-
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS toolwire_sessions (
@@ -421,19 +236,3 @@ def _private_database(path: Path) -> None:
                 mode=oct(mode),
                 new_mode=oct(mode & 0o700),
             )
-
-
-def create_session_store(settings: SessionSettings) -> SessionStore:
-    """The store the settings name: memory, SQLite (``path``) or Redis (``redis_url``)."""
-    if settings.store == "memory":
-        return MemorySessionStore(settings.ttl_s)
-    if settings.store == "sqlite":
-        return SQLiteSessionStore(settings.path, settings.ttl_s)
-    try:
-        from toolwire.sessions_redis import RedisSessionStore
-    except ImportError as error:
-        raise ConfigError(
-            f"sessions.store is 'redis' but the Redis client is missing ({error}); "
-            "install toolwire[redis]"
-        ) from error
-    return RedisSessionStore.from_settings(settings)

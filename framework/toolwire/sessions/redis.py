@@ -24,7 +24,7 @@ from toolwire.errors import (
     UnknownSessionError,
 )
 from toolwire.redaction import redact, session_ref
-from toolwire.sessions import StoredSession, new_session_id, stored_session
+from toolwire.sessions.base import StoredSession, new_session_id, stored_session
 from toolwire.settings import SessionSettings
 from toolwire.task import TaskInfo
 

@@ -1,0 +1,21 @@
+"""Where a conversation's root task waits between clarification rounds.
+
+The contract is in ``base``; the stores are in ``memory`` (tests), ``sqlite`` (the embedded
+default) and ``redis`` (``toolwire[redis]``, imported only when used); ``factory`` makes the one
+``sessions.store`` names.
+"""
+
+from toolwire.sessions.base import SessionStore, StoredSession, new_session_id, stored_session
+from toolwire.sessions.factory import create_session_store
+from toolwire.sessions.memory import MemorySessionStore
+from toolwire.sessions.sqlite import SQLiteSessionStore
+
+__all__ = [
+    "MemorySessionStore",
+    "SQLiteSessionStore",
+    "SessionStore",
+    "StoredSession",
+    "create_session_store",
+    "new_session_id",
+    "stored_session",
+]

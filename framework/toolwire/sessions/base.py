@@ -1,0 +1,130 @@
+"""The session store contract: what every store keeps and the rows it reads back.
+
+A conversation waiting for the user's reply is a :class:`StoredSession`; a store persists it
+between clarification rounds. A round is applied with optimistic concurrency: ``save`` succeeds
+only when the stored version is still the one the round started from, so two replicas resuming one
+session cannot both apply it. Every store reads its rows back through :func:`stored_session`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from toolwire.errors import SessionError
+from toolwire.task import TaskInfo
+
+SESSION_ID_BYTES = 24
+"""Entropy of a session id (``secrets.token_urlsafe``): 192 bits, unguessable."""
+
+Clock = Callable[[], float]
+"""Seconds, for expiry (a test passes its own)."""
+
+
+class StoredSession(BaseModel):
+    """A conversation waiting for the user's reply."""
+
+    session_id: str
+    domain: str
+    task: TaskInfo
+    version: int
+    """Starts at 1 and grows by one with every applied round."""
+    owner: str | None = None
+    """The API key (its name) that started the conversation; only it may continue it. None:
+    started without authentication."""
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Persistence of waiting conversations, safe to share between processes."""
+
+    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
+        """Store a new conversation under a fresh, unguessable session id (version 1), bound to
+        ``owner`` (the API key's name that started it)."""
+        ...
+
+    async def load(self, session_id: str) -> StoredSession:
+        """The stored conversation; ``UnknownSessionError`` when there is none."""
+        ...
+
+    async def save(self, session: StoredSession) -> StoredSession:
+        """Store ``session.task`` if the stored version is still ``session.version``.
+
+        Returns the session with its new version; raises ``SessionConflictError`` when another
+        round was applied first and ``UnknownSessionError`` when the session is gone.
+        """
+        ...
+
+    async def delete(self, session_id: str) -> None:
+        """Forget a finished conversation (no error when it is already gone)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+def new_session_id() -> str:
+    """A fresh, unguessable session id."""
+    return secrets.token_urlsafe(SESSION_ID_BYTES)
+
+
+def stored_session(
+    session_id: str, domain: object, task_json: object, version: object, owner: object = None
+) -> StoredSession:
+    """A stored row back as a ``StoredSession``; every store reads its rows through this.
+
+    A row that no longer reads (a task that does not parse, a version that is not a positive
+    whole number, a missing column: written by an incompatible version, or damaged) is a
+    ``SessionError`` naming the session and the damaged column, not a bare validation error.
+    """
+    problems: list[str] = []
+    if not isinstance(domain, str) or not domain:
+        problems.append(f"its domain is {_shown(domain)}")
+    if owner is not None and (not isinstance(owner, str) or not owner):
+        problems.append(f"its owner is {_shown(owner)}")
+    stored_version = _stored_version(version)
+    if stored_version is None:
+        problems.append(f"its version is {_shown(version)}, not a positive whole number")
+    task: TaskInfo | None = None
+    if not isinstance(task_json, str):
+        problems.append(f"its task is {_shown(task_json)}")
+    else:
+        try:
+            task = TaskInfo.model_validate_json(task_json)
+        except ValidationError as error:
+            problems.append(f"{error.error_count()} problem(s) in its task")
+    if problems or task is None or stored_version is None:
+        raise SessionError(
+            f"the stored conversation {session_id!r} cannot be read ({'; '.join(problems)}); "
+            "it was written by an incompatible version or damaged: start a new conversation"
+        )
+    return StoredSession(
+        session_id=session_id,
+        domain=str(domain),
+        task=task,
+        version=stored_version,
+        owner=owner if isinstance(owner, str) else None,
+    )
+
+
+def _stored_version(value: object) -> int | None:
+    """A stored version as an int: a whole number from 1 up (Redis hands it over as text)."""
+    if isinstance(value, bytes):
+        value = value.decode("ascii", errors="replace")
+    if isinstance(value, str) and value.isascii() and value.isdecimal():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return None
+
+
+def _shown(value: object) -> str:
+    """A damaged stored value for an error message: its type and a short repr."""
+    if value is None:
+        return "missing"
+    text = repr(value)
+    return f"{text[:40]}… ({type(value).__name__})" if len(text) > 40 else text

@@ -1,0 +1,70 @@
+"""Sessions in this process's memory (tests, one-shot scripts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from toolwire.errors import SessionConflictError, UnknownSessionError
+from toolwire.sessions.base import Clock, StoredSession, new_session_id, stored_session
+from toolwire.task import TaskInfo
+
+
+@dataclasses.dataclass(frozen=True)
+class _MemoryRow:
+    domain: str
+    task: str
+    """The task as JSON, so a caller changing a loaded task never changes the stored one."""
+    version: int
+    expires: float
+    owner: str | None
+
+
+class MemorySessionStore:
+    """Sessions in this process's memory (tests, one-shot scripts); gone when the process ends.
+
+    Tasks are stored as JSON, so a caller changing a loaded task never changes the stored one.
+    """
+
+    def __init__(self, ttl_s: float = 86_400, *, clock: Clock = time.monotonic) -> None:
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._rows: dict[str, _MemoryRow] = {}
+
+    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
+        session_id = new_session_id()
+        row = _MemoryRow(domain, task.model_dump_json(), 1, self._expiry(), owner)
+        self._rows[session_id] = row
+        return StoredSession(
+            session_id=session_id, domain=domain, task=task, version=1, owner=owner
+        )
+
+    async def load(self, session_id: str) -> StoredSession:
+        row = self._row(session_id)
+        return stored_session(session_id, row.domain, row.task, row.version, row.owner)
+
+    async def save(self, session: StoredSession) -> StoredSession:
+        row = self._row(session.session_id)
+        if row.version != session.version:
+            raise SessionConflictError(session.session_id, session.version, row.version)
+        new_version = row.version + 1
+        self._rows[session.session_id] = dataclasses.replace(
+            row, task=session.task.model_dump_json(), version=new_version, expires=self._expiry()
+        )
+        return session.model_copy(update={"version": new_version})
+
+    async def delete(self, session_id: str) -> None:
+        self._rows.pop(session_id, None)
+
+    async def aclose(self) -> None:
+        self._rows.clear()
+
+    def _expiry(self) -> float:
+        return self._clock() + self.ttl_s
+
+    def _row(self, session_id: str) -> _MemoryRow:
+        row = self._rows.get(session_id)
+        if row is None or row.expires <= self._clock():
+            self._rows.pop(session_id, None)
+            raise UnknownSessionError(session_id)
+        return row
