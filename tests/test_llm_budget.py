@@ -12,9 +12,11 @@ from structlog.testing import capture_logs
 
 from orchestration_kit import EchoTool
 from toolwire import ModelError, TimeBudgetSpentError
-from toolwire.llm import OpenAIGateway, create_language_model
+from toolwire.llm import ChatModel, ChatReply, ChatRequest, OpenAIGateway, create_language_model
 from toolwire.llm.budget import ANSWER_RESERVE, call_time, question_budget
 from toolwire.registry import DomainSpec
+from toolwire.search.pages import Page
+from toolwire.search.relevance import relevant_pages
 from toolwire.settings import CompletionLimits, LLMSettings, OrchestratorSettings
 from toolwire.testing import conversation_for
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply
@@ -108,3 +110,41 @@ def test_the_embedded_model_gets_completion_limits_for_its_speed() -> None:
     assert remote.settings.max_completion_tokens.answer == 1024  # a server of unknown speed
     assert configured.settings.max_completion_tokens.answer == 700  # the configuration wins
     assert configured.settings.max_completion_tokens.classification == 128
+
+
+class OneSlotTransport:
+    """A server with one slot: each call takes ``seconds``; records calls in flight and the
+    timeout each call was given."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.timeouts: list[float] = []
+
+    async def send(self, request: ChatRequest) -> ChatReply:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        self.timeouts.append(request.timeout_s)
+        await asyncio.sleep(self.seconds)
+        self.in_flight -= 1
+        return ChatReply(text='{"relevant": true}', model="one-slot")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_calls_wait_for_a_slot_before_their_timeout_starts() -> None:
+    """Relevance checks run side by side; on a one-slot server they queue in the model layer,
+    where waiting spends the question's budget but not the call's own timeout (queued inside
+    the server, the fourth check of a page ran into its 60 s timeout)."""
+    transport = OneSlotTransport(seconds=0.2)
+    model = ChatModel(transport, LLMSettings(timeout_s=0.5), concurrency=1)
+    pages = [Page(doc_id=f"doc{n}", page_no=1, title="t", text="x") for n in range(4)]
+
+    with question_budget(60.0):
+        kept = await relevant_pages(model, "q", pages, concurrency=4)
+
+    assert kept == pages
+    assert transport.most_in_flight == 1
+    assert transport.timeouts == [0.5] * 4  # each call's own timeout, none spent waiting

@@ -121,7 +121,7 @@ def gateway_for(
         context_window_tokens=window,
         compression_threshold=0.9,
     )
-    return OpenAIGateway(settings, api_key="k", per_tool_concurrency=1)
+    return OpenAIGateway(settings, api_key="k", concurrency=1)
 
 
 def assert_stable_up_to_the_tail(one: FakeRequest, two: FakeRequest, first_variant: str) -> None:

@@ -61,8 +61,9 @@ class _Sent:
 class ChatModel:
     """:class:`toolwire.llm.LanguageModel` over a :class:`ChatTransport`.
 
-    ``per_tool_concurrency`` bounds the calls in flight at once (per-tool suitability, relevance);
-    a server with one slot, like the embedded one, wants 1.
+    ``concurrency`` bounds the calls in flight at once (per-tool suitability and relevance checks
+    run side by side); a server with one slot, like the embedded one, wants 1, so that a call
+    waits here, where its timeout has not started, rather than queued inside the server.
     """
 
     def __init__(
@@ -70,11 +71,11 @@ class ChatModel:
         transport: ChatTransport,
         settings: LLMSettings | None = None,
         *,
-        per_tool_concurrency: int = 8,
+        concurrency: int = 8,
     ) -> None:
         self.transport = transport
         self.settings = settings or LLMSettings()
-        self._semaphore = asyncio.Semaphore(per_tool_concurrency)
+        self._slots = asyncio.Semaphore(concurrency)
         self.layout = Layout(self.settings.prompt_layout)
         self._last_prompt = ""
         self.compressor = ContextCompressor(
@@ -133,9 +134,8 @@ class ChatModel:
         self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
     ) -> dict[str, bool]:
         async def ask(question: SuitabilityQuestion) -> YesNo | None:
-            async with self._semaphore:
-                prompt = prompts.suitability_single_prompt(task_prompt, question.question, YesNo)
-                return await self._structured_call(prompt, YesNo)
+            prompt = prompts.suitability_single_prompt(task_prompt, question.question, YesNo)
+            return await self._structured_call(prompt, YesNo)
 
         answers = await asyncio.gather(*(ask(question) for question in questions))
         unanswered = [q.tool_name for q, a in zip(questions, answers, strict=True) if a is None]
@@ -251,8 +251,20 @@ class ChatModel:
         """One request through the transport, within the question's time budget; a failure
         leaves a failed record and raises (a call the budget has no time for is not made).
 
-        ``on_text`` asks for the reply's text as it is produced, when someone observes the
-        question (the answer's tokens, streamed)."""
+        The call waits for one of the model's slots first (``concurrency``); its own timeout
+        starts once it has one. ``on_text`` asks for the reply's text as it is produced, when
+        someone observes the question (the answer's tokens, streamed)."""
+        async with self._slots:
+            return await self._send_in_slot(purpose, messages, schema, max_tokens, on_text)
+
+    async def _send_in_slot(
+        self,
+        purpose: Purpose,
+        messages: list[Message],
+        schema: type[BaseModel] | None,
+        max_tokens: int | None,
+        on_text: Callable[[str], None] | None,
+    ) -> _Sent:
         timeout = call_time(purpose, self.settings.timeout_s, is_answer=purpose is Purpose.ANSWER)
         serialised = prompts.canonical(messages)
         shared = prompts.shared_prefix_length(self._last_prompt, serialised)

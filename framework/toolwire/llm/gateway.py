@@ -36,7 +36,7 @@ class OpenAIGateway(ChatModel):
         base_url_provider: BaseUrlProvider | None = None,
         client: AsyncOpenAI | None = None,
         structured_output: StructuredMode | None = None,
-        per_tool_concurrency: int = 8,
+        concurrency: int = 8,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         transport = OpenAITransport(
@@ -50,7 +50,7 @@ class OpenAIGateway(ChatModel):
             completion_limit_field=settings.completion_limit_field,
             on_close=on_close,
         )
-        super().__init__(transport, settings, per_tool_concurrency=per_tool_concurrency)
+        super().__init__(transport, settings, concurrency=concurrency)
 
     @property
     def structured_mode(self) -> StructuredMode:

@@ -48,9 +48,9 @@ def embedded_model(settings: LLMSettings, environ: Mapping[str, str]) -> Languag
         model=settings.model or server.spec.name,
         base_url_provider=server.ensure_started,
         structured_output="json_schema",
-        # The embedded server has one slot (so that every call reuses its KV cache): queueing
-        # more only lets the last ones run into the client timeout.
-        per_tool_concurrency=1,
+        # The embedded server has one slot (so that every call reuses its KV cache): calls queue
+        # here, not in the server, where their timeout would run while they wait.
+        concurrency=1,
         on_close=server.aclose,
     )
 
