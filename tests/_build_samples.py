@@ -73,6 +73,8 @@ def make_plugin(
     config_files: tuple[str, ...] = (),
     coordinators: tuple[tuple[type[ChatbotTool[object]], str], ...] = (),
     models: tuple[tuple[str, Callable[..., Any]], ...] = (),
+    session_stores: tuple[tuple[str, Callable[..., Any]], ...] = (),
+    commands: tuple[Any, ...] = (),
     version: str | None = None,
 ) -> object:
     """A plugin module object implementing only the hooks it needs."""
@@ -93,6 +95,8 @@ def make_plugin(
             ((tool_class,), {"domain": domain}) for tool_class, domain in coordinators
         ],
         "register_models": [((name, factory), {}) for name, factory in models],
+        "register_session_stores": [((name, factory), {}) for name, factory in session_stores],
+        "register_commands": [((command,), {}) for command in commands],
     }
     for hook_name, calls in hooks.items():
         if calls:
@@ -121,14 +125,20 @@ REGISTER_LINE = _register_line()
 """The line of ``make_plugin``'s hooks that calls ``register``: where its declarations are."""
 
 
-def install_distribution(site: Path, name: str, version: str, plugin: str, module: str) -> None:
-    """A distribution installed into ``site`` as pip would: a dist-info directory with the
-    ``toolwire`` entry point ``plugin``, and the plugin ``module`` beside it (declaring a domain
-    of the module's name). Put ``site`` on ``sys.path`` to install it."""
+def install_entry_point(site: Path, name: str, version: str, plugin: str, module: str) -> None:
+    """A distribution's metadata installed into ``site`` as pip would: a dist-info directory
+    with the ``toolwire`` entry point ``plugin`` naming the importable ``module``. Put ``site``
+    on ``sys.path`` to install it."""
     info = site / f"{name.replace('-', '_')}-{version}.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (info / "entry_points.txt").write_text(f"[toolwire]\n{plugin} = {module}\n")
+
+
+def install_distribution(site: Path, name: str, version: str, plugin: str, module: str) -> None:
+    """:func:`install_entry_point`, and the plugin ``module`` beside it (declaring a domain of
+    the module's name)."""
+    install_entry_point(site, name, version, plugin, module)
     (site / f"{module}.py").write_text(
         "import toolwire\n"
         "@toolwire.hookimpl\n"

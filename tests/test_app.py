@@ -321,7 +321,7 @@ async def test_owned_model_and_store_are_closed(
 ) -> None:
     model, store = FakeModel(), FakeModel()
     monkeypatch.setattr("toolwire.llm.create_language_model", lambda settings, providers: model)
-    monkeypatch.setattr("toolwire.sessions.create_session_store", lambda settings: store,
+    monkeypatch.setattr("toolwire.sessions.create_session_store", lambda settings, stores: store,
                         raising=False)
     app = load()
     assert app.llm is model and app.session_store is store

@@ -21,7 +21,7 @@ def hook_names() -> list[str]:
     ]
 
 
-def test_the_hooks_are_the_documented_five() -> None:
+def test_the_hooks_are_the_documented_seven() -> None:
     assert sorted(hook_names()) == sorted(
         [
             "register_domains",
@@ -29,6 +29,8 @@ def test_the_hooks_are_the_documented_five() -> None:
             "register_config_files",
             "register_coordinators",
             "register_models",
+            "register_session_stores",
+            "register_commands",
         ]
     )
 
@@ -53,9 +55,16 @@ def test_every_hook_is_called_by_discovery(tmp_path: Path) -> None:
     def factory(settings: object, environ: object) -> object:
         raise AssertionError("not called by discovery")
 
+    def store(settings: object) -> object:
+        raise AssertionError("not called by discovery")
+
+    def every_command() -> None:
+        raise AssertionError("not called by discovery")
+
     plugin = make_plugin(
         "every", domains=("every",), tools=(LookupTool,), coordinators=((PlanTool, "every"),),
         config_files=(str(shipped),), models=(("every_model", factory),),
+        session_stores=(("every_store", store),), commands=(every_command,),
     )
     assert [name for name in hook_names() if hasattr(plugin, name)] == hook_names()
     found = discover([plugin], load_entry_points=False)
@@ -63,8 +72,10 @@ def test_every_hook_is_called_by_discovery(tmp_path: Path) -> None:
     assert [domain.name for domain in found.domains] == ["every"]
     assert [tool.tool_class for tool in found.tools] == [LookupTool, PlanTool]
     assert [file.path for file in found.config_files] == [shipped]
-    assert found.models["every_model"].factory is factory
+    assert found.models["every_model"].value is factory
     assert found.models["every_model"].plugin == "every"
+    assert found.session_stores["every_store"].value is store
+    assert found.commands["every-command"].value is every_command
 
 
 def test_every_hook_is_documented_for_plugin_authors() -> None:

@@ -22,7 +22,13 @@ from toolwire.llm.base import LanguageModel
 from toolwire.logging import configure_logging
 from toolwire.mcp.connections import McpConnections
 from toolwire.mcp.discovery import McpDiscovery, McpListing, discover_mcp_tools
-from toolwire.plugins import ModelProvider, PluginInfo, discover
+from toolwire.plugins import (
+    ModelProvider,
+    PluginInfo,
+    PluginSet,
+    SessionStoreProvider,
+    discover,
+)
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.sessions import SessionStore
 from toolwire.telemetry import observers_from_environment
@@ -50,12 +56,20 @@ class App:
         mcp: McpConnections | None = None,
         mcp_discovery: McpDiscovery | None = None,
         model_providers: Mapping[str, ModelProvider] | None = None,
+        session_stores: Mapping[str, SessionStoreProvider] | None = None,
+        orchestrator_classes: Mapping[str, type[DomainOrchestrator]] | None = None,
     ) -> None:
         """Use :meth:`load`; this builds the container (every tool singleton) from the registry."""
         self.config = config
         self.model_providers = model_providers
         """Provider name → model provider, as the plugins registered them (``register_models``;
         None: only the built-in ones)."""
+        self.session_stores = session_stores
+        """Store name → session store, as the plugins registered them
+        (``register_session_stores``; None: only the built-in ones)."""
+        self.orchestrator_classes = dict(orchestrator_classes or {})
+        """Domain name → the orchestrator class the domain names (``orchestrator:``); the others
+        get ``DomainOrchestrator``."""
         self.registry = registry
         self.domains = domains
         self.plugins = plugins
@@ -108,7 +122,7 @@ class App:
         connections = McpConnections(config.mcp_servers)
         mcp_tools = discover_mcp_tools(config, connections, mcp_listing)
         plugin_set = dataclasses.replace(plugin_set, tools=plugin_set.tools + mcp_tools.tools)
-        problems = [*problems, *_provider_problems(config, plugin_set.models)]
+        problems = [*problems, *_registered_name_problems(config, plugin_set)]
         try:
             built = build(plugin_set, config, problems)
             app = cls(
@@ -121,6 +135,8 @@ class App:
                 mcp=connections,
                 mcp_discovery=mcp_tools,
                 model_providers=plugin_set.models,
+                session_stores=plugin_set.session_stores,
+                orchestrator_classes=built.orchestrators,
             )
         except ConfigError as error:  # a failed plugin or MCP server is the likely cause
             causes = [info.problem() for info in plugin_set.failed] + mcp_tools.problems
@@ -160,7 +176,9 @@ class App:
         if self._session_store is None:
             from toolwire.sessions import create_session_store
 
-            self._session_store = create_session_store(self.config.sessions)
+            self._session_store = create_session_store(
+                self.config.sessions, stores=self.session_stores
+            )
         return self._session_store
 
     async def ask(
@@ -243,17 +261,23 @@ class App:
         self._conversations = None
 
 
-def _provider_problems(
-    config: AppConfig, providers: Mapping[str, ModelProvider]
-) -> list[Problem]:
-    """``llm.provider`` must name a registered provider (checked at load, not at the first call)."""
-    name = config.llm.provider
-    if name is None or name in providers:
-        return []
+def _registered_name_problems(config: AppConfig, plugin_set: PluginSet) -> list[Problem]:
+    """``llm.provider`` and ``sessions.store`` must name a registered provider and store
+    (checked at load, not at the first question)."""
     from toolwire.llm.factory import unknown_provider
+    from toolwire.sessions.factory import unknown_store
 
-    line = config.line_of("llm", "provider")
-    return [Problem(unknown_provider(name, providers), config.path, line)]
+    problems = []
+    provider = config.llm.provider
+    if provider is not None and provider not in plugin_set.models:
+        line = config.line_of("llm", "provider")
+        problems.append(Problem(unknown_provider(provider, plugin_set.models), config.path, line))
+    store = config.sessions.store
+    if store not in plugin_set.session_stores:
+        line = config.line_of("sessions", "store")
+        message = unknown_store(store, plugin_set.session_stores)
+        problems.append(Problem(message, config.path, line))
+    return problems
 
 
 def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]:
@@ -265,7 +289,8 @@ def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]
     problems: list[Problem] = []
     for name, spec in app.domains.items():
         try:
-            built[name] = DomainOrchestrator(
+            orchestrator_class = app.orchestrator_classes.get(name, DomainOrchestrator)
+            built[name] = orchestrator_class(
                 spec,
                 app.registry,
                 app.tools,

@@ -16,7 +16,6 @@ reported with both owners. Every problem of every file is collected into one ``C
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,9 @@ from toolwire.config import (
     format_loc,
 )
 from toolwire.errors import ConfigError, Problem
+from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
 from toolwire.plugins import PluginSet
+from toolwire.references import UnresolvedReference, import_reference
 from toolwire.registry import (
     DomainSpec,
     SourceLocation,
@@ -77,12 +78,16 @@ class _ToolDecl:
 class _DomainDecl:
     spec: DomainSpec
     source: SourceLocation | None = None
+    orchestrator_source: SourceLocation | None = None
+    """Where the domain's ``orchestrator`` was named last."""
 
 
 @dataclass
 class Built:
     registry: ToolRegistry
     domains: dict[str, DomainSpec]
+    orchestrators: dict[str, type[DomainOrchestrator]] = field(default_factory=dict)
+    """Domain name → the orchestrator class it names (``DomainSpec.orchestrator``)."""
 
 
 class _Builder:
@@ -109,17 +114,18 @@ class _Builder:
                 )
             )
             return
-        self.domains[spec.name] = _DomainDecl(spec, source)
+        self.domains[spec.name] = _DomainDecl(spec, source, source)
 
     def add_domain_entry(self, entry: DomainEntry, owner: str) -> None:
         if not TOOL_NAME_PATTERN.match(entry.name):
             self._problem(entry, f"domain name {entry.name!r} is not lower snake case", "name")
             return
         changes = entry.model_dump(exclude_unset=True, exclude_none=True)
+        named_at = _key_location(entry, "orchestrator") if "orchestrator" in changes else None
         existing = self.domains.get(entry.name)
         if existing is None:
             spec = DomainSpec.model_validate({**changes, "plugin": owner})
-            self.domains[entry.name] = _DomainDecl(spec, entry.source)
+            self.domains[entry.name] = _DomainDecl(spec, entry.source, named_at)
             return
         if owner != APP_OWNER and owner != existing.spec.plugin:
             self._problem(
@@ -128,6 +134,7 @@ class _Builder:
             return
         existing.spec = existing.spec.model_copy(update=changes)
         existing.source = entry.source or existing.source
+        existing.orchestrator_source = named_at or existing.orchestrator_source
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -232,33 +239,11 @@ class _Builder:
 
     def _import_class(self, entry: ToolEntry) -> type[ChatbotTool[Any]] | None:
         reference = entry.class_ or ""
-        module_name, colon, attribute = reference.partition(":")
-        if not colon or not module_name or not attribute:
-            self._problem(
-                entry, f"class {reference!r} must be written 'package.module:ClassName'", "class"
-            )
-            return None
         try:
-            module = importlib.import_module(module_name)
-        except Exception as error:
-            self._problem(
-                entry,
-                f"class {reference!r}: cannot import module {module_name!r} "
-                f"({type(error).__name__}: {error}); correct the module path or install the "
-                "package that provides it",
-                "class",
-            )
-            return None
-        target: Any = module
-        for part in attribute.split("."):
-            target = getattr(target, part, None)
-        if target is None:
-            self._problem(
-                entry,
-                f"class {reference!r}: module {module_name!r} has no {attribute!r}; "
-                + _class_hint(module),
-                "class",
-            )
+            target = import_reference(reference)
+        except UnresolvedReference as error:
+            hint = f"; {_class_hint(error.module)}" if error.module is not None else ""
+            self._problem(entry, f"class {error}{hint}", "class")
             return None
         try:
             return validate_tool_class(target)
@@ -357,10 +342,35 @@ class _Builder:
                 )
             )
 
+    def orchestrator_classes(self) -> dict[str, type[DomainOrchestrator]]:
+        """The orchestrator class of each domain that names one; a reference that does not
+        import, or names no ``DomainOrchestrator`` subclass, is a problem where it was named."""
+        classes: dict[str, type[DomainOrchestrator]] = {}
+        for name, decl in self.domains.items():
+            reference = decl.spec.orchestrator
+            if reference is None:
+                continue
+            try:
+                target = import_reference(reference)
+            except UnresolvedReference as error:
+                self.problems.append(
+                    located(decl.orchestrator_source, f"domain {name!r}: orchestrator {error}")
+                )
+                continue
+            if not (isinstance(target, type) and issubclass(target, DomainOrchestrator)):
+                self.problems.append(
+                    located(
+                        decl.orchestrator_source,
+                        f"domain {name!r}: orchestrator {reference!r} is not a subclass of "
+                        "toolwire.DomainOrchestrator; name a class that extends it",
+                    )
+                )
+                continue
+            classes[name] = target
+        return classes
+
     def _problem(self, entry: ToolEntry | DomainEntry, message: str, *key: str) -> None:
-        source = entry.source
-        line = entry.line_of(*key) if key else (source.line if source else None)
-        self.problems.append(Problem(message, source.path if source else None, line))
+        self.problems.append(located(_key_location(entry, *key), message))
 
 
 def build(
@@ -395,9 +405,19 @@ def build(
     _add_file(builder, app_config, APP_OWNER)
     registry = builder.registry()
     builder.check_domain_references(registry)
+    orchestrators = builder.orchestrator_classes()
     if builder.problems:
         raise ConfigError(builder.problems)
-    return Built(registry, {name: decl.spec for name, decl in builder.domains.items()})
+    domains = {name: decl.spec for name, decl in builder.domains.items()}
+    return Built(registry, domains, orchestrators)
+
+
+def _key_location(entry: ToolEntry | DomainEntry, *key: str) -> SourceLocation | None:
+    """Where a key of an entry is written (the entry's own line without a key)."""
+    source = entry.source
+    if source is None:
+        return None
+    return SourceLocation(source.path, entry.line_of(*key) if key else source.line)
 
 
 def _add_file(builder: _Builder, config: PluginConfigFile, owner: str) -> None:

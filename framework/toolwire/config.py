@@ -68,6 +68,7 @@ class DomainEntry(Located):
     rag_tool: str | None = None
     deep_fallback: dict[str, str] | None = None
     excluded_tools: list[str] | None = None
+    orchestrator: str | None = None
 
 
 class PluginConfigFile(Located):

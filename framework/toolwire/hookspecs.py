@@ -9,16 +9,20 @@ error when the app is built.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import pluggy
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    import typer
+
     from toolwire.llm.base import LanguageModel
     from toolwire.registry import DomainSpec
-    from toolwire.settings import LLMSettings
+    from toolwire.sessions.base import SessionStore
+    from toolwire.settings import LLMSettings, SessionSettings
     from toolwire.tools import ChatbotTool
 
 PROJECT_NAME = "toolwire"
@@ -71,6 +75,25 @@ class RegisterModel(Protocol):
     def __call__(self, name: str, factory: ModelFactory) -> None: ...
 
 
+class SessionStoreFactory(Protocol):
+    """Builds a store from the ``sessions`` settings; it should connect at its first operation."""
+
+    def __call__(self, settings: SessionSettings) -> SessionStore: ...
+
+
+class RegisterSessionStore(Protocol):
+    def __call__(self, name: str, factory: SessionStoreFactory) -> None: ...
+
+
+Command: TypeAlias = "Callable[..., Any] | typer.Typer"
+"""A ``toolwire`` subcommand: a function typer turns into a command (its parameters are the
+command's arguments and options), or a ``typer.Typer`` of several under one name."""
+
+
+class RegisterCommand(Protocol):
+    def __call__(self, command: Command, *, name: str | None = None) -> None: ...
+
+
 # -- the hooks ---------------------------------------------------------------------------------
 
 
@@ -97,3 +120,13 @@ def register_coordinators(register: RegisterCoordinator) -> None:
 @hookspec
 def register_models(register: RegisterModel) -> None:
     """Register model providers for ``llm.provider``: ``register(name, factory)``."""
+
+
+@hookspec
+def register_session_stores(register: RegisterSessionStore) -> None:
+    """Register session stores for ``sessions.store``: ``register(name, factory)``."""
+
+
+@hookspec
+def register_commands(register: RegisterCommand) -> None:
+    """Register ``toolwire`` subcommands: ``register(function_or_typer, name=None)``."""

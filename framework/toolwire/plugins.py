@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import os
 import re
 import sys
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pluggy
 import structlog
@@ -29,12 +30,14 @@ from toolwire import hookspecs
 from toolwire.config import PluginConfigFile, parse_file
 from toolwire.errors import ConfigError, PluginError, Problem, ToolDeclarationError
 from toolwire.hookspecs import (
+    Command,
     ModelFactory,
+    RegisterCommand,
     RegisterConfigFile,
     RegisterCoordinator,
     RegisterDomain,
-    RegisterModel,
     RegisterTool,
+    SessionStoreFactory,
 )
 from toolwire.registry import DomainSpec, SourceLocation, located
 from toolwire.tools import (
@@ -57,24 +60,42 @@ HOOK_ORDER = (
     "register_coordinators",
     "register_config_files",
     "register_models",
+    "register_session_stores",
+    "register_commands",
 )
 
-BUILTIN_PLUGINS = ("toolwire.llm.providers",)
-"""toolwire's own plugins (the OpenAI-compatible and the embedded model providers): loaded
-before every other plugin through the same hooks, whatever ``TOOLWIRE_PLUGINS`` says, and not
-listed among the installed plugins."""
+BUILTIN_PLUGINS = ("toolwire.llm.providers", "toolwire.sessions.factory")
+"""toolwire's own plugins (the OpenAI-compatible and the embedded model providers; the memory,
+SQLite and Redis session stores): loaded before every other plugin through the same hooks,
+whatever ``TOOLWIRE_PLUGINS`` says, and not listed among the installed plugins. The built-in CLI
+commands are plugins too, loaded by the CLI (``toolwire.cli``)."""
 BUILTIN_PLUGIN_NAME = "toolwire"
+
+COMMAND_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]*$")
+"""``toolwire`` subcommand names: lower case words joined by ``-``, as typer writes them."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class ModelProvider:
-    """A model provider registered through ``register_models``: ``llm.provider: <name>``."""
+class Named(Generic[T]):
+    """Something a plugin registered under a name: a model provider (``register_models``), a
+    session store (``register_session_stores``) or a CLI command (``register_commands``)."""
 
     name: str
-    factory: ModelFactory
+    value: T
     plugin: str
+    """The plugin that registered it (``toolwire`` for the built-in ones)."""
     source: SourceLocation | None = None
     """The ``register(...)`` line."""
+
+
+ModelProvider = Named[ModelFactory]
+"""``llm.provider: <name>`` selects it."""
+SessionStoreProvider = Named[SessionStoreFactory]
+"""``sessions.store: <name>`` selects it."""
+CommandRegistration = Named[Command]
+"""``toolwire <name>`` runs it."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +150,10 @@ class PluginSet:
     config_files: list[ConfigFileContribution] = field(default_factory=list)
     models: dict[str, ModelProvider] = field(default_factory=dict)
     """Provider name → provider, the built-in ones first."""
+    session_stores: dict[str, SessionStoreProvider] = field(default_factory=dict)
+    """Store name → store, the built-in ones first."""
+    commands: dict[str, CommandRegistration] = field(default_factory=dict)
+    """Command name → command, the built-in ones first (only when the CLI discovers them)."""
 
     @property
     def failed(self) -> list[PluginInfo]:
@@ -154,6 +179,8 @@ class _Contribution:
     coordinators: list[ToolContribution] = field(default_factory=list)
     config_files: list[Path] = field(default_factory=list)
     models: list[ModelProvider] = field(default_factory=list)
+    session_stores: list[SessionStoreProvider] = field(default_factory=list)
+    commands: list[CommandRegistration] = field(default_factory=list)
 
 
 def plugin_name(plugin: object) -> str:
@@ -168,15 +195,18 @@ def discover(
     *,
     load_entry_points: bool = True,
     environ: Mapping[str, str] | None = None,
+    builtins: Sequence[str] = BUILTIN_PLUGINS,
+    hooks: Sequence[str] = HOOK_ORDER,
 ) -> PluginSet:
-    """Load explicit plugin objects, then installed entry points, and collect contributions."""
+    """Load toolwire's own plugins (``builtins``, modules), explicit plugin objects, then
+    installed entry points, and collect what they contribute through ``hooks`` (the CLI asks
+    only for ``register_commands``)."""
     environ = os.environ if environ is None else environ
     result = PluginSet()
     candidates = [
-        _Candidate(BUILTIN_PLUGIN_NAME if index == 0 else module, None,
-                   importlib.import_module(module), builtin=True)
-        for index, module in enumerate(BUILTIN_PLUGINS)
-    ]  # fmt: skip
+        _Candidate(module, None, importlib.import_module(module), builtin=True)
+        for module in builtins
+    ]
     candidates += [_Candidate(plugin_name(p), getattr(p, "__version__", None), p) for p in plugins]
     if load_entry_points:
         candidates += _load_entry_points(result, _allowed_names(environ))
@@ -192,19 +222,29 @@ def discover(
             pm.register(candidate.plugin, name=candidate.name)
         except pluggy.PluginValidationError as error:
             detail = str(error).replace("\n", "; ")
-            hook = re.search(r"for hook '(\w+)'", detail)
-            function = getattr(candidate.plugin, hook[1], None) if hook else None
             raise PluginError(
                 candidate.name,
                 f"{detail}; fix the hook implementation",
-                **_function_location(function),
+                **_function_location(_mismatched_hook(candidate.plugin)),
             ) from error
         registered.append(candidate)
     _check_hook_names(pm)
 
     for candidate in registered:
-        _collect(pm, candidate, result)
+        _collect(pm, candidate, result, hooks)
     return result
+
+
+def _mismatched_hook(plugin: object) -> object:
+    """The plugin's hook implementation that takes an argument its hook does not pass (what
+    pluggy refuses at registration), for the error's location."""
+    for name in HOOK_ORDER:
+        function = getattr(plugin, name, None)
+        if callable(function):
+            given = set(inspect.signature(getattr(hookspecs, name)).parameters)
+            if set(inspect.signature(function).parameters) - given:
+                return function
+    return None
 
 
 def _allowed_names(environ: Mapping[str, str]) -> set[str] | None:
@@ -281,17 +321,34 @@ def _check_hook_names(pm: pluggy.PluginManager) -> None:
     pm.check_pending()
 
 
-def _collect(pm: pluggy.PluginManager, candidate: _Candidate, result: PluginSet) -> None:
+def _collect(
+    pm: pluggy.PluginManager, candidate: _Candidate, result: PluginSet, hooks: Sequence[str]
+) -> None:
     contribution = _Contribution()
+    owner = BUILTIN_PLUGIN_NAME if candidate.builtin else candidate.name
     callbacks: dict[str, Callable[..., None]] = {
         "register_domains": _domain_registrar(contribution, candidate.name),
         "register_tools": _tool_registrar(contribution),
         "register_coordinators": _coordinator_registrar(contribution, candidate.name),
         "register_config_files": _config_file_registrar(contribution, candidate.plugin),
-        "register_models": _model_registrar(contribution, result.models, candidate.name),
+        "register_models": _named_registrar(
+            "register_models",
+            ("model provider", "provider"),
+            owner,
+            result.models,
+            contribution.models,
+        ),
+        "register_session_stores": _named_registrar(
+            "register_session_stores",
+            ("session store", "store"),
+            owner,
+            result.session_stores,
+            contribution.session_stores,
+        ),
+        "register_commands": _command_registrar(owner, result.commands, contribution.commands),
     }
     try:
-        for hook_name in HOOK_ORDER:
+        for hook_name in (name for name in HOOK_ORDER if name in hooks):
             caller: pluggy.HookCaller = getattr(pm.hook, hook_name)
             for impl in caller.get_hookimpls():
                 if impl.plugin_name != candidate.name:
@@ -311,6 +368,8 @@ def _collect(pm: pluggy.PluginManager, candidate: _Candidate, result: PluginSet)
             result.domain_sources[(candidate.name, spec.name)] = source
     result.tools += tools + contribution.coordinators
     result.models.update((provider.name, provider) for provider in contribution.models)
+    result.session_stores.update((store.name, store) for store in contribution.session_stores)
+    result.commands.update((command.name, command) for command in contribution.commands)
     if candidate.builtin:
         return
     files = [_read_shipped_file(candidate.name, path) for path in contribution.config_files]
@@ -430,34 +489,84 @@ def _coordinator_registrar(contribution: _Contribution, plugin: str) -> Register
     return register
 
 
-def _model_registrar(
-    contribution: _Contribution, registered: Mapping[str, ModelProvider], plugin: str
-) -> RegisterModel:
-    def register(name: str, factory: ModelFactory) -> None:
-        _check_name("register_models", "name", name)
+def _named_registrar(
+    hook: str,
+    kind: tuple[str, str],
+    plugin: str,
+    registered: Mapping[str, Named[Any]],
+    contributed: list[Named[Any]],
+) -> Callable[[str, Any], None]:
+    """``register(name, factory)`` of a hook that registers factories by name: a lower snake
+    case name nobody registered before, and a callable. ``kind``: what is registered, in full
+    and in short (``("model provider", "provider")``)."""
+
+    def register(name: str, factory: Any) -> None:
+        _check_name(hook, "name", name)
         if not callable(factory):
             raise ToolDeclarationError(
-                f"register_models: the factory of provider {name!r} must be callable as "
-                f"factory(settings, environ), got {factory!r}"
+                f"{hook}: the factory of {kind[1]} {name!r} must be callable, got {factory!r}"
             )
-        earlier = registered.get(name) or next(
-            (provider for provider in contribution.models if provider.name == name), None
-        )
-        if earlier is not None:
-            raise ToolDeclarationError(
-                f"register_models: the model provider {name!r} is already registered by "
-                f"{_owner(earlier)}; register yours under another name"
-            )
-        contribution.models.append(ModelProvider(name, factory, plugin, _caller_location()))
+        _check_untaken(hook, kind, name, registered, contributed)
+        contributed.append(Named(name, factory, plugin, _caller_location()))
 
     return register
 
 
-def _owner(provider: ModelProvider) -> str:
-    where = f" at {provider.source}" if provider.source else ""
-    if provider.plugin == BUILTIN_PLUGIN_NAME:
-        return f"toolwire itself (a built-in provider{where})"
-    return f"plugin {provider.plugin!r}{where}"
+def _command_registrar(
+    plugin: str,
+    registered: Mapping[str, CommandRegistration],
+    contributed: list[CommandRegistration],
+) -> RegisterCommand:
+    def register(command: Command, *, name: str | None = None) -> None:
+        import typer  # the CLI's own dependency: only the CLI asks for commands
+
+        if isinstance(command, typer.Typer):
+            name = name or command.info.name
+            if not isinstance(name, str):
+                raise ToolDeclarationError(
+                    "register_commands: a typer.Typer group needs a name: "
+                    "register(group, name='...') or typer.Typer(name='...')"
+                )
+        elif callable(command):
+            name = name or getattr(command, "__name__", "").replace("_", "-")
+        else:
+            raise ToolDeclarationError(
+                f"register_commands: {command!r} is neither a function nor a typer.Typer"
+            )
+        if not isinstance(name, str) or not COMMAND_NAME_PATTERN.match(name):
+            raise ToolDeclarationError(
+                f"register_commands: name={name!r} is not a command name (lower case words "
+                "joined by '-', e.g. 'export-trace')"
+            )
+        _check_untaken("register_commands", ("command", "command"), name, registered, contributed)
+        contributed.append(Named(name, command, plugin, _caller_location()))
+
+    return register
+
+
+def _check_untaken(
+    hook: str,
+    kind: tuple[str, str],
+    name: str,
+    registered: Mapping[str, Named[Any]],
+    contributed: Sequence[Named[Any]],
+) -> None:
+    earlier = registered.get(name) or next(
+        (each for each in contributed if each.name == name), None
+    )
+    if earlier is not None:
+        raise ToolDeclarationError(
+            f"{hook}: the {kind[0]} {name!r} is already registered by "
+            f"{_owner(earlier, kind[1])}; "
+            "register yours under another name"
+        )
+
+
+def _owner(earlier: Named[Any], noun: str) -> str:
+    where = f" at {earlier.source}" if earlier.source else ""
+    if earlier.plugin == BUILTIN_PLUGIN_NAME:
+        return f"toolwire itself (a built-in {noun}{where})"
+    return f"plugin {earlier.plugin!r}{where}"
 
 
 def _config_file_registrar(contribution: _Contribution, plugin: object) -> RegisterConfigFile:

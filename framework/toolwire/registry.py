@@ -40,6 +40,9 @@ class DomainSpec(BaseModel):
     deep_fallback: dict[str, str] = Field(default_factory=dict)
     """Prompt type → deep search coordinator tool; ``"*"`` covers every other type."""
     excluded_tools: list[str] = Field(default_factory=list)
+    orchestrator: str | None = None
+    """The domain's orchestrator class, ``'package.module:ClassName'``: a ``DomainOrchestrator``
+    subclass (overriding ``get_deep_fallback_tool``, say). None: ``DomainOrchestrator``."""
     plugin: str = "config"
 
 

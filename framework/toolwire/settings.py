@@ -4,7 +4,7 @@ section is owned by the module that uses it and documented field by field."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -146,12 +146,16 @@ class OrchestratorSettings(Section):
 class SessionSettings(Section):
     """Where conversations wait between clarification rounds."""
 
-    store: Literal["memory", "sqlite", "redis"] = "sqlite"
+    store: str = "sqlite"
+    """``sqlite`` (a file, ``path``), ``memory`` (this process only), ``redis`` (``redis_url``,
+    shared by replicas), or a store a plugin registered (``register_session_stores``)."""
     path: str = ".toolwire/sessions.sqlite3"
     """SQLite file, relative to the working directory."""
     redis_url: str = "redis://127.0.0.1:6379/0"
     ttl_s: int = Field(default=86_400, gt=0)
     """How long an unanswered clarification waits before it is forgotten."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Settings of a store a plugin registered (its factory reads and checks them)."""
 
 
 class ApiKeySettings(Section):

@@ -1,19 +1,24 @@
-"""The ``toolwire`` command line: one typer app; each command module adds its commands.
+"""The ``toolwire`` command line: one typer app, its commands registered through plugins.
 
-Command modules expose ``register(app: typer.Typer) -> None``; they import heavy optional
-dependencies (FastAPI for ``serve``) only when their command runs.
+Every command arrives through the ``register_commands`` hook: toolwire's own (``ask``, ``chat``,
+``serve``, ``plugins``, ``tools``, ``check``, ``graph``, ``mcp``) from the modules in
+:data:`COMMAND_MODULES`, loaded first like built-in plugins, then each installed plugin's. Command
+modules import heavy optional dependencies (FastAPI for ``serve``) only when their command runs.
+A command that needs the app builds it with :func:`load_app_or_exit` (the ``--config`` option
+included).
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from toolwire.cli.state import CliState
+from toolwire.cli.state import CliState, load_app_or_exit
 from toolwire.logging import configure_logging
+from toolwire.plugins import CommandRegistration, discover
 
 COMMAND_MODULES = (
     "toolwire.cli.build_commands",
@@ -21,16 +26,9 @@ COMMAND_MODULES = (
     "toolwire.cli.serve_command",
     "toolwire.cli.mcp_commands",
 )
-
-app = typer.Typer(
-    name="toolwire",
-    help="Build domain chatbots out of tools: ask, chat, serve, and inspect plugins and tools.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
+"""toolwire's own commands: plugins of the ``register_commands`` hook, loaded before any other."""
 
 
-@app.callback()
 def _options(
     ctx: typer.Context,
     config: Annotated[
@@ -45,12 +43,39 @@ def _options(
     ctx.obj = CliState(config=config)
 
 
-def _register_commands() -> None:
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(app)
+def build_cli(plugins: Sequence[object] = (), *, load_entry_points: bool = True) -> typer.Typer:
+    """The ``toolwire`` app with toolwire's commands and those the plugins register: installed
+    ones (``TOOLWIRE_PLUGINS`` limits them) and the plugin objects passed in. A plugin whose
+    registration fails (a taken or badly formed name) contributes no command and is logged as
+    ``plugin_failed``; ``toolwire check`` reports it too."""
+    configure_logging()
+    cli = typer.Typer(
+        name="toolwire",
+        help="Build domain chatbots out of tools: ask, chat, serve, and inspect plugins and tools.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+    )
+    cli.callback()(_options)
+    found = discover(
+        plugins,
+        load_entry_points=load_entry_points,
+        builtins=COMMAND_MODULES,
+        hooks=("register_commands",),
+    )
+    for command in found.commands.values():
+        _add_command(cli, command)
+    return cli
 
 
-_register_commands()
+def _add_command(cli: typer.Typer, command: CommandRegistration) -> None:
+    if isinstance(command.value, typer.Typer):
+        cli.add_typer(command.value, name=command.name)
+    else:
+        cli.command(command.name)(command.value)
+
+
+app = build_cli()
+"""The ``toolwire`` app with the installed plugins' commands, built at import."""
 
 
 def main() -> None:
@@ -58,4 +83,4 @@ def main() -> None:
     app()
 
 
-__all__ = ["app", "main"]
+__all__ = ["COMMAND_MODULES", "app", "build_cli", "load_app_or_exit", "main"]

@@ -15,6 +15,7 @@ from toolwire.cli.live import LiveView, watch
 from toolwire.cli.state import load_app_or_exit
 from toolwire.disclosure import disclosed_answer
 from toolwire.errors import ToolwireError
+from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.orchestrator import Answer, TaskTrace
 from toolwire.selection.routing import RoutingRecord
 from toolwire.task import SelectionRecord
@@ -243,7 +244,8 @@ def _fail(error: ToolwireError) -> NoReturn:
     raise typer.Exit(1)
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``ask`` and ``chat`` to the ``toolwire`` app."""
-    app.command("ask")(ask)
-    app.command("chat")(chat)
+@hookimpl
+def register_commands(register: RegisterCommand) -> None:
+    """``toolwire ask`` and ``toolwire chat``."""
+    register(ask)
+    register(chat)

@@ -12,6 +12,7 @@ from rich.table import Column, Table
 from toolwire import catalogue
 from toolwire.cli.state import load_app_or_exit, report_error, report_problems, table_console
 from toolwire.errors import PluginError
+from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.logging import configure_logging
 from toolwire.mcp.discovery import McpListing
 from toolwire.plugins import PluginInfo, discover
@@ -158,9 +159,10 @@ def render_mermaid(edges: dict[str, list[str]]) -> str:
     return "\n".join(lines)
 
 
-def register(app: typer.Typer) -> None:
-    """Add the build-time commands to the ``toolwire`` app."""
-    app.command("plugins")(plugins)
-    app.command("tools")(tools)
-    app.command("check")(check)
-    app.command("graph")(graph)
+@hookimpl
+def register_commands(register: RegisterCommand) -> None:
+    """The build-time commands: ``plugins``, ``tools``, ``check``, ``graph``."""
+    register(plugins)
+    register(tools)
+    register(check)
+    register(graph)

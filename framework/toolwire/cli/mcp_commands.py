@@ -16,6 +16,7 @@ from toolwire.cli.state import (
     report_problems,
 )
 from toolwire.errors import ConfigError, PluginError, UnknownDomainError
+from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.logging import configure_logging
 
 mcp_app = typer.Typer(
@@ -25,8 +26,10 @@ mcp_app = typer.Typer(
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(mcp_app)
+@hookimpl
+def register_commands(register: RegisterCommand) -> None:
+    """``toolwire mcp ...``."""
+    register(mcp_app)
 
 
 @mcp_app.command("serve")

@@ -10,10 +10,13 @@ import typer
 
 from toolwire.cli.state import config_option, exit_missing_extra, listening_on, report_error
 from toolwire.errors import ConfigError, PluginError
+from toolwire.hookspecs import RegisterCommand, hookimpl
 
 
-def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)
+@hookimpl
+def register_commands(register: RegisterCommand) -> None:
+    """``toolwire serve``."""
+    register(serve)
 
 
 def serve(

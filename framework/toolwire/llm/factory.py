@@ -58,7 +58,7 @@ def create_language_model(
     name = provider_name(resolved, env)
     if name not in providers:
         raise ConfigError(unknown_provider(name, providers))
-    return providers[name].factory(resolved, env)
+    return providers[name].value(resolved, env)
 
 
 def unknown_provider(name: str, providers: Mapping[str, ModelProvider]) -> str:

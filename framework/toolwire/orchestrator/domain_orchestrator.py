@@ -146,6 +146,11 @@ class DomainOrchestrator:
         its retrieval tool."""
         return [*self._scope.selector.tools, *self._scope.rag_entry()]
 
+    def tool(self, name: str) -> ChatbotTool[Any]:
+        """A built tool by short or prefixed name (short names resolve in this domain first),
+        for overrides such as :meth:`get_deep_fallback_tool`; ``ToolNameError`` if none."""
+        return self._scope.candidate(name).tool
+
     # -- hooks ------------------------------------------------------------------------------
 
     def get_deep_fallback_tool(self, prompt_type: str) -> ChatbotTool[Any] | None:

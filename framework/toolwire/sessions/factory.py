@@ -1,20 +1,38 @@
-"""The store ``sessions.store`` names."""
+"""The store ``sessions.store`` names, and toolwire's own three, registered like a plugin's.
+
+Stores are registered through the ``register_session_stores`` hook; ``memory``, ``sqlite`` and
+``redis`` register through the same hook from here (a built-in plugin, loaded before every other).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from toolwire.errors import ConfigError
+from toolwire.hookspecs import hookimpl
 from toolwire.sessions.base import SessionStore
 from toolwire.sessions.memory import MemorySessionStore
 from toolwire.sessions.sqlite import SQLiteSessionStore
 from toolwire.settings import SessionSettings
 
+if TYPE_CHECKING:
+    from toolwire.hookspecs import RegisterSessionStore
+    from toolwire.plugins import SessionStoreProvider
 
-def create_session_store(settings: SessionSettings) -> SessionStore:
-    """The store the settings name: memory, SQLite (``path``) or Redis (``redis_url``)."""
-    if settings.store == "memory":
-        return MemorySessionStore(settings.ttl_s)
-    if settings.store == "sqlite":
-        return SQLiteSessionStore(settings.path, settings.ttl_s)
+
+def memory_store(settings: SessionSettings) -> SessionStore:
+    """In this process's memory (tests, one-shot scripts)."""
+    return MemorySessionStore(settings.ttl_s)
+
+
+def sqlite_store(settings: SessionSettings) -> SessionStore:
+    """A SQLite file (``sessions.path``): the embedded default."""
+    return SQLiteSessionStore(settings.path, settings.ttl_s)
+
+
+def redis_store(settings: SessionSettings) -> SessionStore:
+    """Redis at ``sessions.redis_url``, shared by replicas (``toolwire[redis]``)."""
     try:
         from toolwire.sessions.redis import RedisSessionStore
     except ImportError as error:
@@ -23,3 +41,34 @@ def create_session_store(settings: SessionSettings) -> SessionStore:
             "install toolwire[redis]"
         ) from error
     return RedisSessionStore.from_settings(settings)
+
+
+@hookimpl
+def register_session_stores(register: RegisterSessionStore) -> None:
+    """The three built-in stores."""
+    register("memory", memory_store)
+    register("sqlite", sqlite_store)
+    register("redis", redis_store)
+
+
+def create_session_store(
+    settings: SessionSettings, stores: Mapping[str, SessionStoreProvider] | None = None
+) -> SessionStore:
+    """The store ``settings.store`` names. ``stores``: the registered ones
+    (``App.session_stores``); by default the built-in ones, found through the same hook."""
+    if stores is None:
+        from toolwire.plugins import discover
+
+        stores = discover(load_entry_points=False).session_stores
+    if settings.store not in stores:
+        raise ConfigError(unknown_store(settings.store, stores))
+    return stores[settings.store].value(settings)
+
+
+def unknown_store(name: str, stores: Mapping[str, SessionStoreProvider]) -> str:
+    """The message for a ``sessions.store`` no plugin registered."""
+    known = ", ".join(sorted(stores)) or "none"
+    return (
+        f"sessions.store: unknown session store {name!r}; registered: {known} (a plugin adds one "
+        "with the register_session_stores hook, docs/plugins.md)"
+    )
