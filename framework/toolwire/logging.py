@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 import structlog
@@ -69,3 +70,19 @@ def _stream_logger_factory(stream: TextIO | None) -> Callable[..., structlog.Pri
         return structlog.PrintLogger(stream if stream is not None else sys.stderr)
 
     return factory
+
+
+@contextmanager
+def bound(**fields: Any) -> Iterator[None]:
+    """Bind ``fields`` into structlog's context variables for the block, then put back what was
+    there (every event logged meanwhile carries them, in the tasks and tool threads started
+    meanwhile too).
+
+    ``structlog.contextvars.bound_contextvars`` without reading the whole context first: the
+    orchestrator binds on every step of every question. Enter and leave it in one task.
+    """
+    tokens = structlog.contextvars.bind_contextvars(**fields)
+    try:
+        yield
+    finally:
+        structlog.contextvars.reset_contextvars(**tokens)

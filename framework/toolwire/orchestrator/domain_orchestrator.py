@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import structlog
-from structlog.contextvars import bound_contextvars
 
 from toolwire.errors import (
     PLUGIN_FAILURES,
@@ -36,6 +35,7 @@ from toolwire.events import (
     opened,
 )
 from toolwire.llm.base import GatekeeperVerdict, LanguageModel, Purpose, domain_prompt
+from toolwire.logging import bound
 from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
 from toolwire.orchestrator.buffer import buffer_of, siblings_so_far, snapshot, subtree_results
 from toolwire.orchestrator.coordinators import (
@@ -171,7 +171,7 @@ class DomainOrchestrator:
         """
         message = escape_marker(message)
         task = TaskInfo(task_no="1", task_prompt=message, user_message=message)
-        with bound_contextvars(domain=self.domain.name), domain_prompt(self.domain.description):
+        with bound(domain=self.domain.name), domain_prompt(self.domain.description):
             await classify(self.llm, task, self.domain.prompt_types, self.settings.model_attempts)
         return task
 
@@ -183,7 +183,7 @@ class DomainOrchestrator:
         the one that created the task) and ``tool``. Every model call of the round, tools'
         included, shares the domain's fixed text.
         """
-        with bound_contextvars(domain=self.domain.name), domain_prompt(self.domain.description):
+        with bound(domain=self.domain.name), domain_prompt(self.domain.description):
             stop = await self.process(root, depth=0)
             if stop is not None and stop.kind == "clarification":
                 return RoundResult("clarification", stop.text, failures=root_failures(root))
@@ -201,7 +201,7 @@ class DomainOrchestrator:
         lineage = {"task_no": task.task_no}
         if task.owner_coordinator_name is not None:
             lineage["coordinator"] = task.owner_coordinator_name
-        with bound_contextvars(**lineage), opened(TaskStarted.of(task)) as step:
+        with bound(**lineage), opened(TaskStarted.of(task)) as step:
             stop = await self._process(task, depth)
             emit(TaskFinished(step=step, task_no=task.task_no, status=task.status))
             return stop
@@ -292,7 +292,7 @@ class DomainOrchestrator:
         """Extract parameters for a pending record (kept on it) unless it has them."""
         if record.params is not None and record.outcome == "pending":
             return
-        with bound_contextvars(tool=record.tool_name):
+        with bound(tool=record.tool_name):
             await self._extract(task, record)
 
     async def _extract(self, task: TaskInfo, record: ToolRunRecord) -> None:
@@ -325,7 +325,7 @@ class DomainOrchestrator:
         started = ToolStarted(
             task_no=task.task_no, tool_name=record.tool_name, reason=record.reason
         )
-        with bound_contextvars(tool=record.tool_name), opened(started) as step:
+        with bound(tool=record.tool_name), opened(started) as step:
             stop = await self._execute(task, record)
             emit(ToolFinished(step=step, task_no=task.task_no, record=record.model_copy()))
         if stop is not None and stop.kind == "clarification":

@@ -6,7 +6,6 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
-from structlog.contextvars import bound_contextvars
 
 from toolwire.errors import (
     SessionConflictError,
@@ -26,6 +25,7 @@ from toolwire.events import (
 )
 from toolwire.llm.base import LanguageModel, Usage, collect_calls
 from toolwire.llm.budget import question_budget
+from toolwire.logging import bound
 from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
 from toolwire.orchestrator.streaming import Answered, stream_question
@@ -134,7 +134,7 @@ class ConversationService:
         resumed = {"session": session_ref(session_id)} if session_id is not None else {}
         with (
             collect_calls() as calls,
-            bound_contextvars(**resumed),
+            bound(**resumed),
             question_budget(self.settings.question_budget_s),
         ):
             if session_id is None:
