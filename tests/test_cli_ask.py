@@ -244,7 +244,7 @@ def test_trace_shows_each_model_calls_cached_tokens() -> None:
 
     from toolwire.llm import CallRecord
     from toolwire.orchestrator import Answer, TaskTrace
-    from toolwire.task import TaskStatus
+    from toolwire.run_state import TaskStatus
 
     calls = [
         CallRecord(purpose="gatekeeper", model="m", latency_ms=9000, prompt_tokens=1400,

@@ -25,7 +25,7 @@ from toolwire.events import (
     ToolStarted,
 )
 from toolwire.orchestrator import Answer, TaskTrace
-from toolwire.task import TaskStatus
+from toolwire.run_state import TaskStatus
 from toolwire.testing import ScriptedModel, conversation_for
 
 

@@ -407,7 +407,7 @@ async def test_step5_required_tool_names_are_exclusive_in_short_and_prefixed_for
 
     result = await orchestrator.run_round(task)
 
-    assert [(r.tool_name, r.reason) for r in task.tool_runs] == [
+    assert [(r.tool_name, r.reason) for r in task.run.tool_runs] == [
         ("demo.alpha", "required"),
         ("demo.beta", "required"),
     ]
@@ -464,8 +464,8 @@ async def test_step5_excluded_tools_are_never_activated(scripted_model: Scripted
 
     assert scripted_model.calls_for(Purpose.SUITABILITY)[0].inputs["tool_names"] == ["demo.kept"]
     assert banned.texts == []
-    assert required.tool_runs[0].outcome == "error"
-    assert "excluded" in required.failures[0]
+    assert required.run.tool_runs[0].record.outcome == "error"
+    assert "excluded" in required.run.failures[0]
 
 
 async def test_step5_coordinator_only_tools_are_never_put_to_the_suitability_test(
@@ -488,7 +488,7 @@ async def test_step5_coordinator_only_tools_are_never_put_to_the_suitability_tes
     [suitability] = scripted_model.calls_for(Purpose.SUITABILITY)
     assert suitability.inputs["tool_names"] == ["demo.open"]
     assert designated.texts == ["q"]  # it ran once: on the designated task
-    assert [run.reason for run in required.tool_runs] == ["required"]
+    assert [run.reason for run in required.run.tool_runs] == ["required"]
 
 
 async def test_step5_prompt_type_of_the_message_is_classified_once(
@@ -592,8 +592,8 @@ async def test_step7_clarifiable_consumer_continues_with_the_reply_and_the_conte
     root = TaskInfo(task_prompt="q", required_tool_names={"before", "clarifiable"})
     first = await orchestrator.run_round(root)
     assert (first.kind, first.text) == ("clarification", "Which product exactly?")
-    assert root.pending_clarification is not None
-    root.pending_clarification.reply = "the 500 mg one"
+    assert root.run.pending_clarification is not None
+    root.run.pending_clarification.reply = "the 500 mg one"
 
     second = await orchestrator.run_round(root)
 
@@ -616,9 +616,9 @@ async def test_step7_a_tool_asking_a_question_stops_the_round_and_later_tools_wa
 
     assert (await orchestrator.run_round(root)).kind == "clarification"
     assert after.texts == []
-    assert root.status is TaskStatus.WAITING_FOR_USER
-    assert root.pending_clarification is not None
-    root.pending_clarification.reply = "that one"
+    assert root.run.status is TaskStatus.WAITING_FOR_USER
+    assert root.run.pending_clarification is not None
+    root.run.pending_clarification.reply = "that one"
     assert (await orchestrator.run_round(root)).kind == "answer"
     assert after.texts == ["q"]
     assert len(scripted_model.calls_for(Purpose.PARAMETERS)) == 2  # first run, then the reply
@@ -636,7 +636,9 @@ class FakeDeepSearch(Coordinator, Consumer):  # type: ignore[misc]
                 *task.sub_tasks,
                 *(
                     subtask(f"{task.task_no}.{n}", item, "finder")
-                    for n, item in enumerate(task.gatekeeper_missing, start=len(task.sub_tasks) + 1)
+                    for n, item in enumerate(
+                        task.run.deep_search.missing, start=len(task.sub_tasks) + 1
+                    )
                 ),
             ]
 
@@ -992,8 +994,8 @@ async def test_step7_a_plain_context_consumer_asking_a_question_is_a_recorded_er
     result = await orchestrator.run_round(task)
 
     assert result.kind == "answer"
-    assert task.status is TaskStatus.DONE
-    assert "ClarifiableContextConsumerTool" in task.failures[0]
+    assert task.run.status is TaskStatus.DONE
+    assert "ClarifiableContextConsumerTool" in task.run.failures[0]
 
 
 async def test_concurrent_conversations_on_one_service_share_no_state(
@@ -1057,8 +1059,8 @@ async def test_step8_an_overridden_deep_fallback_hook_resumes_in_a_fresh_orchest
 
     first = await HookOrchestrator(spec, registry, tools, scripted_model).run_round(root)
     assert first.kind == "clarification"
-    assert root.pending_clarification is not None
-    root.pending_clarification.reply = "the second"
+    assert root.run.pending_clarification is not None
+    root.run.pending_clarification.reply = "the second"
     resumed = await HookOrchestrator(spec, registry, tools, scripted_model).run_round(root)
 
     assert (resumed.kind, resumed.text) == ("answer", "partial\ndeep answer")

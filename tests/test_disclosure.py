@@ -17,8 +17,8 @@ from toolwire.events import (
 )
 from toolwire.llm.base import CallRecord
 from toolwire.orchestrator import Answer, TaskTrace
+from toolwire.run_state import CoordinatorRunRecord, SelectionRecord, TaskStatus, ToolRunRecord
 from toolwire.selection.routing import RoutingRecord
-from toolwire.task import CoordinatorRunRecord, SelectionRecord, TaskStatus, ToolRunRecord
 
 DSN_ERROR = "tool shop.stock raised OperationalError: postgresql://app:hunter2@db/x unreachable"
 COORDINATOR_ERROR = "KeyError: 'password=hunter2'"

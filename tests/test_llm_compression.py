@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from toolwire.context_buffer import PromptAndContext
 from toolwire.llm import GatekeeperVerdict, Purpose, SuitabilityQuestion
 from toolwire.llm.compression import (
     COMPRESSED_MARKER,
@@ -16,7 +17,6 @@ from toolwire.llm.compression import (
     ContextCompressor,
     identifiers,
 )
-from toolwire.task import PromptAndContext
 
 LONG = (
     "Warfarin (ATC B01AA03) interacts with ibuprofen; see https://example.org/warfarin?x=1. "

@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 from structlog.testing import capture_logs
 
+from toolwire.context_buffer import PromptAndContext
 from toolwire.errors import ModelError
 from toolwire.llm import (
     GatekeeperVerdict,
@@ -21,7 +22,6 @@ from toolwire.llm import (
     prompts,
 )
 from toolwire.settings import LLMSettings
-from toolwire.task import PromptAndContext
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest
 from toolwire.testing.guard import block_model_requests
 

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+from toolwire.context_buffer import PromptAndContext
 from toolwire.errors import ConfigError, ModelError
 from toolwire.events import Event, ModelProgress, observing
 from toolwire.llm import (
@@ -38,7 +39,6 @@ from toolwire.llm.local import (
     local_model_spec,
 )
 from toolwire.settings import LLMSettings
-from toolwire.task import PromptAndContext
 
 SPEC = LocalModelSpec(
     name="test-model",

@@ -18,6 +18,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from orchestration_kit import QueryTool
+from toolwire.context_buffer import PromptAndContext
 from toolwire.llm import (
     OpenAIGateway,
     Option,
@@ -31,7 +32,6 @@ from toolwire.registry import DomainSpec
 from toolwire.search.pages import Page
 from toolwire.search.relevance import relevant_pages
 from toolwire.settings import LLMSettings
-from toolwire.task import PromptAndContext
 from toolwire.testing import conversation_for
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest, prompt_text
 

@@ -30,7 +30,7 @@ def test_external_content_cannot_close_or_open_its_tag() -> None:
 
 
 def test_guaranteed_contexts_are_marked_as_finished_answers_for_the_composer() -> None:
-    from toolwire.task import PromptAndContext
+    from toolwire.context_buffer import PromptAndContext
 
     contexts = [
         PromptAndContext(
@@ -68,7 +68,7 @@ def test_the_users_question_cannot_forge_a_guaranteed_block_or_close_its_task(
     layout: prompts.Layout,
 ) -> None:
     """Issue 11 item 13: the question is delimited like external content."""
-    from toolwire.task import PromptAndContext
+    from toolwire.context_buffer import PromptAndContext
 
     real = PromptAndContext(
         prompt="q", context="Major interaction.", tool_name="pharma.interactions", task_no="1",

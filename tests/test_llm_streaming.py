@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from toolwire.context_buffer import PromptAndContext
 from toolwire.errors import ModelError
 from toolwire.events import AnswerDelta, Event, ModelCallFinished, ModelCallStarted, observing
 from toolwire.llm import ChatModel, ChatReply, ChatRequest, OpenAIGateway, collect_calls
 from toolwire.settings import LLMSettings
-from toolwire.task import PromptAndContext
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply
 
 CONTEXT = [PromptAndContext(prompt="q", context="Ibuprofen: 400 mg.", tool_name="t", task_no="1")]

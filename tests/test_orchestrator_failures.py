@@ -72,7 +72,7 @@ async def test_a_tool_returning_something_else_than_a_result_is_a_recorded_error
     result = await orchestrator.run_round(task)
 
     assert result.kind == "answer"
-    assert "returned str; tools must return a ToolExecutionResult" in task.failures[0]
+    assert "returned str; tools must return a ToolExecutionResult" in task.run.failures[0]
 
 
 async def test_a_failing_model_call_is_retried_a_bounded_number_of_times_then_recorded(
@@ -293,10 +293,11 @@ async def test_an_unknown_required_tool_name_is_an_error_naming_the_candidates(
     result = await orchestrator.run_round(task)
 
     assert result.text.startswith("found")
-    [failure] = task.failures
+    [failure] = task.run.failures
     assert "required tool 'lookpu' cannot be activated" in failure
     assert "did you mean" in failure and "demo.lookup" in failure
-    assert task.tool_runs[0].tool_name == "lookpu" and task.tool_runs[0].outcome == "error"
+    refused = task.run.tool_runs[0]
+    assert refused.tool_name == "lookpu" and refused.record.outcome == "error"
 
 
 async def test_an_unscripted_model_call_inside_a_tool_is_not_swallowed(
@@ -420,24 +421,21 @@ def test_the_orchestrator_applies_the_same_domain_reference_check_as_the_build(
 async def test_a_stored_task_naming_a_tool_disabled_since_is_a_recorded_failure(
     scripted_model: ScriptedModel,
 ) -> None:
-    from toolwire.task import ToolRunRecord
+    from toolwire.run_state import TaskRun, ToolRun
 
     scripted_model.on_answer("done")
     orchestrator = orchestrator_for(domain(), EchoTool("kept", "k"), model=scripted_model)
+    gone = ToolRun.activated("demo.gone", "suitability")
+    gone.params = {}
     root = TaskInfo(
         task_prompt="q",
-        tool_runs=[
-            ToolRunRecord(
-                tool_name="demo.gone", reason="suitability", outcome="pending", params={}
-            ),
-            ToolRunRecord(tool_name="demo.kept", reason="suitability", outcome="pending"),
-        ],
+        run=TaskRun(tool_runs=[gone, ToolRun.activated("demo.kept", "suitability")]),
     )
 
     result = await orchestrator.run_round(root)
 
     assert result.kind == "answer"
-    assert [r.outcome for r in root.tool_runs] == ["error", "context"]
+    assert [run.record.outcome for run in root.run.tool_runs] == ["error", "context"]
     assert "'demo.gone' activated on task 1 is no longer available" in result.failures[0]
 
 

@@ -183,7 +183,7 @@ async def test_a_parameter_instruction_raising_systemexit_is_a_recorded_failure(
 
     await orchestrator.run_round(task)
 
-    assert task.failures == [
+    assert task.run.failures == [
         "tool demo.careless: parameter_instruction() raised SystemExit: no instruction"
     ]
     assert careless.calls == []

@@ -12,8 +12,8 @@ from toolwire.errors import ConfigError
 from toolwire.search import (
     Page,
     PageIndex,
+    PageRef,
     StaticPageSource,
-    page_refs,
     query_terms,
     render_pages,
     split_into_pages,
@@ -56,9 +56,14 @@ def test_split_cuts_an_overlong_line_and_yields_nothing_for_blank_text() -> None
     assert split_into_pages("doc", "Doc", "  \n\n  ") == []
 
 
-def test_page_refs_read_back_rendered_pages() -> None:
-    text = render_pages(_pages()[:2]) + "\n\n" + render_pages(_pages()[:1])
-    assert page_refs(text) == [("sorting", 1), ("sorting", 2)]
+def test_a_rendered_page_starts_with_its_reference_label() -> None:
+    first, second = _pages()[:2]
+    assert first.ref == PageRef(doc_id="sorting", page_no=1)
+    assert render_pages([first, second]) == (
+        f"{first.ref.label} {first.title}\n{first.text}\n\n{second.ref.label} {second.title}"
+        f"\n{second.text}"
+    )
+    assert first.ref.label == "[page sorting#1]"
 
 
 def test_page_ids_cannot_contain_reference_delimiters() -> None:

@@ -6,24 +6,36 @@ from pathlib import Path
 
 import pytest
 
-from toolwire import AGENT_COORDINATOR_MARKER, PromptAndContext
+from toolwire import AGENT_COORDINATOR_MARKER, ExecutionText, PromptAndContext
 from toolwire.errors import ModelError
 from toolwire.llm import Purpose
+from toolwire.run_state import AgentStatus
 from toolwire.search import (
     AbstractContextSearchTool,
     AbstractNeighborPageSearchTool,
     Page,
     PageIndex,
+    PageRef,
     PageRelevance,
     SearchParams,
     SearchStrategy,
     StaticPageSource,
-    page_refs,
+    render_pages,
     search_query,
 )
 from toolwire.search.context_search import UNVERIFIED_NOTE
 from toolwire.testing import ScriptedModel
-from toolwire.tools import ResultKind, validate_tool_class
+from toolwire.tools import ResultKind, ToolExecutionResult, validate_tool_class
+
+
+def _refs(result: ToolExecutionResult) -> list[tuple[str, int]]:
+    """The pages a search tool's result says it came from (data, not its text)."""
+    return [(page.doc_id, page.page_no) for page in result.pages]
+
+
+def _checked(relevance_text: str) -> str:
+    """The page a relevance check was about: its source tag, as the model reads it."""
+    return relevance_text.split('source="page ', 1)[1].split('"', 1)[0]
 
 
 def _corpus() -> list[Page]:
@@ -97,7 +109,8 @@ async def test_execute_returns_rendered_pages_and_uses_the_coordinator_task(
     text = f"The user's long original message{AGENT_COORDINATOR_MARKER}widget answer"
     result = await tool.execute_with_result(SearchParams(), text)
     assert result.kind is ResultKind.CONTEXT
-    assert set(page_refs(result.text)) == {("guide", 3), ("other", 1)}
+    assert set(_refs(result)) == {("guide", 3), ("other", 1)}
+    assert result.text == render_pages(index.page(*ref) for ref in _refs(result))  # type: ignore[misc]
     assert model.calls[0].inputs["text"].endswith("Question: widget answer")
 
 
@@ -152,7 +165,7 @@ async def test_all_hits_rejected_keeps_the_best_bm25_page_marked_unverified(
     assert outcome.pages == [best]
     assert outcome.render() == f"{UNVERIFIED_NOTE}\n\n{best.render()}"
     result = await tool.execute_with_result(SearchParams(), "widgets answer")
-    assert page_refs(result.text) == [(best.doc_id, best.page_no)]
+    assert _refs(result) == [(best.doc_id, best.page_no)]
 
 
 async def test_the_unverified_fallback_can_be_turned_off(index: PageIndex) -> None:
@@ -178,22 +191,31 @@ async def test_invalid_verdicts_count_as_rejections_and_outages_raise(index: Pag
         await _search_tool(index, failing).search_pages("widgets", "q")
 
 
+def _status(*consulted: PageRef, calls: int = 2) -> AgentStatus:
+    return AgentStatus(
+        round=1, max_rounds=3, calls_made=calls, call_budget=40, missing=["x"],
+        consulted=list(consulted),
+    )
+
+
 async def test_status_block_words_never_reach_the_search_query(index: PageIndex) -> None:
-    # the parameter extraction read the whole text and copied status words into the query
+    # the parameter extraction read the status block after the text and copied its words
     model = _model()
     tool = _search_tool(index, model)
-    text = "widgets answer\n\n<status>\nModel calls made: 2 of 40.\nCalls remaining: 38.\n</status>"
+    text = ExecutionText("widgets answer", status=_status())
     result = await tool.execute_with_result(SearchParams(query="Model calls remaining"), text)
     assert len(model.calls) == 3, "a keyword search for the request, not a full scan"
-    assert set(page_refs(result.text)) == {("guide", 3), ("other", 1)}
+    assert set(_refs(result)) == {("guide", 3), ("other", 1)}
     for call in model.calls:
         assert call.inputs["text"].endswith("Question: widgets answer")
 
 
 def test_search_query_keeps_request_words_and_the_models_own_words() -> None:
-    text = "calls in json\n\n<status>\nModel calls made: 2 of 40.\n[page lib-json#2]\n</status>"
-    assert search_query("json calls model round lib-json dumps", text) == "json calls round dumps"
-    assert search_query("model made", "no status block here") == "model made"
+    text = ExecutionText("calls in json", status=_status(PageRef(doc_id="lib-json", page_no=2)))
+    # "calls" is in the request too; "model", "round" and the page id only in the status block
+    assert search_query("json calls model round lib-json dumps", text) == "json calls dumps"
+    assert search_query("model made", ExecutionText("no status here")) == "model made"
+    assert search_query("model made", "a plain text") == "model made"
 
 
 def test_search_tools_never_volunteer(index: PageIndex) -> None:
@@ -208,30 +230,43 @@ async def test_neighbors_of_earlier_hits_are_checked_and_seen_pages_skipped(
 ) -> None:
     model = _model()
     tool = _neighbor_tool(index, model)
+    hits = [index.page("guide", 2), index.page("guide", 4)]
     earlier = PromptAndContext(
         prompt="q",
-        context=index.page("guide", 2).render() + "\n\n" + index.page("guide", 4).render(),  # type: ignore[union-attr]
+        context=render_pages(hits),  # type: ignore[arg-type]
         tool_name="search",
         task_no="1",
+        pages=tuple(hit.ref for hit in hits),  # type: ignore[union-attr]
     )
     result = await tool.execute_with_prior_context(
         SearchParams(), f"original{AGENT_COORDINATOR_MARKER}the answer", {"1:search": [earlier]}
     )
     # neighbours of guide#2 and guide#4 not already seen: guide#1, guide#3, guide#5
-    assert [page_refs(call.inputs["text"])[0] for call in model.calls] == [
-        ("guide", 1),
-        ("guide", 3),
-        ("guide", 5),
+    assert [_checked(call.inputs["text"]) for call in model.calls] == [
+        "guide#1",
+        "guide#3",
+        "guide#5",
     ]
-    assert page_refs(result.text) == [("guide", 3)]
+    assert _refs(result) == [("guide", 3)]
 
 
-async def test_neighbor_search_reads_hits_from_its_execution_text_too(index: PageIndex) -> None:
+async def test_neighbor_search_starts_from_the_pages_its_round_had_consulted(
+    index: PageIndex,
+) -> None:
     model = _model(word="Guide page 2")
+    tool = _neighbor_tool(index, model)
+    text = ExecutionText("guide", "original", _status(PageRef(doc_id="guide", page_no=1)))
+    result = await tool.execute_with_prior_context(SearchParams(), text, {})
+    assert _refs(result) == [("guide", 2)]
+
+
+async def test_page_headers_in_a_text_are_not_hits(index: PageIndex) -> None:
+    """Only data says which pages were found: a header in the user's text is just text."""
+    model = ScriptedModel()
     tool = _neighbor_tool(index, model)
     text = f"Pages consulted: [page guide#1] Guide{AGENT_COORDINATOR_MARKER}guide"
     result = await tool.execute_with_prior_context(SearchParams(), text, {})
-    assert page_refs(result.text) == [("guide", 2)]
+    assert result.pages == () and model.calls == []
 
 
 async def test_neighbor_search_without_earlier_hits_makes_no_call(index: PageIndex) -> None:

@@ -13,9 +13,9 @@ from toolwire import OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.errors import ModelError
 from toolwire.llm import Purpose
 from toolwire.orchestrator import Answer
+from toolwire.run_state import SelectionRecord
 from toolwire.selection.catalogue import SelectableTool, tool_index
 from toolwire.settings import OrchestratorSettings, SelectionSettings
-from toolwire.task import SelectionRecord
 from toolwire.testing import ScriptedModel, conversation_for
 
 

@@ -17,7 +17,7 @@ import pytest
 from server_support.processes import ServerProcess, write_config
 from toolwire import ConfigError, TaskInfo
 from toolwire.server.auth import ApiKey, read_api_keys
-from toolwire.sessions import SQLiteSessionStore
+from toolwire.sessions import SQLiteSessionStore, task_payload
 from toolwire.settings import ApiKeySettings, ServerSettings
 
 TOKENS = {"TENANT_A_KEY": "token-of-tenant-a", "TENANT_B_KEY": "token-of-tenant-b"}
@@ -158,7 +158,7 @@ async def test_a_database_written_before_owners_gets_the_column(tmp_path: Path) 
         )
         connection.execute(
             "INSERT INTO toolwire_sessions VALUES ('old', 'trip', ?, 1, ?)",
-            (TaskInfo(task_prompt="q").model_dump_json(), time.time() + 60),
+            (task_payload(TaskInfo(task_prompt="q")), time.time() + 60),
         )
     connection.close()
     store = SQLiteSessionStore(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import sqlite3
 import stat
 from pathlib import Path
@@ -20,11 +21,14 @@ from toolwire import (
     UnknownSessionError,
 )
 from toolwire.errors import SessionError
+from toolwire.run_state import Clarification, TaskStatus
 from toolwire.sessions import (
+    SESSION_FORMAT,
     MemorySessionStore,
     SessionStore,
     SQLiteSessionStore,
     create_session_store,
+    task_payload,
 )
 from toolwire.settings import SessionSettings
 from toolwire.testing import ScriptedModel, conversation_for
@@ -142,7 +146,12 @@ def damage(store: SessionStore, session_id: str, column: str, value: object) -> 
 @pytest.mark.parametrize(
     ("column", "damaged", "named"),
     [
-        ("task", '{"task_prompt": 42}', "problem(s) in its task"),
+        ("task", '{"format": 2, "task": {"task_prompt": 42}}', "problem(s) in its task"),
+        (
+            "task",
+            '{"format": 2, "task": {"task_prompt": "q", "run": {"status": 7}}}',
+            "problem(s) in its task",
+        ),
         ("task", "{not json", "problem(s) in its task"),
         ("version", "abc", "its version is 'abc'"),
         ("version", 0, "its version is 0"),
@@ -164,6 +173,89 @@ async def test_a_stored_row_that_no_longer_reads_is_a_session_error(  # type: ig
     assert created.session_id in str(caught.value)
     assert named in str(caught.value)
     assert "start a new conversation" in str(caught.value)
+
+
+# A task as toolwire stored it before the run state (session format 1): the orchestrator's
+# fields beside the SPEC's on the bare task.
+FORMAT_1_TASK = json.dumps(
+    {
+        "task_no": "1",
+        "task_prompt": "Which dose?",
+        "important_words": [],
+        "prompt_type": "",
+        "sub_tasks": [],
+        "required_tool_names": ["demo.asker"],
+        "conditional": False,
+        "owner_coordinator_name": None,
+        "applied_coordinator_names": [],
+        "prompt_context": None,
+        "user_message": "Which dose?",
+        "status": "waiting_for_user",
+        "results": [],
+        "pending_clarification": {
+            "tool_name": "demo.asker",
+            "question": "Which one?",
+            "execution_text": "Which dose?",
+            "reply": None,
+            "earlier": [],
+        },
+        "clarifications": [],
+        "tool_runs": [
+            {
+                "tool_name": "demo.asker",
+                "reason": "required",
+                "outcome": "clarification",
+                "detail": "",
+                "params": {},
+            }
+        ],
+        "coordinator_runs": [],
+        "selection": None,
+        "decision": None,
+        "gatekeeper_missing": [],
+        "failures": [],
+        "notes": [],
+    }
+)
+
+
+async def test_a_session_stored_by_the_previous_format_is_refused_clearly(  # type: ignore[no-untyped-def]
+    make_store,
+) -> None:
+    store = make_store()
+    created = await store.create("demo", TaskInfo(task_prompt="q"))
+    damage(store, created.session_id, "task", FORMAT_1_TASK)
+
+    with pytest.raises(SessionError) as caught:
+        await store.load(created.session_id)
+
+    assert str(caught.value) == (
+        f"the stored conversation {created.session_id!r} was saved by an earlier toolwire "
+        "(session format 1, before the orchestrator's state moved to TaskInfo.run): it cannot be "
+        "resumed; start a new conversation"
+    )
+
+
+async def test_a_session_of_a_later_format_is_refused_and_the_current_one_reads(  # type: ignore[no-untyped-def]
+    make_store,
+) -> None:
+    store = make_store()
+    waiting = TaskInfo(task_prompt="Which dose?", required_tool_names={"demo.asker"})
+    waiting.run.status = TaskStatus.WAITING_FOR_USER
+    waiting.run.clarifications.append(
+        Clarification(tool_name="demo.asker", question="Which one?", execution_text="Which dose?")
+    )
+    created = await store.create("demo", waiting)
+
+    loaded = await store.load(created.session_id)  # the current format: read back whole
+    assert loaded.task == waiting and loaded.task.run.pending_clarification is not None
+    stored = json.loads(task_payload(waiting))
+    assert stored["format"] == SESSION_FORMAT == 2
+    assert stored["task"]["run"]["clarifications"][0]["question"] == "Which one?"
+
+    damage(store, created.session_id, "task", json.dumps({**stored, "format": 3}))
+    with pytest.raises(SessionError, match="was saved in session format 3; this toolwire reads 2"):
+        await store.load(created.session_id)
 
 
 async def test_sqlite_sessions_survive_a_restart(tmp_path: Path) -> None:

@@ -16,10 +16,10 @@ from toolwire import (
     UnknownSessionError,
 )
 from toolwire.errors import SessionError
+from toolwire.run_state import Clarification, TaskStatus
 from toolwire.sessions import SessionStore
 from toolwire.sessions.redis import RedisSessionStore
 from toolwire.settings import SessionSettings
-from toolwire.task import Clarification, TaskStatus
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +37,9 @@ async def store(redis_url: str) -> AsyncIterator[RedisSessionStore]:
 
 def waiting_task(question: str = "Which city?") -> TaskInfo:
     task = TaskInfo(task_prompt="book a table", required_tool_names={"demo.booking"})
-    task.status = TaskStatus.WAITING_FOR_USER
-    task.pending_clarification = Clarification(
-        tool_name="demo.booking", question=question, execution_text="book a table"
+    task.run.status = TaskStatus.WAITING_FOR_USER
+    task.run.clarifications.append(
+        Clarification(tool_name="demo.booking", question=question, execution_text="book a table")
     )
     return task
 
@@ -54,7 +54,7 @@ async def test_create_then_load_round_trips_the_task(store: RedisSessionStore) -
 
     assert created.version == 1
     assert loaded == created
-    assert loaded.task.pending_clarification is not None
+    assert loaded.task.run.pending_clarification is not None
     assert loaded.task.required_tool_names == {"demo.booking"}
 
 

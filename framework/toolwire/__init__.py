@@ -5,6 +5,7 @@ Importing toolwire loads no plugin and reads no file; ``App.load()`` builds ever
 
 from toolwire.app import App
 from toolwire.container import ToolContainer
+from toolwire.context_buffer import ContextBuffer, PageRef, PromptAndContext
 from toolwire.errors import (
     AmbiguousToolError,
     ConfigError,
@@ -25,15 +26,11 @@ from toolwire.errors import (
 from toolwire.hookspecs import hookimpl
 from toolwire.orchestrator import Answer, ConversationService, DomainOrchestrator
 from toolwire.registry import DomainSpec
+from toolwire.run_state import Clarification, SubtaskDecision, TaskStatus
 from toolwire.task import (
     AGENT_COORDINATOR_MARKER,
-    Clarification,
-    ContextBuffer,
     ExecutionText,
-    PromptAndContext,
-    SubtaskDecision,
     TaskInfo,
-    TaskStatus,
     extract_coordinator_original,
     extract_coordinator_task,
 )
@@ -64,6 +61,7 @@ __all__ = [
     "ExecutionText",
     "ModelError",
     "OrchestratorActivatedTool",
+    "PageRef",
     "PluginError",
     "PromptAndContext",
     "SessionConflictError",

@@ -33,8 +33,8 @@ from toolwire.events import (
 from toolwire.llm.base import CallRecord
 from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.redaction import redact
+from toolwire.run_state import CoordinatorRunRecord, SelectionRecord, ToolRunRecord
 from toolwire.selection.routing import RoutingRecord
-from toolwire.task import CoordinatorRunRecord, SelectionRecord, ToolRunRecord
 
 log = structlog.get_logger(__name__)
 

@@ -29,14 +29,15 @@ import structlog
 from pydantic import BaseModel, Field
 
 from toolwire.llm.base import CallRecord, Usage
-from toolwire.selection.routing import RoutingRecord
-from toolwire.task import (
+from toolwire.run_state import (
     CoordinatorRunRecord,
     SelectionRecord,
-    TaskInfo,
     TaskStatus,
+    ToolRun,
     ToolRunRecord,
 )
+from toolwire.selection.routing import RoutingRecord
+from toolwire.task import TaskInfo
 
 log = structlog.get_logger(__name__)
 
@@ -170,12 +171,12 @@ class ToolsChosen(Event):
     tools: list[ToolRunRecord] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, task: TaskInfo, chosen: list[ToolRunRecord]) -> ToolsChosen:
-        selection = task.selection.model_copy(deep=True) if task.selection else None
+    def of(cls, task: TaskInfo, chosen: list[ToolRun]) -> ToolsChosen:
+        selection = task.run.selection.model_copy(deep=True) if task.run.selection else None
         return cls(
             task_no=task.task_no,
             selection=selection,
-            tools=[record.model_copy() for record in chosen],
+            tools=[run.record.model_copy() for run in chosen],
         )
 
 

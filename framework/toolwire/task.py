@@ -1,15 +1,15 @@
-"""The task tree and what tools produce on it (SPEC §2).
+"""The task tree a plugin author writes against (SPEC §2), and the text a tool is executed with.
 
-``TaskInfo`` *is* the conversation state: the orchestrator keeps results, status and a pending
-clarification on the task itself, and the session store persists the root task between rounds.
+A ``TaskInfo`` carries the SPEC's fields, which coordinators read and change, and the
+orchestrator's run state (``run``: status, results, clarifications, the trace's records), which
+no plugin writes. The session store persists the root task with its run state between rounds.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
-from typing import Any, Literal
-
 from pydantic import BaseModel, ConfigDict, Field
+
+from toolwire.run_state import AgentStatus, TaskRun
 
 AGENT_COORDINATOR_MARKER = "\n\n[[toolwire:coordinator-task]]\n\n"
 """Separates a subtask's prompt context (its parent's text) from its own coordinator-set task."""
@@ -39,154 +39,46 @@ class ExecutionText(str):
 
     original: str | None
     task: str
+    status: AgentStatus | None
+    """The deep search round the tool runs in (None outside a deep search): the model read it
+    rendered at the end of the text the parameters were extracted from; a search tool reads the
+    pages already consulted from it and keeps its words out of a query."""
 
-    def __new__(cls, task: str, original: str | None = None) -> ExecutionText:
+    def __new__(
+        cls, task: str, original: str | None = None, status: AgentStatus | None = None
+    ) -> ExecutionText:
         text = super().__new__(
             cls, f"{original}{AGENT_COORDINATOR_MARKER}{task}" if original else task
         )
         text.task = task
         text.original = original or None
+        text.status = status
         return text
 
 
-class SubtaskDecision(StrEnum):
-    """A coordinator's decision on a conditional subtask (seed 6.4)."""
-
-    RUN = "run"
-    SKIP = "skip"
-
-
-class TaskStatus(StrEnum):
-    """Where a task stands; closed tasks are never run again on a resumed round."""
-
-    PENDING = "pending"
-    WAITING_FOR_USER = "waiting_for_user"
-    DONE = "done"
-    SKIPPED = "skipped"
-    FAILED = "failed"
-
-    @property
-    def is_closed(self) -> bool:
-        return self in {TaskStatus.DONE, TaskStatus.SKIPPED, TaskStatus.FAILED}
-
-
-class PromptAndContext(BaseModel):
-    """What one tool run produced: the text it was given and the context it returned."""
-
-    model_config = ConfigDict(frozen=True)
-
-    prompt: str
-    context: str
-    tool_name: str
-    task_no: str
-    guaranteed: bool = False
-
-    @property
-    def completion_key(self) -> str:
-        return completion_key(self.task_no, self.tool_name)
-
-
-ContextBuffer = dict[str, list[PromptAndContext]]
-"""Completion key ``"<task_no>:<tool name>"`` → what that tool produced on that task."""
-
-
-def completion_key(task_no: str, tool_name: str) -> str:
-    """The context buffer key of one tool's results on one task (seed 6.4)."""
-    return f"{task_no}:{tool_name}"
-
-
-class Clarification(BaseModel):
-    """A clarifying question a tool asked, and the user's reply once it arrives."""
-
-    tool_name: str
-    question: str
-    execution_text: str
-    """The text the tool was executed with when it asked."""
-    reply: str | None = None
-    earlier: list[Clarification] = Field(default_factory=list)
-    """The task's questions and replies before this one, oldest first (of any of its tools): a
-    tool that asks again sees what the user already told it. The orchestrator fills it when it
-    hands the clarification to the tool; the task keeps them in ``TaskInfo.clarifications``."""
-
-
-class ToolRunRecord(BaseModel):
-    """One tool activation on one task, as the trace shows it.
-
-    Recorded as ``pending`` when the tool is activated and updated when it has run, so a resumed
-    round knows which activated tools still have to run.
-    """
-
-    tool_name: str
-    reason: Literal["required", "suitability", "rag", "deep_fallback"]
-    outcome: Literal[
-        "pending", "context", "guaranteed", "clarification", "terminal", "error", "skipped"
-    ] = "context"
-    detail: str = ""
-    params: dict[str, Any] | None = None
-    """The extracted parameters (JSON form), kept so a resumed round does not extract them again."""
-
-
-class RetrievedTool(BaseModel):
-    """A candidate tool of a selection, with its retrieval score (BM25; 0: no word in common)."""
-
-    tool_name: str
-    score: float
-
-
-class SelectionRecord(BaseModel):
-    """How the tools of a task were chosen (SPEC §3 step 5), as the trace shows it."""
-
-    mode: Literal["choose", "batched", "per_tool"]
-    candidates: list[RetrievedTool] = Field(default_factory=list)
-    """The tools put to the model: the retrieved top k (best first), or every selectable tool
-    of the domain when it has no more than k."""
-    retrieved: bool = False
-    """Whether retrieval narrowed the domain's tools to ``candidates``."""
-    chosen: list[str] | None = None
-    """``choose`` mode: the candidates the model named, in its order (None: no choice made)."""
-    ignored: list[str] = Field(default_factory=list)
-    """Names the model gave that are not candidates (left out)."""
-    answers: dict[str, bool] = Field(default_factory=dict)
-    """Yes/no answers to the tools' own questions: every candidate's in ``per_tool`` and
-    ``batched`` mode, the chosen tools' confirmations in ``choose`` mode."""
-    activated: list[str] = Field(default_factory=list)
-    failure: str | None = None
-    """A model call that failed, and what was done instead."""
-    left_out: dict[str, str] = Field(default_factory=dict)
-    """Tools left out of selection because their suitability question or description raised:
-    name → what it raised."""
-
-    def why(self, tool_name: str) -> str:
-        """Why a candidate was or was not activated, in words."""
-        if self.mode != "choose":
-            answer = self.answers.get(tool_name)
-            verdict = "no answer" if answer is None else ("yes" if answer else "no")
-            return f"its question answered {verdict}"
-        if self.chosen is None or tool_name not in self.chosen:
-            return "not chosen among the candidates"
-        if tool_name not in self.answers:
-            return "chosen (not confirmed)"
-        return (
-            "chosen and confirmed" if self.answers[tool_name] else "chosen, refused on its question"
-        )
-
-
-class CoordinatorRunRecord(BaseModel):
-    """One coordinator's chance to decompose a task, as the trace shows it."""
-
-    coordinator_name: str
-    outcome: Literal["decomposed", "unchanged", "error"]
-    detail: str = ""
+SPEC_FIELDS = (
+    "task_no",
+    "task_prompt",
+    "important_words",
+    "prompt_type",
+    "sub_tasks",
+    "required_tool_names",
+    "conditional",
+    "owner_coordinator_name",
+    "applied_coordinator_names",
+    "prompt_context",
+)
+"""The fields of SPEC §2, the plugin author's contract; ``run`` is the orchestrator's."""
 
 
 class TaskInfo(BaseModel):
     """A unit of work: the user's message is task ``"1"``; subtasks are ``"1.1"``, ``"1.1.n"``…
 
-    Mutable and serialisable: coordinators change it in place, the orchestrator keeps its state on
-    it, and the session store persists it between clarification rounds.
+    Mutable and serialisable: coordinators change its SPEC §2 fields in place (on a copy the
+    orchestrator takes back), and the session store persists it between clarification rounds.
     """
 
-    model_config = ConfigDict(validate_assignment=True)
+    model_config = ConfigDict(validate_assignment=True, extra="forbid")
 
     task_no: str = "1"
     task_prompt: str
@@ -196,40 +88,23 @@ class TaskInfo(BaseModel):
     required_tool_names: set[str] = Field(default_factory=set)
     conditional: bool = False
     owner_coordinator_name: str | None = None
+    """Set by the orchestrator on the subtasks a coordinator created, never by the coordinator."""
     applied_coordinator_names: set[str] = Field(default_factory=set)
     prompt_context: str | None = None
-    user_message: str | None = None
-    """Task "1" only: the user's message as sent. Coordinators may extend or rewrite
-    ``task_prompt`` (into JSON, say); the answer is still composed for this question."""
-
-    # State the orchestrator keeps on the task across rounds.
-    status: TaskStatus = TaskStatus.PENDING
-    results: list[PromptAndContext] = Field(default_factory=list)
-    pending_clarification: Clarification | None = None
-    clarifications: list[Clarification] = Field(default_factory=list)
-    """Every clarifying question asked on this task and answered, oldest first: later rounds
-    extract parameters from all of them and the tool gets them as ``Clarification.earlier``."""
-    tool_runs: list[ToolRunRecord] = Field(default_factory=list)
-    coordinator_runs: list[CoordinatorRunRecord] = Field(default_factory=list)
-    selection: SelectionRecord | None = None
-    """How the task's tools were chosen (None: required tools, or not selected yet)."""
-    decision: SubtaskDecision | None = None
-    """The owner coordinator's decision on this conditional subtask, once taken."""
-    gatekeeper_missing: list[str] = Field(default_factory=list)
-    """What the context gatekeeper found missing, set just before the deep fallback tool runs."""
-    failures: list[str] = Field(default_factory=list)
-    """What went wrong on this task (a tool or coordinator raised, a model call failed, the depth
-    limit was reached); the answer reports them."""
-    notes: list[str] = Field(default_factory=list)
-    """Human-readable trace lines: coordinator failures, conditional decisions, depth limit."""
+    """Set by the orchestrator: the parent's execution text."""
+    run: TaskRun = Field(default_factory=TaskRun)
+    """The orchestrator's state of this task across rounds (``toolwire.run_state``): read it,
+    never write it. A coordinator's copy has a fresh one (the deep fallback's holds its
+    progress), and nothing it puts there is taken back."""
 
     def execution_text(self) -> ExecutionText:
         """The text a tool receives: prompt context + marker + task prompt (seed 6.5, 6.6)."""
-        return ExecutionText(self.task_prompt, self.prompt_context)
+        return ExecutionText(self.task_prompt, self.prompt_context, self.run.agent_status())
 
     def question(self) -> str:
         """What the user asked: the original message on task "1", else the task prompt."""
-        return self.user_message if self.user_message is not None else self.task_prompt
+        message = self.run.user_message
+        return message if message is not None else self.task_prompt
 
     def walk(self) -> list[TaskInfo]:
         """This task and all its descendants, depth-first in list order."""

@@ -18,15 +18,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from toolwire.context_buffer import ContextBuffer, PageRef, PromptAndContext
 from toolwire.errors import ToolDeclarationError
-from toolwire.task import (
-    Clarification,
-    ContextBuffer,
-    PromptAndContext,
-    SubtaskDecision,
-    TaskInfo,
-    is_coordinator_requested,
-)
+from toolwire.run_state import Clarification, SubtaskDecision
+from toolwire.task import TaskInfo, is_coordinator_requested
 
 P = TypeVar("P", bound=BaseModel)
 
@@ -49,16 +44,21 @@ class ToolExecutionResult(BaseModel):
 
     kind: ResultKind
     text: str
+    pages: tuple[PageRef, ...] = ()
+    """The pages the context was read from, as data (a search tool's result): tools that build
+    on earlier results read them from the buffer (``PromptAndContext.pages``)."""
 
     @classmethod
-    def context(cls, text: str) -> ToolExecutionResult:
+    def context(cls, text: str, *, pages: Sequence[PageRef] = ()) -> ToolExecutionResult:
         """Ordinary context for the answer composer (empty text: the tool found nothing)."""
-        return cls(kind=ResultKind.CONTEXT, text=text)
+        return cls(kind=ResultKind.CONTEXT, text=text, pages=tuple(pages))
 
     @classmethod
-    def as_guaranteed_context(cls, text: str) -> ToolExecutionResult:
+    def as_guaranteed_context(
+        cls, text: str, *, pages: Sequence[PageRef] = ()
+    ) -> ToolExecutionResult:
         """A finished answer that must reach the caller verbatim (seed 6.6)."""
-        return cls(kind=ResultKind.GUARANTEED, text=text)
+        return cls(kind=ResultKind.GUARANTEED, text=text, pages=tuple(pages))
 
     @classmethod
     def clarifying_question(cls, question: str) -> ToolExecutionResult:

@@ -17,8 +17,8 @@ from toolwire.disclosure import disclosed_answer
 from toolwire.errors import ToolwireError
 from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.orchestrator import Answer, TaskTrace
+from toolwire.run_state import SelectionRecord
 from toolwire.selection.routing import RoutingRecord
-from toolwire.task import SelectionRecord
 
 DomainOption = Annotated[
     str | None, typer.Option("--domain", help="The domain to ask (default: the configured one).")

@@ -16,7 +16,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from toolwire.task import PromptAndContext
+from toolwire.context_buffer import PromptAndContext
 
 M = TypeVar("M", bound=BaseModel)
 

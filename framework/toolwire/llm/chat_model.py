@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import structlog
 from pydantic import BaseModel
 
+from toolwire.context_buffer import PromptAndContext
 from toolwire.errors import ModelError
 from toolwire.events import AnswerDelta, ModelCallFinished, ModelCallStarted, emit, observed, opened
 from toolwire.llm import prompts
@@ -43,7 +44,6 @@ from toolwire.llm.structured import (
 from toolwire.llm.transport import ChatReply, ChatRequest, ChatTransport, Message
 from toolwire.registry import to_wire_name
 from toolwire.settings import LLMSettings
-from toolwire.task import PromptAndContext
 
 log = structlog.get_logger(__name__)
 

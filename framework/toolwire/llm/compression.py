@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 import structlog
 from pydantic import BaseModel
 
+from toolwire.context_buffer import PromptAndContext
 from toolwire.llm.base import LanguageModel, Purpose
 from toolwire.llm.prompts import render_contexts
-from toolwire.task import PromptAndContext
 
 log = structlog.get_logger(__name__)
 

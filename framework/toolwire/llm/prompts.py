@@ -35,10 +35,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from toolwire.context_buffer import PromptAndContext
 from toolwire.llm.base import Option, Purpose
 from toolwire.llm.structured import json_schema
 from toolwire.llm.transport import Message
-from toolwire.task import PromptAndContext
+from toolwire.run_state import AgentStatus
 
 
 class Layout(StrEnum):
@@ -279,6 +280,20 @@ class Prompt:
             return _chat("\n\n".join(system), "\n\n".join(user))
         system_text = f"{RULES}\n\nDomain: {domain}" if domain else RULES
         return _chat(system_text, "\n\n".join([*accumulated, "\n".join(tail)]))
+
+
+def agent_status_block(status: AgentStatus) -> str:
+    """A deep search round's status block: the budget, what the round searches for, the round
+    and the pages already consulted."""
+    notes = [f"Deep search round {status.round} of {status.max_rounds}."]
+    if status.consulted:
+        notes.append("Pages consulted: " + ", ".join(page.label for page in status.consulted))
+    return status_block(
+        calls_made=status.calls_made,
+        call_budget=status.call_budget,
+        missing=status.missing,
+        notes=notes,
+    )
 
 
 def _chat(system: str, user: str) -> list[Message]:

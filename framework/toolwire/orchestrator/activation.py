@@ -13,10 +13,11 @@ from toolwire.errors import ModelError, ToolNameError, UnknownToolError
 from toolwire.llm.base import LanguageModel, Purpose
 from toolwire.orchestrator.invoke import call_model
 from toolwire.registry import DomainSpec, ToolRegistry
+from toolwire.run_state import ToolRun
 from toolwire.selection.catalogue import SelectableTool
 from toolwire.selection.selector import ToolSelector
 from toolwire.settings import SelectionSettings
-from toolwire.task import TaskInfo, ToolRunRecord
+from toolwire.task import TaskInfo
 from toolwire.tools import ChatbotTool, OrchestratorActivatedTool
 
 CLASSIFICATION_INSTRUCTION = (
@@ -70,11 +71,10 @@ async def classify(
             ),
         )
     except ModelError as error:
-        task.failures.append(f"prompt type classification failed: {error}")
+        task.run.failures.append(f"prompt type classification failed: {error}")
         return
     task.prompt_type = str(getattr(result, "prompt_type", ""))
     task.important_words = list(getattr(result, "important_words", []))
-    task.notes.append(f"prompt type: {task.prompt_type}")
 
 
 @dataclass(frozen=True)
@@ -166,8 +166,8 @@ class DomainTools:
 
 async def choose_tools(
     task: TaskInfo, *, llm: LanguageModel, scope: DomainTools, attempts: int
-) -> list[ToolRunRecord]:
-    """The task's activated tools in priority order, as pending run records.
+) -> list[ToolRun]:
+    """The task's activated tools in priority order, as pending tool runs.
 
     Required names are exclusive (no suitability call, no RAG); otherwise one suitability call on
     ``task_prompt`` (never ``prompt_context``) decides among the candidates, and the RAG tool runs
@@ -178,12 +178,10 @@ async def choose_tools(
         for name in sorted(task.required_tool_names):
             candidate = scope.required(name)
             if isinstance(candidate, str):
-                task.failures.append(candidate)
-                task.tool_runs.append(
-                    ToolRunRecord(
-                        tool_name=name, reason="required", outcome="error", detail=candidate
-                    )
-                )
+                task.run.failures.append(candidate)
+                refused = ToolRun.activated(name, "required")
+                refused.close("error", candidate)
+                task.run.tool_runs.append(refused)
             elif all(c.qualified_name != candidate.qualified_name for c, _ in chosen):
                 chosen.append((candidate, "required"))
     else:
@@ -192,10 +190,7 @@ async def choose_tools(
         if scope.rag is not None:
             chosen.append((scope.rag, "rag"))
     chosen.sort(key=lambda pair: pair[0].sort_key)
-    return [
-        ToolRunRecord(tool_name=candidate.qualified_name, reason=reason, outcome="pending")
-        for candidate, reason in chosen
-    ]
+    return [ToolRun.activated(candidate.qualified_name, reason) for candidate, reason in chosen]
 
 
 async def _suitable(
@@ -205,10 +200,10 @@ async def _suitable(
     if not scope.suitability_candidates:
         return []
     record = await scope.selector.select(task.task_prompt, llm, attempts)
-    task.selection = record
+    task.run.selection = record
     for name, error in record.left_out.items():
-        task.failures.append(f"tool {name} left out of selection: {error}")
+        task.run.failures.append(f"tool {name} left out of selection: {error}")
     if record.failure:
-        task.failures.append(record.failure)
+        task.run.failures.append(record.failure)
     by_name = {c.qualified_name: c for c in scope.suitability_candidates}
     return [by_name[name] for name in record.activated]

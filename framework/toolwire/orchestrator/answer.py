@@ -7,15 +7,16 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from toolwire.llm.base import CallRecord, Usage
-from toolwire.selection.routing import RoutingRecord
-from toolwire.task import (
+from toolwire.run_state import (
     CoordinatorRunRecord,
     SelectionRecord,
     SubtaskDecision,
-    TaskInfo,
+    TaskRun,
     TaskStatus,
     ToolRunRecord,
 )
+from toolwire.selection.routing import RoutingRecord
+from toolwire.task import TaskInfo
 
 
 class TaskTrace(BaseModel):
@@ -41,28 +42,61 @@ class TaskTrace(BaseModel):
     """Each tool activated, why (required, suitability, rag, deep_fallback) and its outcome."""
     failures: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    """What the trace tells in words: the conditional decision, the gatekeeper's verdicts and
+    the deep search's rounds (rendered from the run state; read the records for data)."""
     sub_tasks: list[TaskTrace] = Field(default_factory=list)
 
     @classmethod
     def of(cls, task: TaskInfo) -> TaskTrace:
+        """The trace of a task tree, rendered from its run state."""
+        run = task.run
         return cls(
             task_no=task.task_no,
             task_prompt=task.task_prompt,
-            user_message=task.user_message,
-            status=task.status,
+            user_message=run.user_message,
+            status=run.status,
             prompt_type=task.prompt_type,
             conditional=task.conditional,
             owner_coordinator_name=task.owner_coordinator_name,
             required_tool_names=sorted(task.required_tool_names),
             applied_coordinator_names=sorted(task.applied_coordinator_names),
-            decision=task.decision,
-            coordinators=[run.model_copy() for run in task.coordinator_runs],
-            selection=task.selection.model_copy(deep=True) if task.selection else None,
-            tools=[run.model_copy() for run in task.tool_runs],
-            failures=list(task.failures),
-            notes=list(task.notes),
+            decision=run.decision,
+            coordinators=[record.model_copy() for record in run.coordinator_runs],
+            selection=run.selection.model_copy(deep=True) if run.selection else None,
+            tools=[tool_run.record.model_copy() for tool_run in run.tool_runs],
+            failures=list(run.failures),
+            notes=notes_of(run),
             sub_tasks=[cls.of(sub_task) for sub_task in task.sub_tasks],
         )
+
+
+def notes_of(run: TaskRun) -> list[str]:
+    """The trace's lines about a task's conditional decision and its deep search, in the order
+    they happened."""
+    notes = [f"conditional: {run.decision_reason}"] if run.decision is not None else []
+    progress = run.deep_search
+    for index in range(max(len(progress.verdicts), len(progress.rounds))):
+        if index < len(progress.verdicts):  # each verdict, then the round it led to
+            verdict = progress.verdicts[index]
+            notes.append(
+                "gatekeeper: context sufficient"
+                if verdict.sufficient
+                else f"gatekeeper: context insufficient, missing {verdict.missing}"
+            )
+        if index < len(progress.rounds):
+            deep_round = progress.rounds[index]
+            searched = "; ".join(deep_round.missing)
+            notes.append(f"deep search round {deep_round.round}: searching for {searched}")
+    stopped = progress.stopped
+    if stopped is not None:
+        notes.append(
+            f"deep search stopped: {stopped.rounds} of {stopped.max_rounds} rounds, "
+            f"{stopped.calls_made} of {stopped.call_budget} model calls; still missing: "
+            + "; ".join(stopped.missing)
+        )
+    if progress.exhausted:
+        notes.append("deep fallback: nothing new to search")
+    return notes
 
 
 class Answer(BaseModel):

@@ -1,15 +1,16 @@
 """The context buffer: what tools produced, keyed ``"<task_no>:<tool name>"`` (seed 6.4, 6.7).
 
-The buffer is never stored separately: it is read off the task tree, whose results survive
-clarification rounds. A task's buffer holds its subtasks' results (depth-first, each subtask's
-own subtasks first) followed by its own results so far.
+The buffer is never stored separately: it is read off the task tree, whose results (in each
+task's run state) survive clarification rounds. A task's buffer holds its subtasks' results
+(depth-first, each subtask's own subtasks first) followed by its own results so far.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from toolwire.task import ContextBuffer, PromptAndContext, TaskInfo
+from toolwire.context_buffer import ContextBuffer, PromptAndContext
+from toolwire.task import TaskInfo
 
 
 def subtree_results(task: TaskInfo) -> list[PromptAndContext]:
@@ -17,7 +18,7 @@ def subtree_results(task: TaskInfo) -> list[PromptAndContext]:
     results: list[PromptAndContext] = []
     for sub_task in task.sub_tasks:
         results.extend(subtree_results(sub_task))
-    results.extend(task.results)
+    results.extend(task.run.results)
     return results
 
 

@@ -8,11 +8,13 @@ from typing import Any
 
 import structlog
 
+from toolwire.context_buffer import ContextBuffer
 from toolwire.errors import PLUGIN_FAILURES
 from toolwire.events import CoordinatorFinished, CoordinatorStarted, emit, opened
 from toolwire.logging import bound
 from toolwire.orchestrator.invoke import describe, failed
-from toolwire.task import ContextBuffer, CoordinatorRunRecord, SubtaskDecision, TaskInfo
+from toolwire.run_state import CoordinatorRunRecord, SubtaskDecision, TaskRun
+from toolwire.task import SPEC_FIELDS, TaskInfo
 from toolwire.tool_threads import PluginRunner
 from toolwire.tools import AgentCoordinator, ChatbotTool
 
@@ -48,12 +50,14 @@ async def apply_coordinators(
     previous one's output; then extend the applied set on the task and every new subtask and stamp
     the new subtasks' number, owner and prompt context.
 
-    A coordinator works on a copy of the task, with ``prompt_context`` hidden; what it returns is
-    then taken into the tree (every existing task keeps its identity). One that raises, runs out
-    of time, returns another instance or numbers two tasks alike leaves the task as it was and the
-    chain goes on (a plain method that ran out of time may still be running: it changes only its
-    copy); it still counts as applied, since it had its chance. ``force`` runs the coordinators
-    even when already applied (the deep fallback, which is a separate step from the chain).
+    A coordinator works on a copy of the task (:func:`coordinator_view`: its SPEC §2 fields,
+    ``prompt_context`` hidden, none of the run state); what it changes of those fields is then
+    taken into the tree (every existing task keeps its identity and its run state). One that
+    raises, runs out of time, returns another instance or numbers two tasks alike leaves the task
+    as it was and the chain goes on (a plain method that ran out of time may still be running: it
+    changes only its copy); it still counts as applied, since it had its chance. ``force`` runs
+    the coordinators even when already applied: the deep fallback, a separate step from the
+    chain, whose copy carries the task's deep search progress and whose progress is taken back.
     """
     ran: list[str] = []
     created: list[tuple[TaskInfo, str]] = []
@@ -61,8 +65,8 @@ async def apply_coordinators(
         if named.applied_on(task) and not force:
             continue
         ran.append(named.qualified_name)
-        before = task.model_dump()
-        working = TaskInfo.model_validate(before)  # a deep copy, four times faster than deepcopy
+        before = spec_dump(task)
+        working = coordinator_view(task, with_progress=force)
         originals = {id(copy): each for each, copy in zip(task.walk(), working.walk(), strict=True)}
         working.prompt_context = None
         step: str | None = None
@@ -79,12 +83,12 @@ async def apply_coordinators(
             number_subtasks(working, new)
         except PLUGIN_FAILURES as error:
             detail = describe(error)
-            task.coordinator_runs.append(
+            task.run.coordinator_runs.append(
                 CoordinatorRunRecord(
                     coordinator_name=named.qualified_name, outcome="error", detail=detail
                 )
             )
-            task.failures.append(f"coordinator {named.qualified_name} {failed(error)}")
+            task.run.failures.append(f"coordinator {named.qualified_name} {failed(error)}")
             _finished(step, task)
             log.warning(
                 "coordinator_failed",
@@ -94,10 +98,12 @@ async def apply_coordinators(
             )
             continue
         working.prompt_context = task.prompt_context
-        changed = working.model_dump() != before
+        changed = spec_dump(working) != before
+        if force:
+            task.run.deep_search = working.run.deep_search
         _adopt(working, originals)
         created.extend((sub_task, named.qualified_name) for sub_task in new)
-        task.coordinator_runs.append(
+        task.run.coordinator_runs.append(
             CoordinatorRunRecord(
                 coordinator_name=named.qualified_name,
                 outcome="decomposed" if changed else "unchanged",
@@ -120,28 +126,52 @@ async def apply_coordinators(
         _stamp(sub_task, owner, task.execution_text(), applied)
 
 
+def spec_dump(task: TaskInfo) -> dict[str, Any]:
+    """The task's SPEC §2 fields and its subtasks', as plain data (no run state)."""
+    data = task.model_dump(include=_SPEC_FIELDS_BUT_SUBTASKS)
+    data["sub_tasks"] = [spec_dump(sub_task) for sub_task in task.sub_tasks]
+    return data
+
+
+_SPEC_FIELDS_BUT_SUBTASKS = set(SPEC_FIELDS) - {"sub_tasks"}
+
+
+def coordinator_view(task: TaskInfo, *, with_progress: bool = False) -> TaskInfo:
+    """A copy of the task tree as a coordinator gets it: the SPEC §2 fields, a fresh run state
+    (results, failures and the trace's records are not a coordinator's to read or change) and,
+    ``with_progress``, the task's deep search progress (the deep fallback's input)."""
+    view = TaskInfo.model_validate(spec_dump(task))
+    if with_progress:
+        view.run.deep_search = task.run.deep_search.model_copy(deep=True)
+    return view
+
+
 def _finished(step: str | None, task: TaskInfo, new: Sequence[TaskInfo] = ()) -> None:
     """The coordinator step's end, with the record it just left on the task."""
     emit(
         CoordinatorFinished(
             step=step,
             task_no=task.task_no,
-            record=task.coordinator_runs[-1].model_copy(),
+            record=task.run.coordinator_runs[-1].model_copy(),
             new_subtasks=[sub_task.task_no for sub_task in new],
         )
     )
 
 
 def _adopt(working: TaskInfo, originals: Mapping[int, TaskInfo]) -> TaskInfo:
-    """Put a coordinator's finished copy into the tree: every copied task's fields go back into
-    its original instance (which may sit in a parent's list, or wait in ``created`` to be
-    stamped); tasks the coordinator created are used as they are."""
+    """Put a coordinator's finished copy into the tree: every copied task's SPEC §2 fields that
+    changed go back into its original instance (which may sit in a parent's list, or wait in
+    ``created`` to be stamped), its run state stays as it was; tasks the coordinator created are
+    used as they are, with a fresh run state (nothing a coordinator puts there is taken)."""
     children = [_adopt(child, originals) for child in working.sub_tasks]
-    task = originals.get(id(working), working)
-    if task is not working:
-        for name in TaskInfo.model_fields:
+    task = originals.get(id(working))
+    if task is None:
+        task = working
+        task.run = TaskRun()
+    else:
+        for name in _SPEC_FIELDS_BUT_SUBTASKS:
             value = getattr(working, name)
-            if name != "sub_tasks" and getattr(task, name) != value:
+            if getattr(task, name) != value:
                 setattr(task, name, value)
     task.sub_tasks = children
     return task
@@ -200,13 +230,20 @@ async def decide_conditional(
     next_subtask: TaskInfo,
     completed_so_far: ContextBuffer,
 ) -> tuple[SubtaskDecision, str]:
-    """The owner's decision on a conditional subtask and why; RUN when it raises or has no owner."""
+    """The owner's decision on a conditional subtask and why; RUN when it raises or has no owner.
+
+    The owner gets copies (:func:`coordinator_view`; the parent's with its deep search progress,
+    which pairs the deep search's subtasks), so a decision changes nothing in the tree.
+    """
     if owner is None:
         return SubtaskDecision.RUN, "no owner coordinator to decide: run"
     try:
         with bound(coordinator=next_subtask.owner_coordinator_name):
             decision = await runner.call(
-                owner.decide_conditional_subtask, parent, next_subtask, completed_so_far
+                owner.decide_conditional_subtask,
+                coordinator_view(parent, with_progress=True),
+                coordinator_view(next_subtask),
+                completed_so_far,
             )
         return SubtaskDecision(decision), f"owner decided {SubtaskDecision(decision).value}"
     except PLUGIN_FAILURES as error:

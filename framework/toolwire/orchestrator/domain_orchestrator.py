@@ -2,8 +2,9 @@
 
 One round walks the task tree depth-first. For each task that is not closed: the coordinator
 chain (step 1-2), its open subtasks in order (3-4), activation (5), its tools in priority order
-(6-7), then the gatekeeper and the deep fallback (8). Every piece of state lives on the tasks, so
-a round that stops for a clarifying question resumes exactly where it stopped.
+(6-7), then the gatekeeper and the deep fallback (8). State lives on the tasks, so
+a round that stops for a clarifying question resumes exactly where it stopped. Every piece of
+that state is the tasks' run state (``TaskInfo.run``, :mod:`toolwire.run_state`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Literal
 
 import structlog
 
+from toolwire.context_buffer import PageRef, PromptAndContext
 from toolwire.errors import (
     PLUGIN_FAILURES,
     ConfigError,
@@ -35,6 +37,7 @@ from toolwire.events import (
     opened,
 )
 from toolwire.llm.base import GatekeeperVerdict, LanguageModel, Purpose, domain_prompt
+from toolwire.llm.prompts import agent_status_block
 from toolwire.logging import bound
 from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
 from toolwire.orchestrator.buffer import buffer_of, siblings_so_far, snapshot, subtree_results
@@ -46,18 +49,21 @@ from toolwire.orchestrator.coordinators import (
 from toolwire.orchestrator.execution import clarified_text, execute, extract_params
 from toolwire.orchestrator.invoke import call_model, failed
 from toolwire.registry import DomainSpec, ToolRegistry, domain_reference_problems
+from toolwire.run_state import (
+    Clarification,
+    DeepSearchProgress,
+    GatekeeperRecord,
+    SubtaskDecision,
+    TaskRun,
+    TaskStatus,
+    ToolOutcome,
+    ToolRun,
+    ToolRunState,
+)
 from toolwire.selection.catalogue import SelectableTool
 from toolwire.selection.selector import ToolSelector
 from toolwire.settings import OrchestratorSettings
-from toolwire.task import (
-    Clarification,
-    PromptAndContext,
-    SubtaskDecision,
-    TaskInfo,
-    TaskStatus,
-    ToolRunRecord,
-    escape_marker,
-)
+from toolwire.task import TaskInfo, escape_marker
 from toolwire.tool_threads import PluginRunner
 from toolwire.tools import (
     AgentCoordinator,
@@ -71,6 +77,14 @@ log = structlog.get_logger(__name__)
 
 DETAIL_CHARS = 200
 """How much of a tool's result the trace keeps."""
+TERMINAL_SKIP = "not run: an earlier tool gave a terminal answer"
+
+_OUTCOMES: dict[ResultKind, ToolOutcome] = {
+    ResultKind.CONTEXT: "context",
+    ResultKind.GUARANTEED: "guaranteed",
+    ResultKind.TERMINAL: "terminal",
+}
+"""The trace outcome of a tool's result (a clarifying question waits instead)."""
 
 
 @dataclass(frozen=True)
@@ -170,7 +184,7 @@ class DomainOrchestrator:
         orchestrator designates tasks.
         """
         message = escape_marker(message)
-        task = TaskInfo(task_no="1", task_prompt=message, user_message=message)
+        task = TaskInfo(task_no="1", task_prompt=message, run=TaskRun(user_message=message))
         with bound(domain=self.domain.name), domain_prompt(self.domain.description):
             await classify(self.llm, task, self.domain.prompt_types, self.settings.model_attempts)
         return task
@@ -196,14 +210,14 @@ class DomainOrchestrator:
 
     async def process(self, task: TaskInfo, depth: int) -> Stop | None:
         """SPEC §3 steps 1-8 on one task; returns why it stopped, or None once it is closed."""
-        if task.status.is_closed:
+        if task.run.status.is_closed:
             return None
         lineage = {"task_no": task.task_no}
         if task.owner_coordinator_name is not None:
             lineage["coordinator"] = task.owner_coordinator_name
         with bound(**lineage), opened(TaskStarted.of(task)) as step:
             stop = await self._process(task, depth)
-            emit(TaskFinished(step=step, task_no=task.task_no, status=task.status))
+            emit(TaskFinished(step=step, task_no=task.task_no, status=task.run.status))
             return stop
 
     async def _process(self, task: TaskInfo, depth: int) -> Stop | None:
@@ -211,42 +225,41 @@ class DomainOrchestrator:
         stop = await self._process_subtasks(task, depth)
         if stop is not None:
             return stop
-        if task.status is TaskStatus.PENDING and not task.tool_runs:
-            task.tool_runs.extend(await self._choose_tools(task))
+        if task.run.status is TaskStatus.PENDING and not task.run.tool_runs:
+            task.run.tool_runs.extend(await self._choose_tools(task))
         stop = await self._run_pending(task)
         if stop is not None:
             return stop
         stop = await self._deep_fallback(task, depth)
         if stop is not None:
             return stop
-        task.status = TaskStatus.DONE
+        task.run.status = TaskStatus.DONE
         return None
 
     # -- step 3: subtasks -------------------------------------------------------------------
 
     async def _process_subtasks(self, task: TaskInfo, depth: int) -> Stop | None:
         for sub_task in task.sub_tasks:
-            if sub_task.status.is_closed:
+            run = sub_task.run
+            if run.status.is_closed:
                 continue
             if depth + 1 > self.settings.max_depth:
-                sub_task.status = TaskStatus.FAILED
+                run.status = TaskStatus.FAILED
                 message = (
                     f"subtask {sub_task.task_no} not processed: depth limit "
                     f"{self.settings.max_depth} reached"
                 )
-                sub_task.failures.append(message)
+                run.failures.append(message)
                 log.warning("depth_limit_reached", task_no=sub_task.task_no)
                 continue
-            if sub_task.conditional and sub_task.decision is None:
+            if sub_task.conditional and run.decision is None:
                 owner = self._owner(sub_task)
-                decision, why = await decide_conditional(
+                run.decision, run.decision_reason = await decide_conditional(
                     self.runner, owner, task, sub_task, snapshot(siblings_so_far(task, sub_task))
                 )
-                sub_task.decision = decision
-                sub_task.notes.append(f"conditional: {why}")
-                log.info("conditional_decided", task_no=sub_task.task_no, decision=decision.value)
-                if decision is SubtaskDecision.SKIP:
-                    sub_task.status = TaskStatus.SKIPPED
+                log.info("conditional_decided", task_no=sub_task.task_no, decision=run.decision)
+                if run.decision is SubtaskDecision.SKIP:
+                    run.status = TaskStatus.SKIPPED
                     continue
             stop = await self.process(sub_task, depth + 1)
             if stop is not None:
@@ -264,7 +277,7 @@ class DomainOrchestrator:
 
     # -- steps 5-7: activation and running --------------------------------------------------
 
-    async def _choose_tools(self, task: TaskInfo) -> list[ToolRunRecord]:
+    async def _choose_tools(self, task: TaskInfo) -> list[ToolRun]:
         chosen = await choose_tools(
             task, llm=self.llm, scope=self._scope, attempts=self.settings.model_attempts
         )
@@ -273,43 +286,45 @@ class DomainOrchestrator:
 
     async def _run_pending(self, task: TaskInfo) -> Stop | None:
         """Run the task's activated tools that have not run yet, in their (priority) order."""
-        waiting = [r for r in task.tool_runs if r.outcome in ("pending", "clarification")]
-        await asyncio.gather(*(self._prepare(task, record) for record in waiting))
-        for record in waiting:
-            if record.outcome == "error":
+        waiting = [run for run in task.run.tool_runs if run.state is not ToolRunState.CLOSED]
+        await asyncio.gather(*(self._prepare(task, run) for run in waiting))
+        for run in waiting:
+            if run.state is ToolRunState.CLOSED:  # its parameters could not be extracted
                 continue
-            stop = await self._run_one(task, record)
+            stop = await self._run_one(task, run)
             if stop is not None:
                 if stop.kind == "terminal":
-                    for later in task.tool_runs:
-                        if later.outcome == "pending":
-                            later.outcome = "skipped"
-                            later.detail = "not run: an earlier tool gave a terminal answer"
+                    for later in task.run.tool_runs:
+                        if later.state is ToolRunState.PENDING:
+                            later.close("skipped", TERMINAL_SKIP)
                 return stop
         return None
 
-    async def _prepare(self, task: TaskInfo, record: ToolRunRecord) -> None:
-        """Extract parameters for a pending record (kept on it) unless it has them."""
-        if record.params is not None and record.outcome == "pending":
+    async def _prepare(self, task: TaskInfo, run: ToolRun) -> None:
+        """Extract parameters for a tool run (kept on it) unless it has them; a run waiting for
+        the user's reply extracts them again, from the reply too."""
+        if run.params is not None and run.state is ToolRunState.PENDING:
             return
-        with bound(tool=record.tool_name):
-            await self._extract(task, record)
+        with bound(tool=run.tool_name):
+            await self._extract(task, run)
 
-    async def _extract(self, task: TaskInfo, record: ToolRunRecord) -> None:
+    async def _extract(self, task: TaskInfo, run: ToolRun) -> None:
         try:
-            tool = self._tool_of(task, record)
+            tool = self._tool_of(task, run)
         except ToolNameError as error:
-            self._fail(task, record, str(error))
+            self._fail(task, run, str(error))
             return
-        text: str = task.execution_text()
-        clarification = task.pending_clarification if record.outcome == "clarification" else None
-        if clarification is not None:
-            text = clarified_text(text, [*task.clarifications, clarification])
+        execution_text = task.execution_text()
+        text: str = execution_text
+        if run.state is ToolRunState.WAITING:
+            text = clarified_text(text, task.run.clarifications)
+        if execution_text.status is not None:  # for the model, after everything else (SPEC §5)
+            text = f"{text}\n\n{agent_status_block(execution_text.status)}"
         try:
             instruction = tool.parameter_instruction()
         except PLUGIN_FAILURES as error:
             self._fail(
-                task, record, f"tool {record.tool_name}: parameter_instruction() {failed(error)}"
+                task, run, f"tool {run.tool_name}: parameter_instruction() {failed(error)}"
             )
             return
         try:
@@ -317,17 +332,15 @@ class DomainOrchestrator:
                 self.llm, tool.params_model, instruction, text, self.settings.model_attempts
             )
         except ModelError as error:
-            self._fail(task, record, f"parameters could not be extracted: {error}")
+            self._fail(task, run, f"parameters could not be extracted: {error}")
             return
-        record.params = params.model_dump(mode="json")
+        run.params = params.model_dump(mode="json")
 
-    async def _run_one(self, task: TaskInfo, record: ToolRunRecord) -> Stop | None:
-        started = ToolStarted(
-            task_no=task.task_no, tool_name=record.tool_name, reason=record.reason
-        )
-        with bound(tool=record.tool_name), opened(started) as step:
-            stop = await self._execute(task, record)
-            emit(ToolFinished(step=step, task_no=task.task_no, record=record.model_copy()))
+    async def _run_one(self, task: TaskInfo, run: ToolRun) -> Stop | None:
+        started = ToolStarted(task_no=task.task_no, tool_name=run.tool_name, reason=run.reason)
+        with bound(tool=run.tool_name), opened(started) as step:
+            stop = await self._execute(task, run)
+            emit(ToolFinished(step=step, task_no=task.task_no, record=run.record.model_copy()))
         if stop is not None and stop.kind == "clarification":
             emit(
                 ClarificationAsked(
@@ -336,86 +349,83 @@ class DomainOrchestrator:
             )
         return stop
 
-    async def _execute(self, task: TaskInfo, record: ToolRunRecord) -> Stop | None:
+    async def _execute(self, task: TaskInfo, run: ToolRun) -> Stop | None:
         try:
-            tool = self._tool_of(task, record)
+            tool = self._tool_of(task, run)
         except ToolNameError as error:
-            self._fail(task, record, str(error))
+            self._fail(task, run, str(error))
             return None
         text = task.execution_text()
         clarification = None
         asked = ""
-        answered = task.pending_clarification
-        if record.outcome == "clarification" and answered is not None:
-            clarification = answered.model_copy(update={"earlier": list(task.clarifications)})
-            task.clarifications.append(answered)
-            task.pending_clarification = None
-            task.status = TaskStatus.PENDING
+        if run.state is ToolRunState.WAITING and task.run.clarifications:
+            *earlier, answered = task.run.clarifications
+            clarification = answered.model_copy(update={"earlier": earlier})
+            task.run.status = TaskStatus.PENDING
             asked = "".join(
                 f"asked {each.question!r}, reply {each.reply!r}; "
-                for each in task.clarifications
-                if each.tool_name == record.tool_name
+                for each in task.run.clarifications
+                if each.tool_name == run.tool_name
             )
         prior_context = snapshot(buffer_of(subtree_results(task)))
-        log.info(
-            "tool_activated", task_no=task.task_no, tool=record.tool_name, reason=record.reason
-        )
+        log.info("tool_activated", task_no=task.task_no, tool=run.tool_name, reason=run.reason)
         try:
-            params = tool.params_model.model_validate(record.params or {})
+            params = tool.params_model.model_validate(run.params or {})
             result = await execute(self.runner, tool, params, text, prior_context, clarification)
         except PLUGIN_FAILURES as error:
-            self._fail(task, record, f"{asked}tool {record.tool_name} {failed(error)}")
+            self._fail(task, run, f"{asked}tool {run.tool_name} {failed(error)}")
             return None
         if result.kind is ResultKind.CLARIFICATION and _cannot_resume(tool):
             self._fail(
                 task,
-                record,
-                f"tool {record.tool_name} asked {result.text!r}, but a context consumer that asks "
+                run,
+                f"tool {run.tool_name} asked {result.text!r}, but a context consumer that asks "
                 "must be a ClarifiableContextConsumerTool (its reply continues with the context)",
             )
             return None
-        record.outcome = result.kind.value
-        record.detail = asked + result.text[:DETAIL_CHARS]
+        detail = asked + result.text[:DETAIL_CHARS]
         if result.kind is ResultKind.CLARIFICATION:
-            task.pending_clarification = Clarification(
-                tool_name=record.tool_name, question=result.text, execution_text=text
+            run.wait(detail)
+            task.run.clarifications.append(
+                Clarification(tool_name=run.tool_name, question=result.text, execution_text=text)
             )
-            task.status = TaskStatus.WAITING_FOR_USER
-            return Stop("clarification", result.text, task.task_no, record.tool_name)
+            task.run.status = TaskStatus.WAITING_FOR_USER
+            return Stop("clarification", result.text, task.task_no, run.tool_name)
+        run.close(_OUTCOMES[result.kind], detail)
         if result.kind is ResultKind.TERMINAL:
-            task.status = TaskStatus.DONE
-            return Stop("terminal", result.text, task.task_no, record.tool_name)
-        task.results.append(
+            task.run.status = TaskStatus.DONE
+            return Stop("terminal", result.text, task.task_no, run.tool_name)
+        task.run.results.append(
             PromptAndContext(
                 prompt=text,
                 context=result.text,
                 tool_name=tool.name,
                 task_no=task.task_no,
                 guaranteed=result.kind is ResultKind.GUARANTEED,
+                pages=result.pages,
             )
         )
         return None
 
-    def _tool_of(self, task: TaskInfo, record: ToolRunRecord) -> ChatbotTool[Any]:
-        """The singleton behind a run record; a deep fallback may come from an overridden
+    def _tool_of(self, task: TaskInfo, run: ToolRun) -> ChatbotTool[Any]:
+        """The singleton behind a tool run; a deep fallback may come from an overridden
         :meth:`get_deep_fallback_tool` that returns a tool the domain does not register."""
-        tool = self._tools.get(record.tool_name)
-        if tool is None and record.reason == "deep_fallback":
+        tool = self._tools.get(run.tool_name)
+        if tool is None and run.reason == "deep_fallback":
             tool = self.get_deep_fallback_tool(task.prompt_type)
-        if tool is None or tool.qualified_name != record.tool_name:
+        if tool is None or tool.qualified_name != run.tool_name:
             raise UnknownToolError(
-                f"tool {record.tool_name!r} activated on task {task.task_no} is no longer "
+                f"tool {run.tool_name!r} activated on task {task.task_no} is no longer "
                 "available (disabled since the conversation started?)",
-                name=record.tool_name,
+                name=run.tool_name,
                 candidates=[],
             )
         return tool
 
-    def _fail(self, task: TaskInfo, record: ToolRunRecord, problem: str) -> None:
-        record.outcome = "error"
-        record.detail = problem
-        task.failures.append(problem)
-        log.warning("tool_failed", task_no=task.task_no, tool=record.tool_name, problem=problem)
+    def _fail(self, task: TaskInfo, run: ToolRun, problem: str) -> None:
+        run.close("error", problem)
+        task.run.failures.append(problem)
+        log.warning("tool_failed", task_no=task.task_no, tool=run.tool_name, problem=problem)
 
     # -- step 8: gatekeeper and deep fallback ------------------------------------------------
 
@@ -424,27 +434,30 @@ class DomainOrchestrator:
 
         Only where the RAG tool ran on the task, and only when a deep fallback tool exists for
         the prompt type (otherwise the verdict would change nothing). Each round: the gatekeeper
-        judges the task's buffer; if insufficient, ``gatekeeper_missing`` says what is missing, a
-        coordinator fallback decomposes the task into search subtasks, they run, and the fallback
-        then runs on the task as a tool (a context consumer sees their results). At most
-        ``deep_search_max_rounds`` rounds; a later round that adds no subtask ends the search.
-        A round interrupted by a clarification is finished by :meth:`process` before this runs.
+        judges the task's buffer; if insufficient, the task's deep search progress says what is
+        missing (``run.deep_search.missing``) and which pages were consulted, a coordinator
+        fallback decomposes the task into search subtasks (adding its round to the progress),
+        they run, and the fallback then runs on the task as a tool (a context consumer sees
+        their results). At most ``deep_search_max_rounds`` rounds; a later round that adds no
+        subtask ends the search. A round interrupted by a clarification is finished by
+        :meth:`process` before this runs.
         """
         if self._scope.rag is None or not any(
-            r.reason == "rag" and r.outcome != "error" for r in task.tool_runs
+            run.reason == "rag" and run.record.outcome != "error" for run in task.run.tool_runs
         ):
             return None
         fallback = self.get_deep_fallback_tool(task.prompt_type)
         if fallback is None:
             return None
+        progress = task.run.deep_search
         while True:
-            rounds = sum(r.reason == "deep_fallback" for r in task.tool_runs)
+            rounds = sum(run.reason == "deep_fallback" for run in task.run.tool_runs)
             if rounds >= self.settings.deep_search_max_rounds:
                 return None
             try:
                 verdict = await self._judge(task)
             except ModelError as error:
-                task.failures.append(f"context gatekeeper failed, no deep fallback: {error}")
+                task.run.failures.append(f"context gatekeeper failed, no deep fallback: {error}")
                 return None
             log.info(
                 "gatekeeper_judged",
@@ -452,17 +465,19 @@ class DomainOrchestrator:
                 sufficient=verdict.sufficient,
                 missing=verdict.missing,
             )
+            progress.verdicts.append(
+                GatekeeperRecord(sufficient=verdict.sufficient, missing=list(verdict.missing))
+            )
             if verdict.sufficient:
-                task.notes.append("gatekeeper: context sufficient")
                 return None
-            task.notes.append(f"gatekeeper: context insufficient, missing {verdict.missing}")
-            task.gatekeeper_missing = list(verdict.missing) or [task.task_prompt]
+            progress.missing = list(verdict.missing) or [task.task_prompt]
+            progress.consulted = _consulted(task)
             emit(
                 DeepSearchRound(
                     task_no=task.task_no,
                     round=rounds + 1,
                     tool_name=fallback.qualified_name,
-                    missing=task.gatekeeper_missing,
+                    missing=list(progress.missing),
                 )
             )
             if isinstance(fallback, AgentCoordinator):
@@ -470,14 +485,12 @@ class DomainOrchestrator:
                 await apply_coordinators(
                     task, [NamedCoordinator.of(fallback)], self.runner, force=True
                 )
+                progress = task.run.deep_search  # the fallback's progress, taken back
                 if rounds and len(task.sub_tasks) == before:
-                    task.notes.append("deep fallback: nothing new to search")
+                    progress.exhausted = True
                     return None
-            task.tool_runs.append(
-                ToolRunRecord(
-                    tool_name=fallback.qualified_name, reason="deep_fallback", outcome="pending"
-                )
-            )
+                _join_round(task.sub_tasks[before:], progress)
+            task.run.tool_runs.append(ToolRun.activated(fallback.qualified_name, "deep_fallback"))
             stop = await self._process_subtasks(task, depth)
             if stop is None:
                 stop = await self._run_pending(task)
@@ -528,7 +541,7 @@ class DomainOrchestrator:
             except ModelError as error:
                 if not guaranteed:
                     raise
-                root.failures.append(f"answer composition failed: {error}")
+                root.run.failures.append(f"answer composition failed: {error}")
                 composed = ""
             leading = [exact for exact in dict.fromkeys(guaranteed) if exact not in composed]
             text = "\n\n".join([*leading, composed] if composed else leading)
@@ -537,6 +550,30 @@ class DomainOrchestrator:
             text += f"\n\n(Some steps failed, so this answer may be incomplete: {len(failures)} "
             text += "problem(s); see the trace.)"
         return text
+
+
+def _consulted(task: TaskInfo) -> list[PageRef]:
+    """Every page the results of the task and its subtasks came from (the task's own first),
+    once each."""
+    pages = (page for each in task.walk() for result in each.run.results for page in result.pages)
+    return list(dict.fromkeys(pages))
+
+
+def _join_round(new: list[TaskInfo], progress: DeepSearchProgress) -> None:
+    """The subtasks the deep fallback just made for its latest round search in that round: they
+    run with its status (the model reads it, the search tools read its pages)."""
+    latest = progress.rounds[-1] if progress.rounds else None
+    if latest is None:
+        return
+    numbers = {
+        number
+        for search in latest.searches
+        for number in (search.neighbor_task_no, search.search_task_no)
+        if number is not None
+    }
+    for sub_task in new:
+        if sub_task.task_no in numbers:
+            sub_task.run.search_round = latest
 
 
 def _cannot_resume(tool: ChatbotTool[Any]) -> bool:
@@ -551,4 +588,6 @@ def _cannot_resume(tool: ChatbotTool[Any]) -> bool:
 
 def root_failures(root: TaskInfo) -> list[str]:
     """Every failure recorded in the tree, each prefixed with its task number."""
-    return [f"task {task.task_no}: {failure}" for task in root.walk() for failure in task.failures]
+    return [
+        f"task {task.task_no}: {failure}" for task in root.walk() for failure in task.run.failures
+    ]

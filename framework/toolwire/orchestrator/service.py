@@ -34,7 +34,7 @@ from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.selection.routing import DomainRouter, RoutingRecord
 from toolwire.sessions import SessionStore, StoredSession
 from toolwire.settings import OrchestratorSettings
-from toolwire.task import TaskInfo, TaskStatus, escape_marker
+from toolwire.task import TaskInfo, escape_marker
 from toolwire.tool_threads import PluginRunner
 from toolwire.tools import ChatbotTool
 
@@ -147,7 +147,7 @@ class ConversationService:
                 stored: StoredSession | None = None
                 root = await orchestrator.new_task(message)
                 if routing is not None and routing.failure:
-                    root.failures.append(routing.failure)
+                    root.run.failures.append(routing.failure)
             else:
                 stored = await self.store.load(session_id)
                 if stored.owner != caller:
@@ -231,10 +231,11 @@ class ConversationService:
 
 
 def _give_reply(root: TaskInfo, reply: str, session_id: str) -> None:
-    waiting = [task for task in root.walk() if task.status is TaskStatus.WAITING_FOR_USER]
-    if len(waiting) != 1 or waiting[0].pending_clarification is None:
+    waiting = [task.run.pending_clarification for task in root.walk()]
+    questions = [question for question in waiting if question is not None]
+    if len(questions) != 1:
         raise SessionError(
             f"session {session_id!r} holds no task waiting for a reply "
-            f"({len(waiting)} waiting); start a new conversation without a session id"
+            f"({len(questions)} waiting); start a new conversation without a session id"
         )
-    waiting[0].pending_clarification.reply = escape_marker(reply)  # users designate no tasks
+    questions[0].reply = escape_marker(reply)  # users designate no tasks

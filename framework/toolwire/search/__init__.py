@@ -1,6 +1,7 @@
 """Search building blocks (seed 6.10): pages, the embedded full-text index, the search tools and
 the deep search coordinator."""
 
+from toolwire.context_buffer import PageRef
 from toolwire.search.context_search import (
     AbstractContextSearchTool,
     SearchOutcome,
@@ -19,12 +20,11 @@ from toolwire.search.pages import (
     PageSource,
     StaticPageSource,
     fingerprint_pages,
-    page_refs,
     render_pages,
     split_into_pages,
 )
 from toolwire.search.relevance import PageRelevance, relevant_pages
-from toolwire.search.requests import search_query, search_request, without_status_block
+from toolwire.search.requests import search_query, search_request
 from toolwire.tools import coordinator_only_instruction
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "DeepSearchSettings",
     "Page",
     "PageIndex",
+    "PageRef",
     "PageRelevance",
     "PageSource",
     "SearchHit",
@@ -46,12 +47,10 @@ __all__ = [
     "default_cache_dir",
     "earlier_hits",
     "fingerprint_pages",
-    "page_refs",
     "query_terms",
     "relevant_pages",
     "render_pages",
     "search_query",
     "search_request",
     "split_into_pages",
-    "without_status_block",
 ]

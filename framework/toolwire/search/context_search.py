@@ -123,7 +123,9 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
         question = search_request(text)
         query = search_query(params.query, text).strip() or question
         outcome = await self.search_pages(query, question or query)
-        return ToolExecutionResult.context(outcome.render())
+        return ToolExecutionResult.context(
+            outcome.render(), pages=[page.ref for page in outcome.pages]
+        )
 
     async def search_pages(self, query: str, question: str) -> SearchOutcome:
         """Run the search for ``query`` and check pages against ``question``."""

@@ -1,7 +1,8 @@
 """``AbstractDeepSearchCoordinatorTool``: the deep fallback of seed 6.10.
 
 When the context gatekeeper finds the primary retrieval insufficient, the orchestrator writes what
-is missing onto the task (``TaskInfo.gatekeeper_missing``) and runs the domain's deep fallback tool
+is missing into the task's deep search progress (``TaskInfo.run.deep_search``: ``missing``, and
+the pages ``consulted`` so far) and runs the domain's deep fallback tool
 (``DomainSpec.deep_fallback`` for the prompt type). This coordinator turns each missing item into
 a pair of subtasks, exactly as seed 6.4 shows:
 
@@ -9,16 +10,18 @@ a pair of subtasks, exactly as seed 6.4 shows:
 * ``"<n>.<k>.s"``: the full search, *conditional*: :meth:`decide_conditional_subtask` skips it when
   the paired neighbour search returned context.
 
-Each round's subtask prompts end with a status block (model calls made out of the budget, the
-round, what is still missing, the pages already consulted, which the neighbour search reads). The
-search is bounded: at most ``max_rounds`` rounds per task and no new round once the question's
-model calls reach ``call_budget``. After its subtasks ran, the coordinator runs on the parent task
-as a context consumer and reports, per missing item, the pages found or that nothing was found.
+Each round is recorded in the progress as an :class:`~toolwire.run_state.AgentStatus`: model calls
+made out of the budget, the round, what it searches for, the pages already consulted, and every
+search so far with its subtasks. Its searches run with it (``ExecutionText.status``): the model
+reads it as the status block after their text, the neighbour search takes its consulted pages.
+The search is bounded: at most ``max_rounds`` rounds per task and no new round once the
+question's model calls reach ``call_budget``. After its subtasks ran, the coordinator runs on the
+parent task as a context consumer and reports, per missing item, the pages found or that nothing
+was found.
 """
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar, cast
@@ -26,11 +29,16 @@ from typing import Any, TypeVar, cast
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolwire.context_buffer import ContextBuffer, PromptAndContext
 from toolwire.llm.base import current_calls
-from toolwire.llm.prompts import status_block
-from toolwire.search.pages import page_refs
-from toolwire.search.requests import search_request, without_status_block
-from toolwire.task import ContextBuffer, SubtaskDecision, TaskInfo
+from toolwire.run_state import (
+    AgentStatus,
+    DeepSearchItem,
+    DeepSearchProgress,
+    DeepSearchStop,
+    SubtaskDecision,
+)
+from toolwire.task import ExecutionText, TaskInfo
 from toolwire.tools import (
     AgentCoordinator,
     ChatbotTool,
@@ -42,12 +50,7 @@ from toolwire.tools import (
 
 log = structlog.get_logger(__name__)
 
-ROUND_NOTE_PREFIX = "deep search round "
-"""Trace note written on the task for each round; the round count lives on the task itself."""
-
 T = TypeVar("T")
-
-_DEEP_KEY = re.compile(r"^(?P<task_no>.+\.\d+\.[ns]):")
 
 
 class DeepSearchParams(BaseModel):
@@ -100,23 +103,28 @@ class AbstractDeepSearchCoordinatorTool(
         """Add one round of search subtasks for what the gatekeeper found missing.
 
         Unchanged when nothing is missing (the normal, non-fallback path), when every missing
-        item was already searched on this task, or when the round or call budget is spent.
+        item was already searched on this task, or when the round or call budget is spent (the
+        progress then says why: ``stopped``).
         """
-        searched = {_item_key(item) for item in _searched_items(task)}
+        progress = task.run.deep_search
+        searched = {_item_key(search.item) for search in _searches(progress)}
         wanted = [
             item
-            for item in _distinct(task.gatekeeper_missing, key=_item_key)
+            for item in _distinct(progress.missing, key=_item_key)
             if _item_key(item) not in searched
         ]
         if not wanted:
             return task
-        rounds_done = sum(note.startswith(ROUND_NOTE_PREFIX) for note in task.notes)
+        rounds_done = len(progress.rounds)
         calls_made = len(current_calls())
-        if rounds_done >= self.settings.max_rounds or calls_made >= self.settings.call_budget:
-            task.notes.append(
-                f"deep search stopped: {rounds_done} of {self.settings.max_rounds} rounds, "
-                f"{calls_made} of {self.settings.call_budget} model calls; still missing: "
-                + "; ".join(wanted)
+        budget = self.settings.call_budget
+        if rounds_done >= self.settings.max_rounds or calls_made >= budget:
+            progress.stopped = DeepSearchStop(
+                rounds=rounds_done,
+                max_rounds=self.settings.max_rounds,
+                calls_made=calls_made,
+                call_budget=budget,
+                missing=wanted,
             )
             log.info(
                 "deep_search_bounded",
@@ -127,48 +135,56 @@ class AbstractDeepSearchCoordinatorTool(
             )
             return task
         items = wanted[: self.settings.max_items_per_round]
-        round_no = rounds_done + 1
-        consulted = [
-            ref for sub in task.walk() for pac in sub.results for ref in page_refs(pac.context)
-        ]
-        notes = [f"Deep search round {round_no} of {self.settings.max_rounds}."]
-        if consulted:
-            notes.append(
-                "Pages consulted: " + ", ".join(f"[page {d}#{n}]" for d, n in _distinct(consulted))
+        neighbor = self.get_neighbor_search_tool()
+        first = _next_item_number(task, progress)
+        searches = [
+            DeepSearchItem(
+                item=item,
+                number=number,
+                neighbor_task_no=f"{task.task_no}.{number}.n" if neighbor is not None else None,
+                search_task_no=f"{task.task_no}.{number}.s",
             )
-        block = status_block(
-            calls_made=calls_made, call_budget=self.settings.call_budget, missing=items, notes=notes
+            for number, item in enumerate(items, start=first)
+        ]
+        progress.rounds.append(
+            AgentStatus(
+                round=rounds_done + 1,
+                max_rounds=self.settings.max_rounds,
+                calls_made=calls_made,
+                call_budget=budget,
+                missing=items,
+                consulted=list(progress.consulted),
+                searches=[*_searches(progress), *searches],
+            )
         )
-        first = _next_item_number(task)
-        new: list[TaskInfo] = []
-        for number, item in enumerate(items, start=first):
-            new += self._subtasks_for(task, f"{task.task_no}.{number}", f"{item}\n\n{block}")
+        new = [sub for search in searches for sub in self._subtasks_for(task, search, neighbor)]
         task.sub_tasks = [*task.sub_tasks, *new]
-        task.notes.append(f"{ROUND_NOTE_PREFIX}{round_no}: searching for " + "; ".join(items))
         log.info(
             "deep_search_round",
             task_no=task.task_no,
-            round=round_no,
+            round=rounds_done + 1,
             items=items,
             subtasks=[sub.task_no for sub in new],
         )
         return task
 
-    def _subtasks_for(self, task: TaskInfo, base_no: str, prompt: str) -> list[TaskInfo]:
-        search = self.get_search_tool()
-        neighbor = self.get_neighbor_search_tool()
+    def _subtasks_for(
+        self, task: TaskInfo, search: DeepSearchItem, neighbor: ChatbotTool[Any] | None
+    ) -> list[TaskInfo]:
         common: dict[str, Any] = {
-            "task_prompt": prompt,
+            "task_prompt": search.item,
             "important_words": list(task.important_words),
             "prompt_type": task.prompt_type,
         }
         full = TaskInfo(
-            task_no=f"{base_no}.s", required_tool_names={search.qualified_name}, **common
+            task_no=search.search_task_no,
+            required_tool_names={self.get_search_tool().qualified_name},
+            **common,
         )
-        if neighbor is None:
+        if neighbor is None or search.neighbor_task_no is None:
             return [full]
         cheap = TaskInfo(
-            task_no=f"{base_no}.n", required_tool_names={neighbor.qualified_name}, **common
+            task_no=search.neighbor_task_no, required_tool_names={neighbor.qualified_name}, **common
         )
         full.conditional = True  # runs only when the cheap search found nothing
         return [cheap, full]
@@ -177,10 +193,19 @@ class AbstractDeepSearchCoordinatorTool(
         self, parent: TaskInfo, next_subtask: TaskInfo, completed_so_far: ContextBuffer
     ) -> SubtaskDecision:
         """Skip the full search when its paired neighbour search returned context (seed 6.4)."""
-        paired_prefix = next_subtask.task_no.replace(".s", ".n") + ":"
-        answered = any(
-            key.startswith(paired_prefix) and any(pac.context for pac in results)
-            for key, results in completed_so_far.items()
+        paired = next(
+            (
+                search.neighbor_task_no
+                for search in _searches(parent.run.deep_search)
+                if search.search_task_no == next_subtask.task_no
+            ),
+            None,
+        )
+        answered = paired is not None and any(
+            result.context
+            for results in completed_so_far.values()
+            for result in results
+            if result.task_no == paired
         )
         return SubtaskDecision.SKIP if answered else SubtaskDecision.RUN
 
@@ -195,27 +220,31 @@ class AbstractDeepSearchCoordinatorTool(
         (SPEC §3 step 4) and reach the answer from there; repeating them here would double the
         context. The summary tells the answer which items stayed unanswered.
         """
-        items: dict[str, tuple[str, list[tuple[str, int]]]] = {}
-        for key, results in prior_context.items():
-            match = _DEEP_KEY.match(key)
-            if match is None:
-                continue
-            item_no = match["task_no"].rsplit(".", 1)[0]
+        status = text.status if isinstance(text, ExecutionText) else None
+        by_task: dict[str, list[PromptAndContext]] = {}
+        for results in prior_context.values():
             for result in results:
-                request, found = items.setdefault(item_no, (search_request(result.prompt), []))
-                found += [ref for ref in page_refs(result.context) if ref not in found]
-        if not items:
-            return ToolExecutionResult.context("")
+                by_task.setdefault(result.task_no, []).append(result)
         lines = ["Deep search results:"]
-        for request, found in items.values():
-            where = ", ".join(f"[page {doc}#{no}]" for doc, no in found)
-            lines.append(f"- {request}: " + (f"found on {where}" if found else "nothing found"))
-        log.info(
-            "deep_search_collected",
-            items=len(items),
-            answered=sum(bool(found) for _, found in items.values()),
-        )
+        answered = 0
+        for search in status.searches if status is not None else []:
+            numbers = (search.neighbor_task_no, search.search_task_no)
+            results = [result for number in numbers if number for result in by_task.get(number, [])]
+            if not results:
+                continue
+            found = list(dict.fromkeys(page for result in results for page in result.pages))
+            where = ", ".join(page.label for page in found)
+            lines.append(f"- {search.item}: " + (f"found on {where}" if found else "nothing found"))
+            answered += bool(found)
+        if len(lines) == 1:
+            return ToolExecutionResult.context("")
+        log.info("deep_search_collected", items=len(lines) - 1, answered=answered)
         return ToolExecutionResult.context("\n".join(lines))
+
+
+def _searches(progress: DeepSearchProgress) -> list[DeepSearchItem]:
+    """Every item searched for so far (the latest round lists them all)."""
+    return list(progress.rounds[-1].searches) if progress.rounds else []
 
 
 def _distinct(items: list[T], key: Callable[[T], Hashable] = lambda item: item) -> list[T]:
@@ -234,21 +263,15 @@ def _item_key(item: str) -> str:
     return " ".join(item.split()).casefold()
 
 
-def _searched_items(task: TaskInfo) -> set[str]:
-    return {
-        without_status_block(sub.task_prompt)
-        for sub in task.sub_tasks
-        if re.fullmatch(rf"{re.escape(task.task_no)}\.\d+\.[ns]", sub.task_no)
+def _next_item_number(task: TaskInfo, progress: DeepSearchProgress) -> int:
+    """Item numbers continue across rounds, and after the subtasks other coordinators made
+    (numbered ``"<n>.1"``, ``"<n>.2"`` … by the orchestrator)."""
+    searches = _searches(progress)
+    ours = {
+        number
+        for search in searches
+        for number in (search.neighbor_task_no, search.search_task_no)
+        if number is not None
     }
-
-
-def _next_item_number(task: TaskInfo) -> int:
-    """Item numbers continue across rounds (and after any subtask a coordinator already made)."""
-    numbers = [0]
-    prefix = f"{task.task_no}."
-    for sub in task.sub_tasks:
-        if sub.task_no.startswith(prefix):
-            head = sub.task_no[len(prefix) :].split(".", 1)[0]
-            if head.isdigit():
-                numbers.append(int(head))
-    return max(numbers) + 1
+    others = sum(sub.task_no not in ours for sub in task.sub_tasks)
+    return max([others, *(search.number for search in searches)]) + 1

@@ -1,10 +1,10 @@
 """``AbstractNeighborPageSearchTool``: the cheap search, pages next to earlier hits.
 
 An answer cut off at a page boundary is usually on the next or previous page of a page already
-found. This tool reads the pages earlier searches returned (their ``[page <doc>#<n>]`` headers in
-the context buffer it receives, and in its own execution text, which carries the deep search
-round's status block) and checks only their unseen neighbours: a handful of model calls instead of
-a full search.
+found. This tool takes the pages earlier searches returned (``PromptAndContext.pages`` in the
+context buffer it receives, and the pages the deep search round had consulted,
+``ExecutionText.status``) and checks only their unseen neighbours: a handful of model calls
+instead of a full search.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from typing import ClassVar
 
 import structlog
 
+from toolwire.context_buffer import ContextBuffer, PageRef
 from toolwire.llm.base import LanguageModel
 from toolwire.search.context_search import SearchParams
 from toolwire.search.index import PageIndex
-from toolwire.search.pages import Page, page_refs, render_pages
+from toolwire.search.pages import Page, render_pages
 from toolwire.search.relevance import relevant_pages
 from toolwire.search.requests import search_request
-from toolwire.task import ContextBuffer
+from toolwire.task import ExecutionText
 from toolwire.tools import (
     ContextConsumerTool,
     OrchestratorActivatedTool,
@@ -31,14 +32,15 @@ from toolwire.tools import (
 log = structlog.get_logger(__name__)
 
 
-def earlier_hits(prior_context: ContextBuffer, text: str = "") -> list[tuple[str, int]]:
-    """Page references found in the buffer (in buffer order), then in ``text``; no repeats."""
-    refs: dict[tuple[str, int], None] = {}
-    for results in prior_context.values():
-        for result in results:
-            refs.update(dict.fromkeys(page_refs(result.context)))
-    refs.update(dict.fromkeys(page_refs(text)))
-    return list(refs)
+def earlier_hits(prior_context: ContextBuffer, text: str = "") -> list[PageRef]:
+    """The pages earlier results came from (in buffer order), then the pages the deep search
+    round of ``text`` had consulted; no repeats."""
+    refs = [
+        page for results in prior_context.values() for result in results for page in result.pages
+    ]
+    if isinstance(text, ExecutionText) and text.status is not None:
+        refs += text.status.consulted
+    return list(dict.fromkeys(refs))
 
 
 class AbstractNeighborPageSearchTool(
@@ -64,16 +66,16 @@ class AbstractNeighborPageSearchTool(
     def executable_instruction(self) -> str:
         return coordinator_only_instruction(self.name)
 
-    def neighbor_pages(self, hits: list[tuple[str, int]]) -> list[Page]:
+    def neighbor_pages(self, hits: list[PageRef]) -> list[Page]:
         """Unseen neighbours of ``hits``, in hit order, at most ``max_neighbor_pages``."""
         index = self.get_index()
         seen = set(hits)
         found: list[Page] = []
-        for doc_id, page_no in hits:
-            for page in index.neighbors(doc_id, page_no, distance=self.neighbor_distance):
-                if (page.doc_id, page.page_no) in seen:
+        for hit in hits:
+            for page in index.neighbors(hit.doc_id, hit.page_no, distance=self.neighbor_distance):
+                if page.ref in seen:
                     continue
-                seen.add((page.doc_id, page.page_no))
+                seen.add(page.ref)
                 found.append(page)
                 if len(found) >= self.max_neighbor_pages:
                     return found
@@ -95,4 +97,4 @@ class AbstractNeighborPageSearchTool(
             checked=len(candidates),
             pages=[page.id for page in pages],
         )
-        return ToolExecutionResult.context(render_pages(pages))
+        return ToolExecutionResult.context(render_pages(pages), pages=[page.ref for page in pages])

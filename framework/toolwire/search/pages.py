@@ -14,11 +14,10 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolwire.context_buffer import PageRef
+
 DEFAULT_PAGE_CHARS = 1500
 """Target page length: a few paragraphs, small enough for a small model's relevance check."""
-
-_PAGE_REF = re.compile(r"\[page (?P<doc_id>[^\s\]#]+)#(?P<page_no>\d+)\]")
-
 
 class Page(BaseModel):
     """One page of a document (the original's ``UniqueTextDocument``)."""
@@ -36,23 +35,20 @@ class Page(BaseModel):
         """Unique page id, ``"<doc_id>#<page_no>"``."""
         return f"{self.doc_id}#{self.page_no}"
 
+    @property
+    def ref(self) -> PageRef:
+        """The page by reference: what a search tool's result carries as data."""
+        return PageRef(doc_id=self.doc_id, page_no=self.page_no)
+
     def render(self) -> str:
-        """The page as search tools return it: a reference header, then the text."""
-        return f"[page {self.id}] {self.title}\n{self.text}"
+        """The page as search tools return it to the model: a reference header, then the text."""
+        return f"{self.ref.label} {self.title}\n{self.text}"
 
 
 def render_pages(pages: Iterable[Page]) -> str:
-    """Pages as one context text; :func:`page_refs` reads their references back."""
+    """Pages as one context text (the model's; the pages themselves travel as
+    ``ToolExecutionResult.pages``)."""
     return "\n\n".join(page.render() for page in pages)
-
-
-def page_refs(text: str) -> list[tuple[str, int]]:
-    """``(doc_id, page_no)`` of every ``[page <doc_id>#<n>]`` reference in ``text``, in first
-    occurrence order (page headers, and page lists such as a status block's)."""
-    refs: dict[tuple[str, int], None] = {}
-    for match in _PAGE_REF.finditer(text):
-        refs[(match["doc_id"], int(match["page_no"]))] = None
-    return list(refs)
 
 
 def split_into_pages(

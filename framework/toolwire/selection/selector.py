@@ -26,10 +26,10 @@ import structlog
 from toolwire.errors import PLUGIN_FAILURES, ModelError
 from toolwire.llm.base import LanguageModel, Purpose
 from toolwire.orchestrator.invoke import call_model, describe
+from toolwire.run_state import RetrievedTool, SelectionRecord
 from toolwire.selection.catalogue import SelectableTool, tool_index
 from toolwire.selection.lexical import LexicalIndex
 from toolwire.settings import SelectionSettings
-from toolwire.task import RetrievedTool, SelectionRecord
 from toolwire.tools import ChatbotTool
 
 log = structlog.get_logger(__name__)

@@ -5,12 +5,20 @@ default) and ``redis`` (``toolwire[redis]``, imported only when used); ``factory
 ``sessions.store`` names.
 """
 
-from toolwire.sessions.base import SessionStore, StoredSession, new_session_id, stored_session
+from toolwire.sessions.base import (
+    SESSION_FORMAT,
+    SessionStore,
+    StoredSession,
+    new_session_id,
+    stored_session,
+    task_payload,
+)
 from toolwire.sessions.factory import create_session_store
 from toolwire.sessions.memory import MemorySessionStore
 from toolwire.sessions.sqlite import SQLiteSessionStore
 
 __all__ = [
+    "SESSION_FORMAT",
     "MemorySessionStore",
     "SQLiteSessionStore",
     "SessionStore",
@@ -18,4 +26,5 @@ __all__ = [
     "create_session_store",
     "new_session_id",
     "stored_session",
+    "task_payload",
 ]

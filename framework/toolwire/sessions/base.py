@@ -8,9 +8,10 @@ session cannot both apply it. Every store reads its rows back through :func:`sto
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -72,6 +73,24 @@ def new_session_id() -> str:
     return secrets.token_urlsafe(SESSION_ID_BYTES)
 
 
+SESSION_FORMAT = 2
+"""The format of a stored task: ``{"format": 2, "task": <the root TaskInfo>}``, each task with
+its run state under ``run``. Format 1 (toolwire before the run state was kept apart: the bare
+task, the orchestrator's fields beside the SPEC's) is refused with a clear message."""
+
+
+class TaskPayload(BaseModel):
+    """What a store keeps of a conversation's tasks: the root task with its run state."""
+
+    format: Literal[2]
+    task: TaskInfo
+
+
+def task_payload(task: TaskInfo) -> str:
+    """The root task as a store writes it (JSON, :data:`SESSION_FORMAT`)."""
+    return TaskPayload(format=SESSION_FORMAT, task=task).model_dump_json()
+
+
 def stored_session(
     session_id: str, domain: object, task_json: object, version: object, owner: object = None
 ) -> StoredSession:
@@ -79,7 +98,8 @@ def stored_session(
 
     A row that no longer reads (a task that does not parse, a version that is not a positive
     whole number, a missing column: written by an incompatible version, or damaged) is a
-    ``SessionError`` naming the session and the damaged column, not a bare validation error.
+    ``SessionError`` naming the session and the damaged column, not a bare validation error; a
+    task stored in another format says which.
     """
     problems: list[str] = []
     if not isinstance(domain, str) or not domain:
@@ -94,8 +114,9 @@ def stored_session(
         problems.append(f"its task is {_shown(task_json)}")
     else:
         try:
-            task = TaskInfo.model_validate_json(task_json)
+            task = TaskPayload.model_validate_json(task_json).task
         except ValidationError as error:
+            _refuse_other_format(session_id, task_json)
             problems.append(f"{error.error_count()} problem(s) in its task")
     if problems or task is None or stored_version is None:
         raise SessionError(
@@ -108,6 +129,30 @@ def stored_session(
         task=task,
         version=stored_version,
         owner=owner if isinstance(owner, str) else None,
+    )
+
+
+def _refuse_other_format(session_id: str, task_json: str) -> None:
+    """A task stored in a format this toolwire does not read is refused, saying which format."""
+    try:
+        stored = json.loads(task_json)
+    except ValueError:
+        return  # not JSON at all: damaged
+    if not isinstance(stored, dict):
+        return
+    found = stored.get("format", 1 if "task_prompt" in stored else None)
+    if found is None or found == SESSION_FORMAT:
+        return
+    if found == 1:
+        why = (
+            "was saved by an earlier toolwire (session format 1, before the orchestrator's state "
+            "moved to TaskInfo.run)"
+        )
+    else:
+        why = f"was saved in session format {_shown(found)}; this toolwire reads {SESSION_FORMAT}"
+    raise SessionError(
+        f"the stored conversation {session_id!r} {why}: it cannot be resumed; start a new "
+        "conversation"
     )
 
 

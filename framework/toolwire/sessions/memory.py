@@ -6,7 +6,13 @@ import dataclasses
 import time
 
 from toolwire.errors import SessionConflictError, UnknownSessionError
-from toolwire.sessions.base import Clock, StoredSession, new_session_id, stored_session
+from toolwire.sessions.base import (
+    Clock,
+    StoredSession,
+    new_session_id,
+    stored_session,
+    task_payload,
+)
 from toolwire.task import TaskInfo
 
 
@@ -33,7 +39,7 @@ class MemorySessionStore:
 
     async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
         session_id = new_session_id()
-        row = _MemoryRow(domain, task.model_dump_json(), 1, self._expiry(), owner)
+        row = _MemoryRow(domain, task_payload(task), 1, self._expiry(), owner)
         self._rows[session_id] = row
         return StoredSession(
             session_id=session_id, domain=domain, task=task, version=1, owner=owner
@@ -49,7 +55,7 @@ class MemorySessionStore:
             raise SessionConflictError(session.session_id, session.version, row.version)
         new_version = row.version + 1
         self._rows[session.session_id] = dataclasses.replace(
-            row, task=session.task.model_dump_json(), version=new_version, expires=self._expiry()
+            row, task=task_payload(session.task), version=new_version, expires=self._expiry()
         )
         return session.model_copy(update={"version": new_version})
 

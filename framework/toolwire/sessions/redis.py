@@ -24,7 +24,7 @@ from toolwire.errors import (
     UnknownSessionError,
 )
 from toolwire.redaction import redact, session_ref
-from toolwire.sessions.base import StoredSession, new_session_id, stored_session
+from toolwire.sessions.base import StoredSession, new_session_id, stored_session, task_payload
 from toolwire.settings import SessionSettings
 from toolwire.task import TaskInfo
 
@@ -99,7 +99,7 @@ class RedisSessionStore:
         return f"{self._prefix}{session_id}"
 
     async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
-        payload = task.model_dump_json()
+        payload = task_payload(task)
         for _ in range(_MAX_ID_ATTEMPTS):
             session_id = new_session_id()
             created = await self._call(
@@ -135,7 +135,7 @@ class RedisSessionStore:
         status, version = await self._call(
             self._save,
             [self._key(session.session_id)],
-            [session.version, session.task.model_dump_json(), self._ttl_s],
+            [session.version, task_payload(session.task), self._ttl_s],
         )
         if status == _MISSING:
             raise UnknownSessionError(session.session_id)

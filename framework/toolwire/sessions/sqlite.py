@@ -16,7 +16,13 @@ from typing import TypeVar
 import structlog
 
 from toolwire.errors import SessionConflictError, SessionStoreUnavailableError, UnknownSessionError
-from toolwire.sessions.base import Clock, StoredSession, new_session_id, stored_session
+from toolwire.sessions.base import (
+    Clock,
+    StoredSession,
+    new_session_id,
+    stored_session,
+    task_payload,
+)
 from toolwire.task import TaskInfo
 
 log = structlog.get_logger(__name__)
@@ -62,7 +68,7 @@ class SQLiteSessionStore:
 
     async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
         session_id = new_session_id()
-        task_json = task.model_dump_json()
+        task_json = task_payload(task)
 
         def insert(connection: sqlite3.Connection) -> None:
             now = self._clock()
@@ -93,7 +99,7 @@ class SQLiteSessionStore:
         return stored_session(session_id, *row)
 
     async def save(self, session: StoredSession) -> StoredSession:
-        task_json = session.task.model_dump_json()
+        task_json = task_payload(session.task)
 
         def update(connection: sqlite3.Connection) -> int | None:
             now = self._clock()

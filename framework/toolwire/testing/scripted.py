@@ -19,6 +19,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
+from toolwire.context_buffer import PromptAndContext
 from toolwire.events import (
     AnswerDelta,
     ModelCallFinished,
@@ -35,7 +36,6 @@ from toolwire.llm.base import (
     SuitabilityQuestion,
     record_call,
 )
-from toolwire.task import PromptAndContext
 
 M = TypeVar("M", bound=BaseModel)
 
