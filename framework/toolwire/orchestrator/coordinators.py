@@ -66,7 +66,7 @@ async def apply_coordinators(
             continue
         ran.append(named.qualified_name)
         before = spec_dump(task)
-        working = coordinator_view(task, with_progress=force)
+        working = coordinator_view(task, with_progress=force, dumped=before)
         originals = {id(copy): each for each, copy in zip(task.walk(), working.walk(), strict=True)}
         working.prompt_context = None
         step: str | None = None
@@ -136,11 +136,14 @@ def spec_dump(task: TaskInfo) -> dict[str, Any]:
 _SPEC_FIELDS_BUT_SUBTASKS = set(SPEC_FIELDS) - {"sub_tasks"}
 
 
-def coordinator_view(task: TaskInfo, *, with_progress: bool = False) -> TaskInfo:
+def coordinator_view(
+    task: TaskInfo, *, with_progress: bool = False, dumped: dict[str, Any] | None = None
+) -> TaskInfo:
     """A copy of the task tree as a coordinator gets it: the SPEC §2 fields, a fresh run state
     (results, failures and the trace's records are not a coordinator's to read or change) and,
-    ``with_progress``, the task's deep search progress (the deep fallback's input)."""
-    view = TaskInfo.model_validate(spec_dump(task))
+    ``with_progress``, the task's deep search progress (the deep fallback's input). ``dumped``:
+    the task's :func:`spec_dump`, when the caller has it."""
+    view = TaskInfo.model_validate(dumped if dumped is not None else spec_dump(task))
     if with_progress:
         view.run.deep_search = task.run.deep_search.model_copy(deep=True)
     return view
