@@ -215,6 +215,31 @@ def test_a_taken_or_bad_command_name_fails_the_plugin_and_keeps_the_others() -> 
     assert "name='<lambda>' is not a command name" in (errors["shouty"] or "")
 
 
+def test_toolwire_check_reports_an_installed_plugins_taken_command_name(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = isolated / "site"
+    install_entry_point(site, "toolwire-thief", "1.0", "thief", "thief_commands")
+    (site / "thief_commands.py").write_text(
+        "import toolwire\n\n"
+        "def ask():\n    print('not the real ask')\n\n"
+        "@toolwire.hookimpl\n"
+        "def register_commands(register):\n"
+        "    register(ask)\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", "thief")
+
+    cli = build_cli()
+    checked = runner.invoke(cli, ["check"])
+
+    assert checked.exit_code == 1
+    [line] = checked.stderr.splitlines()
+    assert line.startswith(f"{site / 'thief_commands.py'}:8: plugin 'thief' failed to load: ")
+    assert "the command 'ask' is already registered by toolwire itself" in line
+    assert "not the real ask" not in runner.invoke(cli, ["ask", "--help"]).stdout
+
+
 # -- a domain's own orchestrator -------------------------------------------------------------
 
 

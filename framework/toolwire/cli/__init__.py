@@ -16,17 +16,10 @@ from typing import Annotated
 
 import typer
 
+from toolwire.cli.commands import COMMAND_MODULES, discover_commands
 from toolwire.cli.state import CliState, load_app_or_exit
 from toolwire.logging import configure_logging
-from toolwire.plugins import CommandRegistration, discover
-
-COMMAND_MODULES = (
-    "toolwire.cli.build_commands",
-    "toolwire.cli.ask_commands",
-    "toolwire.cli.serve_command",
-    "toolwire.cli.mcp_commands",
-)
-"""toolwire's own commands: plugins of the ``register_commands`` hook, loaded before any other."""
+from toolwire.plugins import CommandRegistration
 
 
 def _options(
@@ -56,12 +49,7 @@ def build_cli(plugins: Sequence[object] = (), *, load_entry_points: bool = True)
         pretty_exceptions_enable=False,
     )
     cli.callback()(_options)
-    found = discover(
-        plugins,
-        load_entry_points=load_entry_points,
-        builtins=COMMAND_MODULES,
-        hooks=("register_commands",),
-    )
+    found = discover_commands(plugins, load_entry_points=load_entry_points)
     for command in found.commands.values():
         _add_command(cli, command)
     return cli

@@ -10,6 +10,7 @@ import typer
 from rich.table import Column, Table
 
 from toolwire import catalogue
+from toolwire.cli.commands import discover_commands
 from toolwire.cli.state import load_app_or_exit, report_error, report_problems, table_console
 from toolwire.errors import PluginError
 from toolwire.hookspecs import RegisterCommand, hookimpl
@@ -112,6 +113,8 @@ def check(
     listing = McpListing.ALL if connect else McpListing.NONE
     app = load_app_or_exit(ctx, config, mcp_listing=listing)
     failed = [info for info in app.plugins if info.error is not None]
+    known = {info.name for info in failed}
+    failed += [info for info in discover_commands().failed if info.name not in known]
     for info in failed:
         typer.echo(str(info.problem()), err=True)
     report_problems(app.mcp_problems)
