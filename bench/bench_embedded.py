@@ -109,6 +109,20 @@ class Run:
     def median_seconds(self) -> float:
         return statistics.median(row.seconds for row in self.rows)
 
+    def by_purpose(self) -> dict[str, tuple[int, int, int, float]]:
+        """Purpose → (calls, prompt tokens, cached prompt tokens, milliseconds) over the run."""
+        totals: dict[str, tuple[int, int, int, float]] = {}
+        for row in self.answered:
+            for call in row.answer.model_calls if row.answer else []:
+                calls, prompt, cached, ms = totals.get(call.purpose, (0, 0, 0, 0.0))
+                totals[call.purpose] = (
+                    calls + 1,
+                    prompt + call.prompt_tokens,
+                    cached + call.cached_prompt_tokens,
+                    ms + call.latency_ms,
+                )
+        return dict(sorted(totals.items(), key=lambda item: -item[1][1]))
+
     def cached_share(self) -> float:
         prompt = sum(row.prompt for row in self.rows)
         return sum(row.cached for row in self.rows) / prompt if prompt else 0.0
@@ -185,6 +199,13 @@ def report(runs: list[Run], pydocs_total: int) -> None:
             f"{prompt:8.0f} {run.cached_share():7.0%} {run.median_seconds():8.1f} "
             f"{statistics.mean(seconds):7.1f}"
         )
+    print("\n== By purpose: calls, prompt tokens, cached share, seconds per call ==")
+    for run in runs:
+        print(f"-- {run.config}")
+        for purpose, (calls, prompt, cached, ms) in run.by_purpose().items():
+            share = cached / max(prompt, 1)
+            print(f"  {purpose:15} {calls:4} calls {prompt:7} prompt {share:5.0%} cached "
+                  f"{ms / calls / 1000:6.1f} s/call")  # fmt: skip
     by_config = {run.config: run for run in runs}
     new, old = by_config.get(NEW), by_config.get(OLD)
     if new is not None and old is not None:
