@@ -438,21 +438,27 @@ async def test_json_that_is_not_a_chat_completion_is_a_model_error(
 async def test_a_server_error_never_quotes_the_api_key_or_other_secrets(
     server: FakeOpenAIServer,
 ) -> None:
-    gateway = make_gateway(server, max_retries=0)
+    """The API key (any shape: ``test-key`` matches no pattern) and secret shapes are masked in
+    the error, the call's record and the retry's log event; the quote is one short line."""
+    gateway = make_gateway(server, max_retries=1)
     echo = (
-        "Incorrect API key provided: test-key. Tried Bearer abc.def-123 against "
+        "Incorrect API key provided: test-key.\nTried Bearer abc.def-123 against "
         "https://user:hunter2@db.example.org and key sk-proj-0123456789abcdef. " + "x" * 400
     )
-    server.script(FakeReply(status=401, error=echo))
-    with pytest.raises(ModelError) as raised:
+    server.script(FakeReply(status=503, error=echo), FakeReply(status=401, error=echo))
+    with capture_logs() as logs, collect_calls() as calls, pytest.raises(ModelError) as raised:
         await gateway.answer("q", [])
     await gateway.aclose()
     detail = raised.value.detail
-    assert detail.startswith("HTTP 401: Incorrect API key provided: ***.")
-    for secret in ("test-key", "abc.def-123", "hunter2", "sk-proj-0123456789abcdef"):
-        assert secret not in detail
-    assert "https://user:***@db.example.org" in detail
-    assert len(detail) < 250
+    (retry,) = [event for event in logs if event["event"] == "llm_call_retry"]
+    (record,) = calls
+    assert detail.startswith("HTTP 401: Incorrect API key provided: ***. Tried Bearer ***")
+    assert retry["problem"].startswith("HTTP 503: Incorrect API key provided: ***.")
+    for shown in (detail, retry["problem"], record.error or ""):
+        for secret in ("test-key", "abc.def-123", "hunter2", "sk-proj-0123456789abcdef"):
+            assert secret not in shown
+        assert "https://user:***@db.example.org" in shown
+        assert "\n" not in shown and len(shown) < 250
 
 
 async def test_blocked_model_requests_raise_before_anything_is_sent(

@@ -50,6 +50,13 @@ def test_registered_values_and_scrubbed_values_are_masked() -> None:
     assert outside == "Sess10nId"  # scrubbing is scoped to the request that set it
 
 
+def test_values_a_caller_knows_are_masked_whatever_their_shape() -> None:
+    text = "Incorrect API key provided: plain-key. password=hunter2"
+
+    assert redact(text, secrets=["plain-key"]) == "Incorrect API key provided: ***. password=***"
+    assert redact(text, secrets=[""]) == "Incorrect API key provided: plain-key. password=***"
+
+
 def test_session_refs_are_short_stable_and_do_not_reveal_the_id() -> None:
     ref = session_ref("4mGD4mdNsecretSessionId")
     assert ref == session_ref("4mGD4mdNsecretSessionId") != session_ref("another")

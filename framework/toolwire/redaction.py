@@ -6,16 +6,18 @@ that ``toolwire.logging`` installs) and to any text by :func:`redact`:
 - **Known shapes**: API keys of the common providers (``sk-…``, ``AKIA…``, ``ghp_…``,
   ``xox…-``, ``AIza…``, ``hf_…``), bearer and basic credentials, the password of a URL
   (``postgres://user:***@host``) and ``password=``/``api_key=``/``secret=``/``token=`` values.
-- **Known values**: the server's own API keys (:func:`register_secret`), and values scoped to the
+- **Known values**: the server's own API keys (:func:`register_secret`), values scoped to the
   current request (:func:`scrubbing`): a session id is logged as its short hash
-  (:func:`session_ref`), never as the id that would let a reader of the log resume it.
+  (:func:`session_ref`), never as the id that would let a reader of the log resume it; and values
+  one caller knows (``redact(text, secrets=…)``: the model transport masks its server's API key
+  in its errors however the key is shaped).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -83,12 +85,13 @@ def session_ref(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()[:12]
 
 
-def redact(text: str) -> str:
-    """``text`` with every known secret value and secret shape masked."""
+def redact(text: str, *, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every known secret value (``secrets`` too) and secret shape masked."""
     for raw, shown in (_scrubbed.get() or {}).items():
         text = text.replace(raw, shown)
-    for secret in _known_secrets:
-        text = text.replace(secret, MASK)
+    for secret in (*_known_secrets, *secrets):
+        if secret:
+            text = text.replace(secret, MASK)
     if _TRIGGERS.search(text.lower()) is None:
         return text
     for pattern, replacement in _PATTERNS:

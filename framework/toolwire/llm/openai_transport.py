@@ -27,7 +27,7 @@ from toolwire.errors import ModelError
 from toolwire.llm.guard import ensure_model_requests_allowed
 from toolwire.llm.structured import StructuredMode, request_options
 from toolwire.llm.transport import ChatReply, ChatRequest
-from toolwire.redaction import MASK, redact
+from toolwire.redaction import redact
 
 log = structlog.get_logger(__name__)
 
@@ -225,7 +225,7 @@ class OpenAITransport:
             message = f"a streamed chunk is not a chat completion chunk ({_problems(error)})"
             raise ModelError(request.purpose, message) from error
         except (openai.APIError, httpx.HTTPError) as error:
-            message = f"the stream broke off: {self.redact(str(error) or type(error).__name__)}"
+            message = f"the stream broke off: {self._quote(str(error) or type(error).__name__)}"
             raise ModelError(request.purpose, message) from error
         finally:
             await stream.close()
@@ -258,17 +258,16 @@ class OpenAITransport:
 
     def _describe(self, error: openai.APIError) -> str:
         if isinstance(error, openai.APIStatusError):
-            return f"HTTP {error.status_code}: {self.redact(_server_message(error))}"
+            return f"HTTP {error.status_code}: {self._quote(_server_message(error))}"
         if isinstance(error, openai.APIConnectionError):
-            return f"cannot connect to the model server: {self.redact(str(error))}"
-        return f"{type(error).__name__}: {self.redact(str(error))}"
+            return f"cannot connect to the model server: {self._quote(str(error))}"
+        return f"{type(error).__name__}: {self._quote(str(error))}"
 
-    def redact(self, text: str) -> str:
-        """``text`` shortened to one line, without the API key or anything shaped like a secret."""
-        if self._api_key:
-            text = text.replace(self._api_key, MASK)
-        text = redact(text).replace("\n", " ")
-        return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+    def _quote(self, text: str) -> str:
+        """A server's text as an error quotes it: redacted (this transport's API key too), on one
+        line, at most ``MESSAGE_CHARS`` long."""
+        line = redact(text, secrets=[self._api_key or ""]).replace("\n", " ")
+        return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 1] + "…"
 
 
 def _reply(request: ChatRequest, body: bytes, model: str) -> ChatReply:
