@@ -8,30 +8,29 @@ HTTP: the launcher, with and without a bearer token, and toolwire itself as the 
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
-import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel
 
 from _build_samples import make_plugin
+from mcp_support.serving import (
+    TOOLWIRE,
+    McpHttpServer,
+    http_session,
+    launcher_env,
+    post_ping,
+    trip_config,
+)
 from toolwire import App, OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.testing import ScriptedModel
 
-TESTS_DIR = Path(__file__).resolve().parent
-TOOLWIRE = str(Path(sys.executable).with_name("toolwire"))
 TOKEN = "mcp-test-token"
 
 
@@ -43,31 +42,6 @@ async def stdio_session(
     async with stdio_client(parameters) as streams, ClientSession(*streams) as session:
         await session.initialize()
         yield session
-
-
-@asynccontextmanager
-async def http_session(url: str, token: str | None = None) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with (
-        httpx2.AsyncClient(headers=headers) as client,
-        streamable_http_client(url, http_client=client) as streams,
-        ClientSession(*streams) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-def trip_config(tmp_path: Path) -> Path:
-    path = tmp_path / "trip.yaml"
-    path.write_text(
-        "default_domain: trip\nsessions: {store: memory}\nserver: {host: 127.0.0.1, port: 0}\n",
-        encoding="utf-8",
-    )
-    return path
-
-
-def launcher_env(**extra: str) -> dict[str, str]:
-    return {"PYTHONPATH": str(TESTS_DIR), "TOOLWIRE_PLUGINS": "", **extra}
 
 
 async def ask_through_a_clarification(session: ClientSession) -> None:
@@ -131,34 +105,6 @@ async def test_domain_ask_goes_through_a_clarification_round_over_stdio(tmp_path
         await ask_through_a_clarification(session)
 
 
-class McpHttpServer:
-    """``mcp_support.serve_launch CONFIG --http`` on a free loopback port."""
-
-    def __init__(self, config: Path, env: dict[str, str]) -> None:
-        self.log_path = config.with_suffix(".log")
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "mcp_support.serve_launch", str(config), "--http"],
-                stdout=log, stderr=log, env={**os.environ, **env}, cwd=config.parent,
-            )
-        self.url = self._wait_for_url()
-
-    def _wait_for_url(self, timeout_s: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.log_path.read_text()
-            for line in self.log_path.read_text().splitlines():
-                if '"mcp_server_listening"' in line:
-                    url: str = json.loads(line)["url"]
-                    return url
-            time.sleep(0.05)
-        raise AssertionError(f"no mcp_server_listening event:\n{self.log_path.read_text()}")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=15)
-
-
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[McpHttpServer]:
     server = McpHttpServer(trip_config(tmp_path), launcher_env())
@@ -181,12 +127,6 @@ async def test_a_domain_over_streamable_http(http_server: McpHttpServer) -> None
         asked = await session.call_tool("trip.booking", {})
         assert asked.structured_content == {"kind": "clarification", "text": "Which city?"}
         await ask_through_a_clarification(session)
-
-
-def post_ping(url: str, headers: dict[str, str]) -> httpx.Response:
-    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    accept = {"Accept": "application/json, text/event-stream"}
-    return httpx.post(url, json=body, headers={**accept, **headers}, timeout=10)
 
 
 async def test_http_needs_the_bearer_token_when_one_is_set(

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 
 from server_support.processes import ServerProcess, write_config
+from server_support.sockets import EXPOSURE_REFUSAL, refused_start
 
 TOOLWIRE = str(Path(sys.executable).with_name("toolwire"))
 
@@ -83,21 +84,9 @@ def serving_on_all_interfaces(
 
 def test_serve_refuses_a_public_address_without_a_key(tmp_path: Path) -> None:
     config = desk_config(tmp_path)
-    result = subprocess.run(
-        [TOOLWIRE, "serve", "--config", str(config), "--port", "0", "--host", "0.0.0.0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"TOOLWIRE_PLUGINS": "", "PATH": "/usr/bin:/bin"},
-    )
-    assert result.returncode == 1
-    assert result.stderr.splitlines()[-1] == (
-        "refusing to serve /v1 without authentication on 0.0.0.0, an address other hosts can "
-        "reach: set TOOLWIRE_API_TOKEN (server.token_env) or server.api_keys to require a bearer "
-        "token, listen on 127.0.0.1 (--host), or pass --insecure-no-auth if the network in front "
-        "of this server authenticates callers"
-    )
-    assert "server_listening" not in result.stderr and "Traceback" not in result.stderr
+    command = [TOOLWIRE, "serve", "--config", str(config), "--port", "0", "--host", "0.0.0.0"]
+
+    assert refused_start(command) == EXPOSURE_REFUSAL.format(path="/v1")
 
 
 def test_serve_on_a_public_address_with_insecure_no_auth_says_so(tmp_path: Path) -> None:

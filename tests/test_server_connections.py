@@ -4,8 +4,6 @@ more connections than the server takes. Each is dropped or refused; the server k
 from __future__ import annotations
 
 import asyncio
-import json
-import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager
@@ -17,6 +15,7 @@ import uvicorn
 from uvicorn.server import ServerState
 
 from server_support.processes import ServerProcess, write_config
+from server_support.sockets import connect, read_until_closed, send_until_closed
 from toolwire.server import connections
 
 HEAD_TIMEOUT_S = 0.6
@@ -41,22 +40,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     process.stop()
 
 
-def connect(server: ServerProcess) -> socket.socket:
-    host, port = server.url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)), timeout=10)
-    return sock
-
-
-def read_until_closed(sock: socket.socket) -> tuple[bytes, float]:
-    """Everything the server sends until it closes the connection, and when it closed."""
-    received = b""
-    while chunk := sock.recv(65_536):
-        received += chunk
-    return received, time.monotonic()
-
-
 def test_a_client_that_sends_nothing_is_dropped(server: ServerProcess) -> None:
-    with connect(server) as sock:
+    with connect(server.url) as sock:
         opened = time.monotonic()
         received, closed = read_until_closed(sock)
 
@@ -66,7 +51,7 @@ def test_a_client_that_sends_nothing_is_dropped(server: ServerProcess) -> None:
 
 def test_a_head_sent_a_byte_at_a_time_is_dropped_at_its_deadline(server: ServerProcess) -> None:
     head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 200
-    with connect(server) as sock:
+    with connect(server.url) as sock:
         opened = time.monotonic()
         sent = 0
         try:
@@ -90,24 +75,16 @@ def test_a_body_that_never_arrives_is_a_408_and_the_connection_closes(
         b"POST /v1/ask HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b"Content-Length: 100\r\n\r\n" + b'{"message": "'
     )
-    with connect(server) as sock:
-        sock.sendall(request)
-        opened = time.monotonic()
-        received, closed = read_until_closed(sock)
+    closed = send_until_closed(server.url, request)
 
-    head, _, body = received.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 408 ")
-    assert b"connection: close" in head.lower()
-    error = json.loads(body)
-    assert error["error"] == "body_timeout"
-    assert error["details"] == {"timeout_s": BODY_TIMEOUT_S, "received_bytes": 13}
-    assert closed - opened < BODY_TIMEOUT_S + 5
+    assert closed.body_timeout() == {"timeout_s": BODY_TIMEOUT_S, "received_bytes": 13}
+    assert closed.after_s < BODY_TIMEOUT_S + 5
 
 
 def test_the_server_answers_while_clients_stall(server: ServerProcess) -> None:
     with ExitStack() as stack:
         for _ in range(5):
-            stack.enter_context(connect(server)).sendall(b"GET /healthz HTTP/1.1\r\n")
+            stack.enter_context(connect(server.url)).sendall(b"GET /healthz HTTP/1.1\r\n")
         assert httpx.get(f"{server.url}/healthz", timeout=5).status_code == 200
     events = [event for event in server.events() if event["event"] == "connection_dropped"]
     assert events and events[0]["reason"] == "request_head_timeout"
@@ -118,10 +95,10 @@ def test_connections_beyond_the_limit_get_503(
 ) -> None:
     limited = start(tmp_path_factory, "limit", max_connections=2, header_timeout_s=30)
     try:
-        with connect(limited):  # one idle connection: the request makes two, within the limit
+        with connect(limited.url):  # one idle connection: the request makes two, within the limit
             time.sleep(0.2)
             assert httpx.get(f"{limited.url}/healthz", timeout=5).status_code == 200
-        with connect(limited), connect(limited):  # two idle ones: a third is one too many
+        with connect(limited.url), connect(limited.url):  # two idle ones: a third is one too many
             time.sleep(0.2)
             refused = httpx.get(f"{limited.url}/healthz", timeout=5)
         time.sleep(0.2)

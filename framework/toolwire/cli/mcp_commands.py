@@ -9,11 +9,13 @@ from typing import Annotated
 import typer
 
 from toolwire.cli.state import (
+    INSECURE_NO_AUTH_HELP,
     config_option,
     exit_missing_extra,
     listening_on,
     report_error,
     report_problems,
+    warn_insecure_no_auth,
 )
 from toolwire.errors import ConfigError, PluginError, UnknownDomainError
 from toolwire.hookspecs import RegisterCommand, hookimpl
@@ -51,15 +53,20 @@ def serve(
         Path | None,
         typer.Option("--config", "-c", help="Configuration file (overrides the global option)."),
     ] = None,
+    insecure_no_auth: Annotated[
+        bool, typer.Option("--insecure-no-auth", help=f"With --http: {INSECURE_NO_AUTH_HELP}")
+    ] = False,
 ) -> None:
     """Serve a domain over MCP: its tools as MCP tools, and <domain>.ask for the whole chatbot.
 
     By default over stdio (for a desktop assistant or an IDE to start); with --http over
-    streamable HTTP, behind the same API keys as toolwire serve (server.token_env, api_keys).
+    streamable HTTP, with toolwire serve's rules: the same API keys (server.token_env,
+    api_keys), only a loopback address without one unless --insecure-no-auth is given, and the
+    same limits on slow or numerous clients.
     """
     try:
         from toolwire.mcp.server import DomainMcpServer
-        from toolwire.mcp.transports import serve_http, serve_stdio
+        from toolwire.mcp.transports import MCP_PATH, serve_http, serve_stdio
     except ImportError as error:
         exit_missing_extra("toolwire mcp serve", "mcp", error)
     from toolwire.app import App
@@ -79,8 +86,10 @@ def serve(
         asyncio.run(serve_stdio(served))
         return
     settings = listening_on(app.config.server, host, port)
+    if insecure_no_auth:
+        warn_insecure_no_auth(MCP_PATH, settings.host)
     try:
-        asyncio.run(serve_http(served, settings))
-    except ConfigError as error:  # an API key whose variable is missing or empty
+        asyncio.run(serve_http(served, settings, insecure_no_auth=insecure_no_auth))
+    except ConfigError as error:  # an API key whose variable is missing or empty; exposure
         report_error(error)
         raise typer.Exit(1) from None

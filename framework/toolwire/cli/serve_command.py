@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from toolwire.cli.state import config_option, exit_missing_extra, listening_on, report_error
+from toolwire.cli.state import (
+    INSECURE_NO_AUTH_HELP,
+    config_option,
+    exit_missing_extra,
+    listening_on,
+    report_error,
+    warn_insecure_no_auth,
+)
 from toolwire.errors import ConfigError, PluginError
 from toolwire.hookspecs import RegisterCommand, hookimpl
 
@@ -33,11 +40,7 @@ def serve(
         typer.Option("--config", "-c", help="Configuration file (overrides the global option)."),
     ] = None,
     insecure_no_auth: Annotated[
-        bool,
-        typer.Option(
-            "--insecure-no-auth",
-            help="Serve without API keys on an address other hosts can reach (refused otherwise).",
-        ),
+        bool, typer.Option("--insecure-no-auth", help=INSECURE_NO_AUTH_HELP)
     ] = False,
 ) -> None:
     """Serve the chatbot over HTTP: /v1/ask, /v1/domains, /v1/tools, health, OpenAPI at /docs.
@@ -62,11 +65,7 @@ def serve(
         raise typer.Exit(1) from None
     settings = listening_on(toolwire_app.config.server, host, port)
     if insecure_no_auth:
-        typer.echo(
-            f"warning: --insecure-no-auth: /v1 on {settings.host} answers anyone who can reach "
-            "it when no API key is set",
-            err=True,
-        )
+        warn_insecure_no_auth("/v1", settings.host)
     try:
         asyncio.run(serve_app(toolwire_app, settings, insecure_no_auth=insecure_no_auth))
     except ConfigError as error:

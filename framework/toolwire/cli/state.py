@@ -80,6 +80,20 @@ def exit_missing_extra(command: str, extra: str, error: ImportError) -> NoReturn
     raise typer.Exit(2)
 
 
+INSECURE_NO_AUTH_HELP = (
+    "Serve without API keys on an address other hosts can reach (refused otherwise)."
+)
+
+
+def warn_insecure_no_auth(guarded: str, host: str) -> None:
+    """Say on stderr what ``--insecure-no-auth`` leaves open."""
+    typer.echo(
+        f"warning: --insecure-no-auth: {guarded} on {host} answers anyone who can reach it "
+        "when no API key is set",
+        err=True,
+    )
+
+
 def listening_on(settings: ServerSettings, host: str | None, port: int | None) -> ServerSettings:
     """The server settings with the command line's ``--host`` and ``--port`` applied."""
     given = {"host": host, "port": port}

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from toolwire.app import App
 from toolwire.errors import PLUGIN_FAILURES, ConfigError, ToolwireError, UnknownDomainError
+from toolwire.mcp.callers import caller_of
 from toolwire.orchestrator.execution import execute
 from toolwire.orchestrator.invoke import describe, failed
 from toolwire.redaction import redact
@@ -147,9 +148,9 @@ class DomainMcpServer:
             return tools
 
         async def call_tool(
-            _ctx: ServerRequestContext[Any], params: CallToolRequestParams
+            ctx: ServerRequestContext[Any], params: CallToolRequestParams
         ) -> CallToolResult:
-            return await self.call(params.name, params.arguments or {})
+            return await self.call(params.name, params.arguments or {}, caller_of(ctx.request))
 
         return Server(
             f"toolwire-{self.domain}",
@@ -159,13 +160,19 @@ class DomainMcpServer:
             on_call_tool=call_tool,
         )
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
-        """Run the ask tool or one of the domain's tools (what ``tools/call`` does)."""
+    async def call(
+        self, name: str, arguments: dict[str, Any], caller: str | None = None
+    ) -> CallToolResult:
+        """Run the ask tool or one of the domain's tools (what ``tools/call`` does).
+
+        ``caller`` (the API key's name over HTTP) binds a conversation ``<domain>.ask`` starts to
+        it, as ``toolwire serve`` does: another caller's ``session_id`` is an unknown session.
+        """
         from mcp import MCPError
         from mcp.types import INVALID_PARAMS
 
         if name == self.ask_name:
-            return await self._ask(arguments)
+            return await self._ask(arguments, caller)
         tool = self.tools.get(name)
         if tool is None:
             offered = ", ".join([self.ask_name, *self.tools])
@@ -175,7 +182,7 @@ class DomainMcpServer:
         except ValidationError as error:
             return _error(f"invalid arguments for {name}: {_validation_message(error)}")
         text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
-        log.info("mcp_tool_called", tool=name)
+        log.info("mcp_tool_called", tool=name, caller=caller)
         try:
             outcome = await execute(self.app.plugin_runner, tool, params, text, {}, None)
         except PLUGIN_FAILURES as error:  # the tool's failure is the caller's to see, as a result
@@ -183,14 +190,17 @@ class DomainMcpServer:
             return _error(f"tool {name} {failed(error)}")
         return _structured(outcome.text, ToolResult(kind=outcome.kind, text=outcome.text))
 
-    async def _ask(self, arguments: dict[str, Any]) -> CallToolResult:
+    async def _ask(self, arguments: dict[str, Any], caller: str | None) -> CallToolResult:
         try:
             request = AskArguments.model_validate(arguments)
         except ValidationError as error:
             return _error(f"invalid arguments for {self.ask_name}: {_validation_message(error)}")
-        log.info("mcp_ask", domain=self.domain, resumes=request.session_id is not None)
+        resumes = request.session_id is not None
+        log.info("mcp_ask", domain=self.domain, resumes=resumes, caller=caller)
         try:
-            answer = await self.app.ask(request.message, self.domain, request.session_id)
+            answer = await self.app.ask(
+                request.message, self.domain, request.session_id, caller=caller
+            )
         except ToolwireError as error:
             return _error(str(error))
         result = AskResult(

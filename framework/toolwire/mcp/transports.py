@@ -3,18 +3,21 @@
 Over stdio the MCP messages own stdout; toolwire's logs go to stderr as always. Over HTTP the
 endpoint is ``/mcp`` on ``server.host`` (loopback by default), stateless (a conversation waiting
 for a clarification lives in toolwire's session store, so any replica can take the reply) with
-JSON responses, behind the same API keys as ``toolwire serve`` (``server.token_env`` and
-``server.api_keys``): when any is set, every request needs ``Authorization: Bearer <token>`` of
-one of them (401 otherwise).
+JSON responses, run by the HTTP service's own code (``toolwire.server``): the same API keys
+(``server.token_env`` and ``server.api_keys``; when any is set every request needs
+``Authorization: Bearer <token>`` of one of them, 401 otherwise, and a conversation belongs to
+the key that started it), the same refusal to listen on a non-loopback address without a key,
+and the same bounds on what one client can hold (head and body deadlines, idle timeout,
+connection limit, body size).
 """
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import structlog
 
+from toolwire.mcp.callers import bind_caller
 from toolwire.mcp.server import DomainMcpServer
 
 if TYPE_CHECKING:
@@ -42,55 +45,54 @@ async def serve_stdio(served: DomainMcpServer) -> None:
         await served.app.aclose()
 
 
-def http_app(served: DomainMcpServer, settings: ServerSettings) -> ASGIApp:
-    """The streamable HTTP application at ``/mcp``, behind the API keys when any is set."""
-    from toolwire.server.auth import read_api_keys
+def http_app(served: DomainMcpServer, settings: ServerSettings, keys: list[ApiKey]) -> ASGIApp:
+    """The streamable HTTP application at ``/mcp``: behind the API keys when any is given, then
+    the HTTP service's request ids and access log, body size limit and body deadline."""
+    from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
 
     application = served.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,
         json_response=True,
         host=settings.host,
-        max_request_body_size=settings.max_body_bytes,
     )
-    keys = read_api_keys(settings)
-    return BearerTokenGate(application, keys) if keys else application
+    bounded = BodyLimitMiddleware(
+        application,
+        limit=lambda: settings.max_body_bytes,
+        timeout=lambda: settings.body_timeout_s,
+    )
+    return RequestContextMiddleware(BearerTokenGate(bounded, keys) if keys else bounded)
 
 
-async def serve_http(served: DomainMcpServer, settings: ServerSettings) -> None:
+async def serve_http(
+    served: DomainMcpServer, settings: ServerSettings, *, insecure_no_auth: bool = False
+) -> None:
     """Serve over streamable HTTP until SIGINT/SIGTERM; logs ``mcp_server_listening`` with the
-    URL actually bound (``port: 0`` picks a free port)."""
-    import uvicorn
+    URL actually bound (``port: 0`` picks a free port). Without an API key, an address other
+    hosts can reach is refused (``ConfigError``) unless ``insecure_no_auth``."""
+    from toolwire.server.auth import read_api_keys
+    from toolwire.server.run import serve_asgi
 
-    from toolwire.server.run import bind_socket
-
-    sock = bind_socket(settings.host, settings.port)
-    host, port = sock.getsockname()[:2]
-    config = uvicorn.Config(
-        http_app(served, settings),
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=math.ceil(settings.request_timeout_s),
-    )
-    log.info(
-        "mcp_server_listening",
+    keys = read_api_keys(settings)
+    await serve_asgi(
+        http_app(served, settings, keys),
+        served.app,
+        settings,
+        guarded=MCP_PATH,
+        has_keys=bool(keys),
+        insecure_no_auth=insecure_no_auth,
+        listening_event="mcp_server_listening",
+        path=MCP_PATH,
         domain=served.domain,
-        host=host,
-        port=port,
-        url=f"http://{host}:{port}{MCP_PATH}",
         tools=len(served.tools) + 1,
+        api_keys=[key.name for key in keys],
     )
-    try:
-        await uvicorn.Server(config).serve(sockets=[sock])
-    finally:
-        sock.close()
-        await served.app.aclose()
 
 
 class BearerTokenGate:
     """ASGI middleware: the HTTP service's token check (``toolwire.server.auth``) in front of an
-    application that is not FastAPI."""
+    application that is not FastAPI; the accepted key's name is the request's caller, recorded in
+    its scope for the tool handler (:mod:`toolwire.mcp.callers`)."""
 
     def __init__(self, app: ASGIApp, keys: list[ApiKey]) -> None:
         self.app = app
@@ -114,9 +116,10 @@ class BearerTokenGate:
             else None
         )
         try:
-            authenticate(self.keys, given)
+            caller = authenticate(self.keys, given)
         except ApiError as error:
             log.info("mcp_unauthorized", path=scope.get("path"), reason=error.message)
             await error.response()(scope, receive, send)
             return
+        bind_caller(scope, caller)
         await self.app(scope, receive, send)

@@ -1,10 +1,12 @@
 """Run the HTTP service in this process: logging, the listening socket, uvicorn.
 
-``serve`` binds the socket itself, so ``port=0`` picks a free port, and logs one
-``server_listening`` event with the address actually bound (tests and scripts read it). It
-refuses an address other hosts can reach when no API key is set, and bounds what one client can
-hold: a deadline for the request head (``toolwire.server.connections``) and for the body, an idle
-timeout between requests, and a limit on open connections (503 beyond it).
+``serve_asgi`` runs any of toolwire's HTTP applications (``toolwire serve``'s API, ``toolwire mcp
+serve --http``'s endpoint): it binds the socket itself, so ``port=0`` picks a free port, and logs
+one event with the address actually bound (tests and scripts read it). It refuses an address
+other hosts can reach when no API key is set, and bounds what one client can hold: a deadline for
+the request head (``toolwire.server.connections``), an idle timeout between requests, and a
+limit on open connections (503 beyond it). The body's deadline is the application's
+(``toolwire.server.middleware.BodyLimitMiddleware``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import socket
 
 import structlog
 import uvicorn
+from starlette.types import ASGIApp
 
 from toolwire.app import App
 from toolwire.errors import ConfigError
@@ -49,23 +52,62 @@ def bind_socket(host: str, port: int) -> socket.socket:
 async def serve(
     app: App, settings: ServerSettings | None = None, *, insecure_no_auth: bool = False
 ) -> None:
-    """Serve ``app`` until SIGINT/SIGTERM, then close it (in the loop that used it).
+    """Serve ``app``'s API until SIGINT/SIGTERM, then close it (in the loop that used it).
 
     Refuses (``ConfigError``) to serve without an API key on an address that is not loopback,
     unless ``insecure_no_auth`` (``toolwire serve --insecure-no-auth``) says that is wanted.
     """
     settings = settings or app.config.server
     api_keys = read_api_keys(settings)
+    await serve_asgi(
+        create_app(app, settings, api_keys=api_keys),
+        app,
+        settings,
+        guarded="/v1",
+        has_keys=bool(api_keys),
+        insecure_no_auth=insecure_no_auth,
+        listening_event="server_listening",
+    )
+
+
+async def serve_asgi(
+    asgi: ASGIApp,
+    app: App,
+    settings: ServerSettings,
+    *,
+    guarded: str,
+    has_keys: bool,
+    insecure_no_auth: bool,
+    listening_event: str,
+    path: str = "",
+    **event_fields: object,
+) -> None:
+    """Run ``asgi`` on ``settings``' address until SIGINT/SIGTERM; close ``app`` afterwards.
+
+    ``guarded`` names what the API keys protect (``/v1``, ``/mcp``) in the refusal of
+    :func:`check_exposure`, which closes the socket and ``app`` before raising. Once listening,
+    logs ``listening_event`` with the host, port and URL (``path`` appended) actually bound, and
+    ``event_fields``.
+    """
     sock = bind_socket(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
     try:
-        check_exposure(host, settings, has_keys=bool(api_keys), insecure_no_auth=insecure_no_auth)
-    except ConfigError:
+        check_exposure(
+            host, settings, guarded=guarded, has_keys=has_keys, insecure_no_auth=insecure_no_auth
+        )
+        server = uvicorn.Server(uvicorn_config(asgi, settings))
+        url = f"http://{host}:{port}{path}"
+        log.info(listening_event, host=host, port=port, url=url, **event_fields)
+        await server.serve(sockets=[sock])
+    finally:
         sock.close()
         await app.aclose()
-        raise
-    config = uvicorn.Config(
-        create_app(app, settings, api_keys=api_keys),
+
+
+def uvicorn_config(asgi: ASGIApp, settings: ServerSettings) -> uvicorn.Config:
+    """uvicorn with toolwire's bounds on what one client can hold (``server.*`` settings)."""
+    return uvicorn.Config(
+        asgi,
         log_config=None,
         access_log=False,  # RequestContextMiddleware logs http_request events with the request id
         lifespan="on",
@@ -75,26 +117,19 @@ async def serve(
         limit_concurrency=settings.max_connections + 1,
         timeout_graceful_shutdown=math.ceil(settings.request_timeout_s),
     )
-    server = uvicorn.Server(config)
-    log.info("server_listening", host=host, port=port, url=f"http://{host}:{port}")
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        sock.close()
-        await app.aclose()
 
 
 def check_exposure(
-    host: str, settings: ServerSettings, *, has_keys: bool, insecure_no_auth: bool
+    host: str, settings: ServerSettings, *, guarded: str, has_keys: bool, insecure_no_auth: bool
 ) -> None:
     """No API key on an address other hosts can reach: refuse, unless explicitly wanted."""
     if has_keys or ipaddress.ip_address(host).is_loopback:
         return
     if not insecure_no_auth:
         raise ConfigError(
-            f"refusing to serve /v1 without authentication on {host}, an address other hosts "
-            f"can reach: set {settings.token_env} (server.token_env) or server.api_keys to "
-            "require a bearer token, listen on 127.0.0.1 (--host), or pass --insecure-no-auth "
-            "if the network in front of this server authenticates callers"
+            f"refusing to serve {guarded} without authentication on {host}, an address other "
+            f"hosts can reach: set {settings.token_env} (server.token_env) or server.api_keys "
+            "to require a bearer token, listen on 127.0.0.1 (--host), or pass "
+            "--insecure-no-auth if the network in front of this server authenticates callers"
         )
-    log.warning("serving_without_authentication", host=host)
+    log.warning("serving_without_authentication", host=host, path=guarded)
