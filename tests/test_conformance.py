@@ -304,7 +304,10 @@ async def test_step3_conditional_decision_that_raises_means_run(
 
     assert len(full.texts) == 1
     assert answer.trace.sub_tasks[1].decision is SubtaskDecision.RUN
-    assert "decision raised LookupError: no idea" in answer.trace.sub_tasks[1].notes[0]
+    assert answer.trace.sub_tasks[1].notes == ["conditional: the decision failed: run"]
+    assert answer.trace.sub_tasks[1].failures == [
+        "conditional decision of coordinator demo.splitter raised LookupError: no idea"
+    ]
 
 
 async def test_step3_clarification_in_a_subtask_stops_the_round_and_the_reply_resumes_there(

@@ -37,7 +37,7 @@ def answer_with_failures() -> Answer:
                           detail="Kettles cost 20 EUR (token=abc is part of the result)"),
         ],
         failures=[DSN_ERROR],
-        notes=["conditional: decision raised ValueError: password=hunter2: run"],
+        notes=["gatekeeper: context insufficient, missing ['the password=hunter2 of the shop']"],
     )  # fmt: skip
     root = TaskTrace(
         task_no="1",
@@ -91,8 +91,10 @@ def test_callers_get_reasons_and_ids_and_the_log_gets_the_text() -> None:
     coordinator_id = _id_of(public.trace.coordinators[0].detail)
     assert ids[coordinator_id]["detail"] == COORDINATOR_ERROR
     assert ids[coordinator_id]["coordinator"] == "shop.plan"
-    assert public.trace.sub_tasks[0].notes == ["conditional: decision raised ValueError: "
-                                               "password=*** run"]  # fmt: skip
+    # notes carry no error text; what the model wrote into one is masked like any text
+    assert public.trace.sub_tasks[0].notes == [
+        "gatekeeper: context insufficient, missing ['the password=*** of the shop']"
+    ]
     assert ids[_id_of(public.model_calls[0].error or "")]["purpose"] == "suitability"
     assert public.model_calls[1] == answer.model_calls[1]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from structlog.testing import capture_logs
 
 from orchestration_kit import (
     Coordinator,
@@ -26,6 +27,7 @@ from toolwire import (
     UnknownSessionError,
 )
 from toolwire.app import App
+from toolwire.disclosure import disclosed_answer
 from toolwire.errors import ConfigError, SessionError, UnknownDomainError
 from toolwire.llm import Purpose
 from toolwire.orchestrator import ConversationService, DomainOrchestrator
@@ -224,19 +226,19 @@ def _garbage(parent: TaskInfo, nxt: TaskInfo, done: object) -> SubtaskDecision:
 
 
 @pytest.mark.parametrize(
-    ("decide", "note"),
+    ("decide", "failure"),
     [
-        (_raise, "conditional: decision raised RuntimeError: cannot decide: run"),
+        (_raise, "conditional decision of coordinator demo.c raised RuntimeError: cannot decide"),
         (
             _garbage,
-            "conditional: decision raised ValueError: 'perhaps' is not a valid "
-            "SubtaskDecision: run",
+            "conditional decision of coordinator demo.c raised ValueError: 'perhaps' is not a "
+            "valid SubtaskDecision",
         ),
     ],
     ids=["raises", "returns-garbage"],
 )
 async def test_a_conditional_decision_that_raises_or_is_garbage_runs_the_subtask(
-    scripted_model: ScriptedModel, decide: Decide, note: str
+    scripted_model: ScriptedModel, decide: Decide, failure: str
 ) -> None:
     def split(task: TaskInfo) -> None:
         task.sub_tasks = [subtask("1.1", "maybe", "maybe", conditional=True)]
@@ -249,8 +251,49 @@ async def test_a_conditional_decision_that_raises_or_is_garbage_runs_the_subtask
 
     answer = await service.ask("q")
 
-    assert maybe.texts and answer.trace.sub_tasks[0].decision is SubtaskDecision.RUN
-    assert answer.trace.sub_tasks[0].notes == [note]
+    maybe_task = answer.trace.sub_tasks[0]
+    assert maybe.texts and maybe_task.decision is SubtaskDecision.RUN
+    assert maybe_task.status is TaskStatus.DONE
+    assert maybe_task.failures == [failure]  # a failure of the subtask, as a coordinator's is
+    assert answer.failures == [f"task 1.1: {failure}"]
+    assert maybe_task.notes == ["conditional: the decision failed: run"]  # no exception text
+
+
+async def test_a_failed_conditional_decision_shows_callers_an_error_id_not_its_text(
+    scripted_model: ScriptedModel,
+) -> None:
+    secret = "db password=hunter2 at orders.internal refused"
+
+    def leak(parent: TaskInfo, nxt: TaskInfo, done: object) -> SubtaskDecision:
+        raise ConnectionError(secret)
+
+    def split(task: TaskInfo) -> None:
+        task.sub_tasks = [subtask("1.1", "maybe", "maybe", conditional=True)]
+
+    scripted_model.on_suitability([]).on_answer("The answer.")
+    service = conversation_for(
+        domain(), Coordinator("c", split, decide=leak), EchoTool("maybe", "ran"),
+        model=scripted_model,
+    )  # fmt: skip
+
+    answer = await service.ask("q")
+    with capture_logs() as events:
+        public = disclosed_answer(answer)
+
+    maybe_task = answer.trace.sub_tasks[0]
+    assert maybe_task.failures == [
+        f"conditional decision of coordinator demo.c raised ConnectionError: {secret}"
+    ]
+    assert "orders.internal" not in " ".join(maybe_task.notes) + answer.text
+    assert "1 problem(s); see the trace" in answer.text
+    shown = public.model_dump_json()
+    assert "orders.internal" not in shown and "hunter2" not in shown
+    (withheld,) = [event for event in events if event["event"] == "error_withheld"]
+    assert withheld["detail"] == maybe_task.failures[0]
+    assert public.trace.sub_tasks[0].failures == [
+        f"a step failed (error id {withheld['error_id']})"
+    ]
+    assert public.failures == [f"task 1.1: a step failed (error id {withheld['error_id']})"]
 
 
 async def test_the_depth_limit_is_recorded_and_the_rest_goes_on(

@@ -263,13 +263,14 @@ class TaskRun(BaseModel):
     decision: SubtaskDecision | None = None
     """The owner coordinator's decision on this conditional subtask, once taken ..."""
     decision_reason: str = ""
-    """... and why (the owner decided, its decision raised, it has no owner)."""
+    """... and why (the owner decided, its decision failed, it has no owner); what a failed
+    decision raised is in ``failures``."""
     deep_search: DeepSearchProgress = Field(default_factory=DeepSearchProgress)
     search_round: AgentStatus | None = None
     """On a deep search's search: the round it belongs to."""
     failures: list[str] = Field(default_factory=list)
-    """What went wrong on this task (a tool or coordinator raised, a model call failed, the depth
-    limit was reached); the answer reports them."""
+    """What went wrong on this task (a tool, a coordinator or a conditional decision raised, a
+    model call failed, the depth limit was reached); the answer reports them."""
 
     @property
     def pending_clarification(self) -> Clarification | None:

@@ -232,22 +232,41 @@ async def decide_conditional(
     parent: TaskInfo,
     next_subtask: TaskInfo,
     completed_so_far: ContextBuffer,
-) -> tuple[SubtaskDecision, str]:
-    """The owner's decision on a conditional subtask and why; RUN when it raises or has no owner.
+) -> None:
+    """Record the owner's decision on a conditional subtask, and why, on its run state; RUN when
+    the decision fails or there is no owner.
 
     The owner gets copies (:func:`coordinator_view`; the parent's with its deep search progress,
-    which pairs the deep search's subtasks), so a decision changes nothing in the tree.
+    which pairs the deep search's subtasks), so a decision changes nothing in the tree. A
+    decision that raises (or returns something else than a ``SubtaskDecision``) is a failure of
+    the subtask, like a coordinator's: its text goes to ``failures`` (which the answer's
+    disclosure withholds from callers behind an error id), never into the trace's notes.
     """
+    run = next_subtask.run
     if owner is None:
-        return SubtaskDecision.RUN, "no owner coordinator to decide: run"
+        run.decision = SubtaskDecision.RUN
+        run.decision_reason = "no owner coordinator to decide: run"
+        return
+    name = next_subtask.owner_coordinator_name
     try:
-        with bound(coordinator=next_subtask.owner_coordinator_name):
-            decision = await runner.call(
+        with bound(coordinator=name):
+            decided = await runner.call(
                 owner.decide_conditional_subtask,
                 coordinator_view(parent, with_progress=True),
                 coordinator_view(next_subtask),
                 completed_so_far,
             )
-        return SubtaskDecision(decision), f"owner decided {SubtaskDecision(decision).value}"
+        decision = SubtaskDecision(decided)
     except PLUGIN_FAILURES as error:
-        return SubtaskDecision.RUN, f"decision {failed(error)}: run"
+        run.failures.append(f"conditional decision of coordinator {name} {failed(error)}")
+        run.decision = SubtaskDecision.RUN
+        run.decision_reason = "the decision failed: run"
+        log.warning(
+            "conditional_decision_failed",
+            task_no=next_subtask.task_no,
+            coordinator=name,
+            error=describe(error),
+        )
+        return
+    run.decision = decision
+    run.decision_reason = f"owner decided {decision.value}"

@@ -254,7 +254,7 @@ class DomainOrchestrator:
                 continue
             if sub_task.conditional and run.decision is None:
                 owner = self._owner(sub_task)
-                run.decision, run.decision_reason = await decide_conditional(
+                await decide_conditional(
                     self.runner, owner, task, sub_task, snapshot(siblings_so_far(task, sub_task))
                 )
                 log.info("conditional_decided", task_no=sub_task.task_no, decision=run.decision)
