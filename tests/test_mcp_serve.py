@@ -3,7 +3,9 @@
 Over stdio: the real command for the pharma domain (direct tool calls need no model), and the
 test launcher (``mcp_support.serve_launch``: the same server code with the ``trip`` test plugin
 and its deterministic model) for ``trip.ask`` through a clarification round. Over streamable
-HTTP: the launcher, with and without a bearer token, and toolwire itself as the client.
+HTTP: the launcher, with and without a bearer token, and toolwire itself as the client. What
+``<domain>.ask`` shows of internal errors is what ``POST /v1/ask`` shows (error ids, or with
+``server.expose_error_details`` the masked text).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from pydantic import BaseModel
+from structlog.testing import capture_logs
 
 from _build_samples import make_plugin
 from mcp_support.serving import (
@@ -28,10 +31,14 @@ from mcp_support.serving import (
     post_ping,
     trip_config,
 )
+from server_support.plugin import NOTHING
 from toolwire import App, OrchestratorActivatedTool, ToolExecutionResult
+from toolwire.errors import ModelError
 from toolwire.testing import ScriptedModel
 
 TOKEN = "mcp-test-token"
+LEAKED_KEY = "sk-proj-LeakedKey0123456789abcdefXYZ"
+ERROR_ID = re.compile(r"[0-9a-f]{12}")
 
 
 @asynccontextmanager
@@ -145,6 +152,47 @@ async def test_http_needs_the_bearer_token_when_one_is_set(
         await ask_through_a_clarification(session)
 
 
+async def test_domain_ask_withholds_a_tool_exception_behind_an_error_id(
+    http_server: McpHttpServer,
+) -> None:
+    """As ``POST /v1/ask`` does: the caller gets the failed step and an error id, the server's
+    log the (masked) text under that id."""
+    async with http_session(http_server.url) as session:
+        asked = await session.call_tool("trip.ask", {"message": "Book city=Oslo fail=db"})
+    assert not asked.is_error and asked.structured_content is not None
+    assert asked.structured_content["text"].startswith(NOTHING)
+    (failure,) = asked.structured_content["failures"]
+    prefix = "task 1: tool trip.booking failed (error id "
+    assert failure.startswith(prefix) and failure.endswith(")")
+    error_id = failure.removeprefix(prefix)[:-1]
+    assert ERROR_ID.fullmatch(error_id)
+    for internal in ("hunter2", "db.internal.example", "postgresql", "ConnectionError"):
+        assert internal not in str(asked)
+    (withheld,) = [e for e in http_server.events() if e.get("error_id") == error_id]
+    assert withheld["event"] == "error_withheld"
+    assert (withheld["task_no"], withheld["tool"]) == ("1", "trip.booking")
+    assert withheld["detail"].startswith(
+        "tool trip.booking raised ConnectionError: could not connect to "
+        "postgresql://booking:***@db.internal.example:5432/tables"
+    )
+    assert "hunter2" not in http_server.log_path.read_text()
+
+
+async def test_domain_ask_shows_the_masked_text_when_error_details_are_exposed(
+    tmp_path: Path,
+) -> None:
+    config = trip_config(tmp_path, {"expose_error_details": True})
+    module = ("-m", "mcp_support.serve_launch", str(config))
+    async with stdio_session(sys.executable, *module, env=launcher_env()) as session:
+        asked = await session.call_tool("trip.ask", {"message": "Book city=Oslo fail=db"})
+    assert asked.structured_content is not None
+    assert asked.structured_content["failures"] == [
+        "task 1: tool trip.booking raised ConnectionError: could not connect to "
+        "postgresql://booking:***@db.internal.example:5432/tables: connection refused"
+    ]
+    assert "hunter2" not in str(asked)
+
+
 async def test_toolwire_consumes_its_own_mcp_server(
     guarded_http_server: McpHttpServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,6 +260,37 @@ async def test_a_failing_tool_is_an_error_result_with_secrets_masked(
     offered = "unknown tool 'demo.nope'; this server offers: demo.ask, demo.boom"
     with pytest.raises(MCPError, match=re.escape(offered)):
         await served.call("demo.nope", {})
+
+
+def refuse_with_the_key(_question: str, _contexts: object) -> str:
+    raise ModelError("answer", f"HTTP 500: Incorrect API key provided: {LEAKED_KEY}")
+
+
+async def test_domain_ask_withholds_a_failed_model_call_behind_an_error_id(
+    toolwire_app_factory: Any,
+) -> None:
+    """A toolwire error that is the server's failure (``POST /v1/ask``'s 5xx) is an error result
+    with a generic reason and an error id, over the SDK's client (in process)."""
+    from toolwire.mcp.server import DomainMcpServer
+
+    demo = make_plugin("demo", domains=("demo",))
+    model = ScriptedModel().on_answer(refuse_with_the_key)
+    app = toolwire_app_factory(plugins=[demo], config=DEMO_CONFIG, llm=model)
+    with capture_logs() as events:
+        async with Client(DomainMcpServer(app, "demo").server) as client:
+            failed = await client.call_tool("demo.ask", {"message": "Anything?"})
+    assert failed.is_error
+    text = failed.content[0].text  # type: ignore[union-attr]
+    match = re.fullmatch(
+        r"the language model failed \(error id ([0-9a-f]{12})\); "
+        r"the server's log has the details under this id",
+        text,
+    )
+    assert match, text
+    assert LEAKED_KEY not in str(failed)
+    (logged,) = [e for e in events if e.get("error_id") == match[1]]
+    assert (logged["event"], logged["error"]) == ("request_error", "model_error")
+    assert "Incorrect API key provided" in logged["message"]
 
 
 def test_a_domain_tool_named_ask_is_refused(toolwire_app_factory: Any) -> None:

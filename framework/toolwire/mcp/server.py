@@ -11,7 +11,10 @@ What a client sees (docs/mcp.md):
   answer in the arguments —, ``terminal``). A tool that raises, or arguments its model rejects,
   give an error result (``isError``), as MCP asks of tool failures;
 - ``<domain>.ask``: the whole orchestrator on a message, returning the answer's text and kind
-  (and ``session_id`` while a clarifying question waits: send the reply with it).
+  (and ``session_id`` while a clarifying question waits: send the reply with it). It shows of
+  internal errors what ``POST /v1/ask`` shows, by the same code and ``server.expose_error_details``:
+  an answer's failures, and a server-side toolwire error (a failed model call), read
+  ``... (error id ...)``, the text logged under that id.
 
 A tool runs as the orchestrator would run it: the app's singleton with its injected tools; a
 context consumer gets an empty context buffer; its execution text is its arguments as JSON (a
@@ -28,11 +31,13 @@ import structlog
 from pydantic import BaseModel, Field, ValidationError
 
 from toolwire.app import App
+from toolwire.disclosure import disclosed_answer
 from toolwire.errors import PLUGIN_FAILURES, ConfigError, ToolwireError, UnknownDomainError
 from toolwire.mcp.callers import caller_of
 from toolwire.orchestrator.execution import execute
 from toolwire.orchestrator.invoke import describe, failed
 from toolwire.redaction import redact
+from toolwire.server.problems import api_error_for
 from toolwire.tools import ChatbotTool, OrchestratorActivatedTool, ResultKind
 
 if TYPE_CHECKING:
@@ -197,12 +202,14 @@ class DomainMcpServer:
             return _error(f"invalid arguments for {self.ask_name}: {_validation_message(error)}")
         resumes = request.session_id is not None
         log.info("mcp_ask", domain=self.domain, resumes=resumes, caller=caller)
+        verbose = self.app.config.server.expose_error_details
         try:
             answer = await self.app.ask(
                 request.message, self.domain, request.session_id, caller=caller
             )
         except ToolwireError as error:
-            return _error(str(error))
+            return _error(api_error_for(error, verbose=verbose).message)
+        answer = disclosed_answer(answer, verbose=verbose)
         result = AskResult(
             kind=answer.kind,
             text=answer.text,
