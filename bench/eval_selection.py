@@ -42,7 +42,8 @@ from toolwire.llm import (
     create_language_model,
 )
 from toolwire.orchestrator import DomainOrchestrator
-from toolwire.settings import LLMSettings, OrchestratorSettings, SelectionSettings
+from toolwire.selection.routing import DomainRouter
+from toolwire.settings import LLMSettings, OrchestratorSettings, RoutingSettings, SelectionSettings
 
 KINDS = ("one tool", "two tools", "no tool", "off-topic", "pydocs")
 
@@ -167,6 +168,46 @@ async def evaluate(
     return tally
 
 
+async def evaluate_routing(
+    messages: list[LabelledMessage],
+    llm: LanguageModel,
+    orchestrators: dict[str, DomainOrchestrator],
+    verbose: bool,
+) -> None:
+    """Each message put to the router as if it named no domain: the labelled domain (none for
+    an off-topic message: the default domain answers it) is the right one."""
+    router = DomainRouter.build(
+        {name: o.domain for name, o in orchestrators.items()},
+        {name: o.describing_tools() for name, o in orchestrators.items()},
+        RoutingSettings(),
+    )
+    right: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    lexical = calls_made = 0
+    started = time.perf_counter()
+    for message in messages:
+        with collect_calls() as calls:
+            record = await router.route(message.message, llm, attempts=2)
+        calls_made += len(calls)
+        lexical += record.decided_by == "lexical"
+        kind = kind_of(message)
+        total[kind] += 1
+        right[kind] += record.domain == message.domain
+        if verbose and record.domain != message.domain:
+            print(
+                f"  [routing] {message.id}: {record.domain} ({record.decided_by}), expected "
+                f"{message.domain}; {message.message[:80]!r}",
+                flush=True,
+            )
+    n = max(len(messages), 1)
+    print(
+        f"\nrouting (no domain named): accuracy {sum(right.values()) / n:.2f}, decided without "
+        f"a model call {lexical / n:.0%}, {calls_made / n:.2f} calls and "
+        f"{(time.perf_counter() - started) / n:.2f} s per message"
+    )
+    print("  " + "  ".join(f"{kind} {right[kind]}/{total[kind]}" for kind in KINDS if total[kind]))
+
+
 async def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(
@@ -176,14 +217,17 @@ async def main() -> None:
     parser.add_argument(
         "--modes", nargs="+", default=["choose", "choose/off", "batched", "per_tool"]
     )
-    parser.add_argument("--limit", type=int, default=0, help="only the first N messages")
+    parser.add_argument(
+        "--sample", type=int, default=0, help="N messages spread evenly over the split"
+    )
     parser.add_argument("--local-model", default=None, help="e.g. qwen2.5-coder-0.5b")
+    parser.add_argument("--no-routing", action="store_true", help="selection figures only")
     parser.add_argument("--verbose", action="store_true", help="print every wrong selection")
     args = parser.parse_args()
 
     messages = load_labelled(split=None if args.split == "all" else args.split)
-    if args.limit:
-        messages = messages[: args.limit]
+    if 0 < args.sample < len(messages):
+        messages = [messages[i * len(messages) // args.sample] for i in range(args.sample)]
     settings = LLMSettings(**({"local_model": args.local_model} if args.local_model else {}))
     llm = create_language_model(settings, environ={})
     app = selection_app(llm=llm)
@@ -213,6 +257,8 @@ async def main() -> None:
         print("\nexact-set accuracy by kind of message")
         for tally in tallies:
             print(tally.kinds_row())
+        if not args.no_routing:
+            await evaluate_routing(messages, llm, orchestrators, args.verbose)
     finally:
         await llm.aclose()
         await app.aclose()

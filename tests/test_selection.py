@@ -98,18 +98,18 @@ def test_a_tools_description_is_its_own_docstrings_first_paragraph() -> None:
 # -- choose mode ------------------------------------------------------------------------------
 
 
-async def test_the_model_chooses_among_candidates_and_each_choice_is_confirmed() -> None:
+async def test_the_model_chooses_among_candidates_and_the_choice_is_confirmed_in_one_call() -> None:
     one, two, three = EchoTool("one", "1"), EchoTool("two", "2"), EchoTool("three", "3")
     model = ScriptedModel().on_choose(["two", "one"]).on_suitability(["one", "two"]).on_answer()
 
-    answer = await selecting(model, one, two, three).ask("q")
+    answer = await selecting(model, one, two, three).ask("q")  # the default: confirm batched
 
     assert model.purposes[:2] == [Purpose.CHOICE, Purpose.SUITABILITY]
     [choice] = model.calls_for(Purpose.CHOICE)
     assert choice.inputs["options"] == ["one", "two", "three"]  # short names, registry order
     [confirmation] = model.calls_for(Purpose.SUITABILITY)
     assert confirmation.inputs["tool_names"] == ["demo.two", "demo.one"]
-    assert confirmation.inputs["batched"] is False
+    assert confirmation.inputs["batched"] is True
     selection = selection_of(answer)
     assert selection.chosen == ["demo.two", "demo.one"]
     assert selection.activated == ["demo.two", "demo.one"]
@@ -169,16 +169,16 @@ async def test_without_confirmation_the_choice_decides() -> None:
     assert selection_of(answer).why("demo.two") == "chosen (not confirmed)"
 
 
-async def test_batched_confirmation_asks_the_chosen_tools_in_one_call() -> None:
+async def test_per_tool_confirmation_asks_each_chosen_tool_its_own_question() -> None:
     model = ScriptedModel().on_choose(["one", "two"]).on_suitability(["two"]).on_answer()
 
     answer = await selecting(
-        model, EchoTool("one"), EchoTool("two", "2"), EchoTool("three"), confirm="batched"
+        model, EchoTool("one"), EchoTool("two", "2"), EchoTool("three"), confirm="per_tool"
     ).ask("q")
 
-    [confirmation] = model.calls_for(Purpose.SUITABILITY)
-    assert confirmation.inputs["batched"] is True
+    [confirmation] = model.calls_for(Purpose.SUITABILITY)  # the model asks them one by one
     assert confirmation.inputs["tool_names"] == ["demo.one", "demo.two"]
+    assert confirmation.inputs["batched"] is False
     assert selection_of(answer).activated == ["demo.two"]
 
 

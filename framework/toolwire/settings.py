@@ -96,12 +96,13 @@ class SelectionSettings(Section):
 
     mode: Literal["choose", "batched", "per_tool"] = "choose"
     """``choose``: retrieve the ``top_k`` best-matching tools from the domain's tool index, let
-    one call name the ones that fit, confirm them with their own yes/no questions. ``batched``:
+    one call name the ones that fit, confirm them with their yes/no questions. ``batched``:
     every tool's yes/no question in one call. ``per_tool``: one yes/no call per tool."""
     top_k: int = Field(default=8, ge=1)
     """How many candidates retrieval puts to the model (a smaller domain: all its tools)."""
-    confirm: Literal["per_tool", "batched", "off"] = "per_tool"
-    """``choose`` mode: how the chosen tools' yes/no questions are asked (``off``: not at all)."""
+    confirm: Literal["batched", "per_tool", "off"] = "batched"
+    """``choose`` mode: how the chosen tools' yes/no questions are asked: ``batched`` in one call,
+    ``per_tool`` one call each, ``off`` not at all (the choice decides)."""
 
 
 class RoutingSettings(Section):

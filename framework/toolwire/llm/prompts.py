@@ -85,17 +85,6 @@ INSTRUCTIONS: dict[Purpose, str] = {
         "Answer true only when the answer to the tool's question is clearly yes for the task."
     ),
     Purpose.CHOICE: (
-        "You choose the tools that should handle a user's task. Each tool has a name, what it "
-        "does, and a question that says when it is the right tool. Choose a tool only when the "
-        "answer to its question is clearly yes for the task. Choose several tools only when the "
-        "task asks for several different things. When no tool fits the task, choose none."
-    ),
-    Purpose.ROUTING: (
-        "You route a user's message to the domain that should answer it. Each domain has a name "
-        "and a description of what it covers. Choose the one domain whose description covers the "
-        "message; when none covers it, choose none."
-    ),
-    Purpose.CHOICE: (
         "Choose the tools that should handle the user's task. Each tool has a name, what it "
         "does, and a question that says when it is the right tool. Choose a tool only when the "
         "answer to its question is clearly yes for the task. Choose several tools only when the "

@@ -7,7 +7,8 @@ tools (name, description, suitability question, parameters, examples). A message
 2. one domain matches, or the best scores at least ``decisive_ratio`` times the runner-up: that
    domain (no model call; the lexical evidence is decisive);
 3. otherwise (no match at all included) one call, constrained to the domain names or none,
-   decides among every domain; none: nothing fits, and the default domain answers.
+   decides among every domain, each shown with its description and its tools' names; none:
+   nothing fits, and the default domain answers.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class DomainRouter:
 
     domains: Mapping[str, DomainSpec]
     index: LexicalIndex
+    options: tuple[Option, ...]
+    """How the model sees each domain when the words do not decide."""
     settings: RoutingSettings
 
     @classmethod
@@ -75,7 +78,10 @@ class DomainRouter:
             for entry in entries:
                 tool = entry.document()
                 documents.append(Document(name, dict(tool.fields)))
-        return cls(dict(domains), LexicalIndex(documents, DOMAIN_WEIGHTS), settings)
+        options = tuple(
+            domain_option(name, spec, tools.get(name, ())) for name, spec in domains.items()
+        )
+        return cls(dict(domains), LexicalIndex(documents, DOMAIN_WEIGHTS), options, settings)
 
     async def route(self, message: str, llm: LanguageModel, attempts: int) -> RoutingRecord:
         """The domain for ``message`` (None: nothing fits), and how it was decided."""
@@ -91,15 +97,11 @@ class DomainRouter:
             return self._done(
                 RoutingRecord(scores=scores, decided_by="lexical", domain=best.domain)
             )
-        options = [
-            Option(name=name, question=spec.description or f"questions about {name}")
-            for name, spec in self.domains.items()
-        ]
         try:
             named = await call_model(
                 Purpose.ROUTING.value,
                 attempts,
-                lambda: llm.choose(message, options, purpose=Purpose.ROUTING, several=False),
+                lambda: llm.choose(message, self.options, purpose=Purpose.ROUTING, several=False),
             )
         except ModelError as error:
             fallback = best.domain if best is not None else None  # a better guess than nothing
@@ -119,3 +121,15 @@ class DomainRouter:
     def _done(record: RoutingRecord) -> RoutingRecord:
         log.info("message_routed", domain=record.domain, decided_by=record.decided_by)
         return record
+
+
+def domain_option(name: str, spec: DomainSpec, tools: Sequence[SelectableTool]) -> Option:
+    """A domain as a routing option: its description, and its tools' names, which often say
+    what the description leaves out (a pharma domain "about medicines" that looks things up)."""
+    names = ", ".join(tool.short_name.replace("_", " ") for tool in tools)
+    question = "the task asks about this"
+    if names:
+        question += f", or for what one of its tools does: {names}"
+    return Option(
+        name=name, description=spec.description or f"questions about {name}", question=question
+    )
