@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/eval_selection.py                       # test split, every mode
     .venv/bin/python bench/eval_selection.py --split dev --modes choose batched --verbose
+    .venv/bin/python bench/eval_selection.py --sample 40 --modes   # 40 messages, routing only
 
 The set (``bench/selection/labelled.yaml``) holds user messages over the two bundled domains and
 four synthetic domains of deliberately similar tools, each labelled with its domain and the exact
@@ -11,10 +12,13 @@ message labelled off-topic for every domain (``domain: null``) is put to one dom
 selectable tools, in rotation. Printed per mode: exact-set accuracy, tool precision and recall,
 the refusal rate on messages no tool should take, model calls, prompt tokens (and the cached
 share) and seconds per message; then exact-set accuracy by kind of message. pydocs messages
-(no user-selectable tool: nothing to choose, no model call) are counted apart.
+(no user-selectable tool: nothing to choose, no model call) are counted apart. Last, routing:
+every message put to the domain router as if it named no domain (its labelled domain is right;
+none for an off-topic one).
 
-Modes: ``choose`` (retrieve, choose, confirm per tool), ``choose/batched`` (confirm in one call),
-``choose/off`` (no confirmation), ``batched``, ``per_tool``; ``choose:k=5`` sets ``top_k``.
+Modes: ``choose`` (retrieve, choose, confirm the choice in one call: the default),
+``choose/per_tool`` (confirm each chosen tool in its own call), ``choose/off`` (no confirmation),
+``batched``, ``per_tool``; ``choose:k=5`` sets ``top_k``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "selection"))
 
 from labelled import LabelledMessage, load_labelled, selectable_tools, selection_app
 
+from toolwire.app import App
 from toolwire.llm import (
     LanguageModel,
     SuitabilityQuestion,
@@ -171,11 +176,15 @@ async def evaluate(
 async def evaluate_routing(
     messages: list[LabelledMessage],
     llm: LanguageModel,
-    orchestrators: dict[str, DomainOrchestrator],
+    app: App,
     verbose: bool,
 ) -> None:
     """Each message put to the router as if it named no domain: the labelled domain (none for
     an off-topic message: the default domain answers it) is the right one."""
+    orchestrators = {
+        name: DomainOrchestrator(domain, app.registry, app.tools, llm, OrchestratorSettings())
+        for name, domain in app.domains.items()
+    }
     router = DomainRouter.build(
         {name: o.domain for name, o in orchestrators.items()},
         {name: o.describing_tools() for name, o in orchestrators.items()},
@@ -215,7 +224,10 @@ async def main() -> None:
     )
     parser.add_argument("--split", choices=["dev", "test", "all"], default="test")
     parser.add_argument(
-        "--modes", nargs="+", default=["choose", "choose/off", "batched", "per_tool"]
+        "--modes",
+        nargs="*",
+        default=["choose", "choose/per_tool", "choose/off", "batched", "per_tool"],
+        help="none: routing only",
     )
     parser.add_argument(
         "--sample", type=int, default=0, help="N messages spread evenly over the split"
@@ -254,11 +266,12 @@ async def main() -> None:
                 tallies[-1].row() if len(tallies) > 1 else f"{HEADER}\n{tallies[-1].row()}",
                 flush=True,
             )
-        print("\nexact-set accuracy by kind of message")
+        if tallies:
+            print("\nexact-set accuracy by kind of message")
         for tally in tallies:
             print(tally.kinds_row())
         if not args.no_routing:
-            await evaluate_routing(messages, llm, orchestrators, args.verbose)
+            await evaluate_routing(messages, llm, app, args.verbose)
     finally:
         await llm.aclose()
         await app.aclose()
