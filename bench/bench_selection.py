@@ -94,13 +94,27 @@ def fake_model(request: FakeRequest) -> FakeReply:
         options = properties["choice"].get("items", {}).get("enum", [])
         chosen = [name for name in options if name == f"{action}_{subject}"]
         return FakeReply(text=json.dumps({"choice": chosen}))
+    if "parameters" in properties:  # a confirmation with the parameters
+        confirmation = json.loads(default_output(schema))
+        confirmation["answer"] = "yes" if asks in prompt else "no"
+        return FakeReply(text=json.dumps(confirmation))
     if properties.get("answer", {}).get("enum") == ["yes", "no"]:
-        question = request.messages[0]["content"]
-        return FakeReply(text=json.dumps({"answer": "yes" if asks in question else "no"}))
+        return FakeReply(text=json.dumps({"answer": "yes" if asks in prompt else "no"}))
     if properties and all(p.get("type") == "boolean" for p in properties.values()):
         answers = {name: asks in p.get("description", "") for name, p in properties.items()}
         return FakeReply(text=json.dumps(answers))
     return FakeReply(text=default_output(schema))
+
+
+MODES = {
+    "choose": SelectionSettings(),
+    "choose/per_tool": SelectionSettings(confirm="per_tool"),
+    "choose/with_parameters": SelectionSettings(confirm="with_parameters"),
+    "choose/off": SelectionSettings(confirm="off"),
+    "batched": SelectionSettings(mode="batched"),
+    "per_tool": SelectionSettings(mode="per_tool"),
+}
+"""The default first; ``choose/…`` names how the chosen tools are confirmed."""
 
 
 async def measure(
@@ -112,7 +126,7 @@ async def measure(
         LLMSettings(base_url=server.base_url, model="fake", structured_output="json_schema"),
         api_key="bench",
     )
-    settings = OrchestratorSettings(selection=SelectionSettings(mode=mode))  # type: ignore[arg-type]
+    settings = OrchestratorSettings(selection=MODES[mode])
     service = ConversationService(
         registry=registry,
         domains={"corp": DomainSpec(name="corp", description="Company records.")},
@@ -129,6 +143,8 @@ async def measure(
         answer = await service.ask(message)
         wall_ms = (time.perf_counter() - started) * 1000
         assert answer.kind == "answer", answer
+        ran = [run.tool_name for run in answer.trace.tools]
+        assert ran == [f"corp.{tool.name}"], f"{mode}: {ran}"  # the same work in every mode
         calls = answer.model_calls
         in_model_ms = sum(call.latency_ms for call in calls)
         rows.append(
@@ -163,19 +179,19 @@ async def main() -> None:
     args = parser.parse_args()
     print("== Tool selection cost by domain size (fake OpenAI-compatible server, medians) ==")
     print(
-        f"{'tools':>5} {'mode':<9} {'calls/q':>7} {'prompt tok/q':>12} {'cached':>6} "
+        f"{'tools':>5} {'mode':<22} {'calls/q':>7} {'prompt tok/q':>12} {'cached':>6} "
         f"{'overhead ms/q':>13}"
     )
     async with FakeOpenAIServer(fake_model) as server:
         for count in (10, 100, 1000):
             baseline: dict[str, float] | None = None
-            for mode in ("choose", "batched", "per_tool"):
+            for mode in MODES:
                 questions = max(3, args.questions // 4) if mode == "per_tool" else args.questions
                 figures = await measure(server, count, mode, questions)
                 baseline = baseline or figures
                 ratio = figures["prompt"] / baseline["prompt"]
                 print(
-                    f"{count:>5} {mode:<9} {figures['calls']:>7.0f} {figures['prompt']:>12,.0f} "
+                    f"{count:>5} {mode:<22} {figures['calls']:>7.0f} {figures['prompt']:>12,.0f} "
                     f"{figures['cached']:>6.0%} {overhead(figures)}"
                     + (f"   ({ratio:.1f}x the tokens of choose)" if mode != "choose" else ""),
                     flush=True,

@@ -160,7 +160,8 @@ async def evaluate(
         orchestrator = orchestrators[domain]
         started = time.perf_counter()
         with collect_calls() as calls:
-            record = await orchestrator.selector.select(message.message, llm, attempts=2)
+            selection = await orchestrator.selector.select(message.message, llm, attempts=2)
+        record = selection.record
         seconds = time.perf_counter() - started
         chosen = set(record.activated)
         right = tally.add(message, chosen, list(calls), seconds)

@@ -100,9 +100,11 @@ class SelectionSettings(Section):
     every tool's yes/no question in one call. ``per_tool``: one yes/no call per tool."""
     top_k: int = Field(default=8, ge=1)
     """How many candidates retrieval puts to the model (a smaller domain: all its tools)."""
-    confirm: Literal["batched", "per_tool", "off"] = "batched"
+    confirm: Literal["batched", "per_tool", "with_parameters", "off"] = "batched"
     """``choose`` mode: how the chosen tools' yes/no questions are asked: ``batched`` in one call,
-    ``per_tool`` one call each, ``off`` not at all (the choice decides)."""
+    ``per_tool`` one call each, ``with_parameters`` each in the call that extracts the tool's
+    parameters (one call each instead of two; a task with prompt context: one call each),
+    ``off`` not at all (the choice decides)."""
 
 
 class RoutingSettings(Section):

@@ -193,6 +193,23 @@ class LanguageModel(Protocol):
         """
         ...
 
+    async def confirm_with_parameters(
+        self,
+        task_prompt: str,
+        question: SuitabilityQuestion,
+        parameters: type[M],
+        *,
+        instruction: str = "",
+    ) -> tuple[bool, M | None]:
+        """Answer one tool's yes/no question and, when yes, fill its parameter model, in one
+        call (the tool selection's ``confirm: with_parameters``).
+
+        The parameters are None when the answer is no, or when the model answered yes without
+        valid parameters (the caller then extracts them on their own); raises ``ModelError``
+        when the model cannot be reached or its answer is not valid.
+        """
+        ...
+
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]
     ) -> GatekeeperVerdict:

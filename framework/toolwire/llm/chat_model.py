@@ -39,6 +39,7 @@ from toolwire.llm.structured import (
     boolean_model,
     choice_model,
     chosen_names,
+    confirmation_model,
     parse_output,
 )
 from toolwire.llm.transport import ChatReply, ChatRequest, ChatTransport, Message
@@ -158,6 +159,26 @@ class ChatModel:
     ) -> M | None:
         prompt = prompts.extract_prompt(purpose, text, instruction, schema)
         return await self._structured_call(prompt, schema)
+
+    async def confirm_with_parameters(
+        self,
+        task_prompt: str,
+        question: SuitabilityQuestion,
+        parameters: type[M],
+        *,
+        instruction: str = "",
+    ) -> tuple[bool, M | None]:
+        schema = confirmation_model(parameters, question.question)
+        prompt = prompts.confirmation_with_parameters_prompt(
+            task_prompt, question.question, instruction, schema
+        )
+        limits = self.settings.max_completion_tokens
+        answer = await self._required_structured_call(
+            prompt, schema, limits.suitability + limits.parameters
+        )
+        confirmed = getattr(answer, "answer", "no") == "yes"
+        values = getattr(answer, "parameters", None)
+        return confirmed, values if confirmed and isinstance(values, parameters) else None
 
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]

@@ -136,6 +136,12 @@ PER_TOOL_SUITABILITY = (
     "yes, otherwise no."
 )
 
+CONFIRMATION_WITH_PARAMETERS = (
+    "Answer a yes/no question about the user's task: yes only when the answer is clearly yes, "
+    "otherwise no. When the answer is yes, also extract the parameters the tool needs from the "
+    "task: fill a field only with what the task says. When the answer is no, parameters is null."
+)
+
 PURPOSES_READING_DATA = frozenset({Purpose.RELEVANCE, Purpose.COMPRESSION})
 """``extract`` purposes whose text toolwire's own code prepared (external content already
 tagged): it is sent as it is. For every other purpose the text is the user's task."""
@@ -303,9 +309,7 @@ def suitability_batched_prompt(task_prompt: str, schema: type[BaseModel]) -> Pro
     )
 
 
-def suitability_single_prompt(
-    task_prompt: str, question: str, schema: type[BaseModel]
-) -> Prompt:
+def suitability_single_prompt(task_prompt: str, question: str, schema: type[BaseModel]) -> Prompt:
     """One tool's yes/no call: the tool's question is the last line."""
     return Prompt(
         Purpose.SUITABILITY,
@@ -341,6 +345,21 @@ def choice_prompt(
         specifics="\n".join(lines),
         output=output_format(schema),
         closing=ask,
+    )
+
+
+def confirmation_with_parameters_prompt(
+    task_prompt: str, question: str, instruction: str, schema: type[BaseModel]
+) -> Prompt:
+    """A chosen tool's yes/no question and its parameter extraction in one call: laid out like
+    the parameter extraction (the same prefix), the tool's question as the last line."""
+    fixed = "\n".join(part.strip() for part in (CONFIRMATION_WITH_PARAMETERS, instruction) if part)
+    return Prompt(
+        Purpose.PARAMETERS,
+        fixed,
+        task=task_prompt,
+        output=output_format(schema),
+        closing=f"Question: {question}",
     )
 
 

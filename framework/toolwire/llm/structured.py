@@ -133,6 +133,23 @@ NO_CHOICE = "none"
 """What a single choice answers when no option fits."""
 
 
+@lru_cache(maxsize=256)
+def confirmation_model(parameters: type[BaseModel], question: str) -> type[BaseModel]:
+    """A tool's yes/no question and its parameters in one answer: ``{"answer": "yes"|"no",
+    "parameters": {...} | null}``. The answer comes first, so it is decided before the model
+    reads the task for values. Cached: the same tool gives the same class and schema bytes."""
+    answer: Any = (Literal["yes", "no"], Field(description=question))
+    values: Any = (
+        parameters | None,
+        Field(description="the tool's parameters from the task when the answer is yes"),
+    )
+    model: type[BaseModel] = create_model(
+        f"Confirmed{parameters.__name__}", answer=answer, parameters=values
+    )
+    model.__doc__ = "Whether the tool should handle the task, and its parameters if so."
+    return model
+
+
 def chosen_names(answer: BaseModel) -> list[str]:
     """The option names a :func:`choice_model` answer holds, in order, without ``"none"``."""
     choice = answer.model_dump()["choice"]

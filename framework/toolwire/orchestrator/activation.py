@@ -15,7 +15,7 @@ from toolwire.orchestrator.invoke import call_model
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.run_state import ToolRun
 from toolwire.selection.catalogue import SelectableTool
-from toolwire.selection.selector import ToolSelector
+from toolwire.selection.selector import Selection, ToolSelector
 from toolwire.settings import SelectionSettings
 from toolwire.task import TaskInfo
 from toolwire.tools import ChatbotTool, OrchestratorActivatedTool
@@ -169,11 +169,13 @@ async def choose_tools(
 ) -> list[ToolRun]:
     """The task's activated tools in priority order, as pending tool runs.
 
-    Required names are exclusive (no suitability call, no RAG); otherwise one suitability call on
+    Required names are exclusive (no selection, no RAG); otherwise the tool selection on
     ``task_prompt`` (never ``prompt_context``) decides among the candidates, and the RAG tool runs
     beside them. An unknown, disabled or excluded required name is a failure on the task.
+    Parameters the selection extracted with a tool's confirmation are kept on its run.
     """
     chosen: list[tuple[Candidate, Literal["required", "suitability", "rag"]]] = []
+    parameters: dict[str, BaseModel] = {}
     if task.required_tool_names:
         for name in sorted(task.required_tool_names):
             candidate = scope.required(name)
@@ -185,25 +187,38 @@ async def choose_tools(
             elif all(c.qualified_name != candidate.qualified_name for c, _ in chosen):
                 chosen.append((candidate, "required"))
     else:
-        for candidate in await _suitable(task, llm, scope, attempts):
-            chosen.append((candidate, "suitability"))
+        selection = await _suitable(task, llm, scope, attempts)
+        if selection is not None:
+            by_name = {c.qualified_name: c for c in scope.suitability_candidates}
+            chosen.extend((by_name[name], "suitability") for name in selection.record.activated)
+            parameters = selection.parameters
         if scope.rag is not None:
             chosen.append((scope.rag, "rag"))
     chosen.sort(key=lambda pair: pair[0].sort_key)
-    return [ToolRun.activated(candidate.qualified_name, reason) for candidate, reason in chosen]
+    runs = [ToolRun.activated(candidate.qualified_name, reason) for candidate, reason in chosen]
+    for run in runs:
+        if run.tool_name in parameters:  # extracted in its confirmation: no call of its own
+            run.params = parameters[run.tool_name].model_dump(mode="json")
+    return runs
 
 
 async def _suitable(
     task: TaskInfo, llm: LanguageModel, scope: DomainTools, attempts: int
-) -> list[Candidate]:
-    """The candidates selection activates; the record of how goes on the task for the trace."""
+) -> Selection | None:
+    """What selection activates; the record of how goes on the task for the trace."""
     if not scope.suitability_candidates:
-        return []
-    record = await scope.selector.select(task.task_prompt, llm, attempts)
+        return None
+    execution_text = task.execution_text()
+    selection = await scope.selector.select(
+        task.task_prompt,
+        llm,
+        attempts,
+        parameters_from_task=execution_text == task.task_prompt and execution_text.status is None,
+    )
+    record = selection.record
     task.run.selection = record
     for name, error in record.left_out.items():
         task.run.failures.append(f"tool {name} left out of selection: {error}")
     if record.failure:
         task.run.failures.append(record.failure)
-    by_name = {c.qualified_name: c for c in scope.suitability_candidates}
-    return [by_name[name] for name in record.activated]
+    return selection

@@ -8,7 +8,7 @@ model's field names and descriptions, and its ``examples`` (YAML or class).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolwire.llm.base import Option, SuitabilityQuestion
@@ -35,6 +35,8 @@ class SelectableTool:
     question: str
     parameters: str
     examples: tuple[str, ...]
+    tool: ChatbotTool[Any] = field(compare=False, repr=False)
+    """The tool itself: its parameter model and instruction, for ``confirm: with_parameters``."""
 
     @classmethod
     def of(
@@ -54,6 +56,7 @@ class SelectableTool:
             question=tool.executable_instruction(),
             parameters=parameters,
             examples=tuple(examples),
+            tool=tool,
         )
 
     def document(self) -> Document:

@@ -5,10 +5,11 @@ Three modes (``orchestrator.selection.mode``), measured side by side in
 
 * ``choose`` (default): the domain's tool index (BM25, built once) retrieves the ``top_k`` tools
   that best match the task prompt; one call, constrained to their names, names the ones that fit
-  (none, one or several); each chosen tool is then confirmed with its own yes/no question.
-  Its cost does not grow with the number of tools in the domain. Small models name the one best
-  option well and refuse well, but answer independent yes/no questions on similar tools badly;
-  this mode asks each of them only what it is good at.
+  (none, one or several); the chosen tools are then confirmed with their own yes/no questions
+  (``confirm``: in one call, one call each, each in the call that extracts its parameters, or
+  not at all). Its cost does not grow with the number of tools in the domain. Small models name
+  the one best option well and refuse well, but rarely answer "none" to a choice; this mode asks
+  each of them only what it is good at.
 * ``batched``: every tool's yes/no question in one structured call.
 * ``per_tool``: one yes/no call per tool.
 
@@ -17,11 +18,13 @@ The selector sees only the task prompt, never its prompt context (SPEC §3 step 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from pydantic import BaseModel
 
 from toolwire.errors import PLUGIN_FAILURES, ModelError
 from toolwire.llm.base import LanguageModel, Purpose
@@ -33,6 +36,16 @@ from toolwire.settings import SelectionSettings
 from toolwire.tools import ChatbotTool
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass
+class Selection:
+    """A selection's record (the trace's) and what it found beyond it."""
+
+    record: SelectionRecord
+    parameters: dict[str, BaseModel] = field(default_factory=dict)
+    """Parameters extracted in a tool's confirmation (``confirm: with_parameters``), by name:
+    that tool needs no extraction of its own."""
 
 
 @dataclass(frozen=True)
@@ -63,16 +76,31 @@ class ToolSelector:
                 log.warning("tool_left_out_of_selection", tool=name, error=left_out[name])
         return cls(tuple(entries), tool_index(entries), settings, left_out)
 
-    async def select(self, task_prompt: str, llm: LanguageModel, attempts: int) -> SelectionRecord:
-        """The selection for one task prompt: candidates, the model's answers, what runs."""
+    async def select(
+        self,
+        task_prompt: str,
+        llm: LanguageModel,
+        attempts: int,
+        *,
+        parameters_from_task: bool = True,
+    ) -> Selection:
+        """The selection for one task prompt: candidates, the model's answers, what runs.
+
+        ``parameters_from_task``: the tools' parameters are extracted from the task prompt alone
+        (no prompt context, no status block), so ``confirm: with_parameters`` may extract them
+        in the confirmation; otherwise that setting asks each chosen tool's question alone.
+        """
         mode = self.settings.mode
-        record = SelectionRecord(mode=mode, left_out=dict(self.left_out))
+        selection = Selection(SelectionRecord(mode=mode, left_out=dict(self.left_out)))
+        record = selection.record
         candidates = self._candidates(task_prompt, record)
         if not candidates:
-            return record
+            return selection
         try:
             if mode == "choose":
-                await self._choose(task_prompt, candidates, record, llm, attempts)
+                await self._choose(
+                    task_prompt, candidates, selection, llm, attempts, parameters_from_task
+                )
             else:
                 batched = mode == "batched"
                 await self._ask(task_prompt, candidates, record, llm, attempts, batched=batched)
@@ -85,7 +113,7 @@ class ToolSelector:
             chosen=record.chosen,
             activated=record.activated,
         )
-        return record
+        return selection
 
     def _candidates(self, task_prompt: str, record: SelectionRecord) -> list[SelectableTool]:
         """Every tool when the domain has no more than ``top_k`` (or the mode asks every tool),
@@ -143,12 +171,14 @@ class ToolSelector:
         self,
         task_prompt: str,
         candidates: Sequence[SelectableTool],
-        record: SelectionRecord,
+        selection: Selection,
         llm: LanguageModel,
         attempts: int,
+        parameters_from_task: bool,
     ) -> None:
         """Name the fitting candidates in one call, then confirm them. A single candidate is the
         choice already: only its own question is asked (the same decision in one call less)."""
+        record = selection.record
         confirm = self.settings.confirm
         model_chose = len(candidates) > 1 or confirm == "off"
         chosen = (
@@ -163,17 +193,72 @@ class ToolSelector:
             record.activated = list(record.chosen)
             return
         try:
-            await self._ask(
-                task_prompt, chosen, record, llm, attempts, batched=confirm == "batched"
-            )
+            if confirm == "with_parameters" and parameters_from_task:
+                await self._confirm_with_parameters(task_prompt, chosen, selection, llm, attempts)
+            else:
+                batched = confirm == "batched"
+                await self._ask(task_prompt, chosen, record, llm, attempts, batched=batched)
         except SelectionFailed as failure:
             if not model_chose:
                 raise
             # The model's choice stands: a failed confirmation must not lose the tools it named.
-            record.activated = list(record.chosen)
+            record.activated = [
+                name for name in record.chosen if record.answers.get(name) is not False
+            ]
             raise SelectionFailed(
                 f"confirmation failed, the chosen tools run unconfirmed: {failure.__cause__}"
             ) from failure
+
+    async def _confirm_with_parameters(
+        self,
+        task_prompt: str,
+        chosen: Sequence[SelectableTool],
+        selection: Selection,
+        llm: LanguageModel,
+        attempts: int,
+    ) -> None:
+        """Each chosen tool's question in the call that extracts its parameters (concurrently);
+        a tool without parameters, or whose ``parameter_instruction()`` raises, gets its plain
+        question (its extraction then fails on its own, recorded as usual)."""
+        record = selection.record
+
+        async def confirm(tool: SelectableTool) -> None:
+            model = tool.tool.params_model
+            try:
+                instruction = tool.tool.parameter_instruction() if model.model_fields else None
+            except PLUGIN_FAILURES:
+                instruction = None
+            question = tool.suitability_question()
+            if instruction is None:
+                answers = await call_model(
+                    Purpose.SUITABILITY.value,
+                    attempts,
+                    lambda: llm.suitability(task_prompt, [question]),
+                    is_valid=lambda result: question.tool_name in result,
+                )
+                record.answers[tool.qualified_name] = bool(answers[question.tool_name])
+                return
+            confirmed, parameters = await call_model(
+                Purpose.PARAMETERS.value,
+                attempts,
+                lambda: llm.confirm_with_parameters(
+                    task_prompt, question, model, instruction=instruction
+                ),
+            )
+            record.answers[tool.qualified_name] = confirmed
+            if parameters is not None:
+                selection.parameters[tool.qualified_name] = parameters
+
+        outcomes = await asyncio.gather(*(confirm(tool) for tool in chosen), return_exceptions=True)
+        record.activated = [
+            tool.qualified_name for tool in chosen if record.answers.get(tool.qualified_name)
+        ]
+        failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        for outcome in failures:
+            if not isinstance(outcome, ModelError):
+                raise outcome
+        if failures:
+            raise SelectionFailed(failures[0]) from failures[0]
 
     async def _named(
         self,

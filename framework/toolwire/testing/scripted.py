@@ -293,14 +293,43 @@ class ScriptedModel:
             allowed = _allowed_prompt_types(schema)
             chosen = _resolve(prompt_type, text, allowed)
             return schema.model_validate({"prompt_type": chosen, "important_words": words})
+        rule = self._begin(purpose, self._extract_rules(schema, purpose), **inputs)
+        return _validated(schema, _resolve(rule.take(), text, instruction))
+
+    async def confirm_with_parameters(
+        self,
+        task_prompt: str,
+        question: SuitabilityQuestion,
+        parameters: type[M],
+        *,
+        instruction: str = "",
+    ) -> tuple[bool, M | None]:
+        """One recorded ``parameters`` call: the answer from :meth:`on_suitability`, the
+        parameters from :meth:`on_extract` (none scripted: extracted on their own later)."""
+        rule = self._begin(
+            Purpose.PARAMETERS,
+            self._suitability,
+            hint="model.on_suitability(...) (the tool's confirmation)",
+            task_prompt=task_prompt,
+            tool_name=question.tool_name,
+            question=question.question,
+            schema=parameters.__name__,
+            instruction=instruction,
+        )
+        names = self._suitable_names(rule, task_prompt, [question.tool_name])
+        if not _named(question.tool_name, names):
+            return False, None
+        values = self._extract_rules(parameters, Purpose.PARAMETERS).next()
+        if values is None:
+            return True, None
+        return True, _validated(parameters, _resolve(values.take(), task_prompt, instruction))
+
+    def _extract_rules(self, schema: type[BaseModel], purpose: Purpose) -> _Rules:
+        """The rules for ``schema`` and ``purpose``, else those for ``schema`` alone."""
         rules = self._extract.get((schema, purpose))
         if rules is None or rules.next() is None:
             rules = self._extract.get((schema, None))
-        rule = self._begin(purpose, rules or _Rules(), **inputs)
-        value = _resolve(rule.take(), text, instruction)
-        if value is None or isinstance(value, schema):
-            return value
-        return schema.model_validate(value)
+        return rules or _Rules()
 
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]
@@ -327,7 +356,9 @@ class ScriptedModel:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _begin(self, purpose: Purpose, rules: _Rules, **inputs: Any) -> _Rule:
+    def _begin(
+        self, purpose: Purpose, rules: _Rules, *, hint: str | None = None, **inputs: Any
+    ) -> _Rule:
         self.calls.append(ScriptedCall(purpose, inputs))
         rule = rules.next()
         if rule is None:
@@ -339,7 +370,7 @@ class ScriptedModel:
             )
             raise UnscriptedCallError(
                 f"ScriptedModel received an unscripted {purpose.value!r} call ({shown}); "
-                f"script it with {_hint(purpose)}"
+                f"script it with {hint or _hint(purpose)}"
             )
         _record(CallRecord(purpose=purpose.value, model=SCRIPTED_MODEL_NAME))
         return rule
@@ -350,6 +381,12 @@ def _record(record: CallRecord) -> None:
     record_call(record)
     with opened(ModelCallStarted(purpose=record.purpose)) as step:
         emit(ModelCallFinished(step=step, record=record.model_copy()))
+
+
+def _validated(schema: type[M], value: Any) -> M | None:
+    if value is None or isinstance(value, schema):
+        return value
+    return schema.model_validate(value)
 
 
 def _named(name: str, chosen: set[str]) -> bool:
