@@ -127,6 +127,8 @@ async def test_a_chosen_tool_refused_by_its_own_question_does_not_run() -> None:
 
     answer = await selecting(model, one, two).ask("write me a poem")
 
+    [confirmation] = model.calls_for(Purpose.SUITABILITY)
+    assert confirmation.inputs["batched"] is False  # one chosen tool: its own yes/no question
     selection = selection_of(answer)
     assert (selection.chosen, selection.answers, selection.activated) == (
         ["demo.one"],

@@ -195,8 +195,8 @@ class ToolSelector:
         try:
             if confirm == "with_parameters" and parameters_from_task:
                 await self._confirm_with_parameters(task_prompt, chosen, selection, llm, attempts)
-            else:
-                batched = confirm == "batched"
+            else:  # one chosen tool: its own yes/no call (the same call count, a "yes"/"no")
+                batched = confirm == "batched" and len(chosen) > 1
                 await self._ask(task_prompt, chosen, record, llm, attempts, batched=batched)
         except SelectionFailed as failure:
             if not model_chose:
