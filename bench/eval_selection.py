@@ -126,7 +126,7 @@ class Tally:
         refusal = self.refusals / max(self.no_tool_messages, 1)
         cached = self.cached_tokens / max(self.prompt_tokens, 1)
         return (
-            f"{self.mode:<18} {self.exact / n:>5.2f} {precision:>9.2f} {recall:>6.2f} "
+            f"{self.mode:<22} {self.exact / n:>5.2f} {precision:>9.2f} {recall:>6.2f} "
             f"{refusal:>7.2f} {self.calls / n:>7.2f} {self.prompt_tokens / n:>8.0f} "
             f"{cached:>6.0%} {self.seconds / n:>6.2f} {self.failures:>5}"
         )
@@ -137,11 +137,11 @@ class Tally:
             for kind in KINDS
             if self.by_kind[kind]
         ]
-        return f"{self.mode:<18} " + "  ".join(cells)
+        return f"{self.mode:<22} " + "  ".join(cells)
 
 
 HEADER = (
-    f"{'mode':<18} {'exact':>5} {'precision':>9} {'recall':>6} {'refusal':>7} "
+    f"{'mode':<22} {'exact':>5} {'precision':>9} {'recall':>6} {'refusal':>7} "
     f"{'calls/m':>7} {'prompt/m':>8} {'cached':>6} {'s/m':>6} {'fails':>5}"
 )
 
