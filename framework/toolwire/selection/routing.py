@@ -7,8 +7,7 @@ tools (name, description, suitability question, parameters, examples). A message
 2. one domain matches, or the best scores at least ``decisive_ratio`` times the runner-up: that
    domain (no model call; the lexical evidence is decisive);
 3. otherwise (no match at all included) one call, constrained to the domain names or none,
-   decides among every domain, each shown with its description and its tools' names; none:
-   nothing fits, and the default domain answers.
+   decides among every domain; none: nothing fits, and the default domain answers.
 """
 
 from __future__ import annotations
@@ -59,7 +58,8 @@ class DomainRouter:
     domains: Mapping[str, DomainSpec]
     index: LexicalIndex
     options: tuple[Option, ...]
-    """How the model sees each domain when the words do not decide."""
+    """How the model sees each domain when the words do not decide: its description. (With its
+    tools' names added, routing scored 0.85 against 0.88 on both labelled samples, and slower.)"""
     settings: RoutingSettings
 
     @classmethod
@@ -79,7 +79,8 @@ class DomainRouter:
                 tool = entry.document()
                 documents.append(Document(name, dict(tool.fields)))
         options = tuple(
-            domain_option(name, spec, tools.get(name, ())) for name, spec in domains.items()
+            Option(name=name, question=spec.description or f"questions about {name}")
+            for name, spec in domains.items()
         )
         return cls(dict(domains), LexicalIndex(documents, DOMAIN_WEIGHTS), options, settings)
 
@@ -121,15 +122,3 @@ class DomainRouter:
     def _done(record: RoutingRecord) -> RoutingRecord:
         log.info("message_routed", domain=record.domain, decided_by=record.decided_by)
         return record
-
-
-def domain_option(name: str, spec: DomainSpec, tools: Sequence[SelectableTool]) -> Option:
-    """A domain as a routing option: its description, and its tools' names, which often say
-    what the description leaves out (a pharma domain "about medicines" that looks things up)."""
-    names = ", ".join(tool.short_name.replace("_", " ") for tool in tools)
-    question = "the task asks about this"
-    if names:
-        question += f", or for what one of its tools does: {names}"
-    return Option(
-        name=name, description=spec.description or f"questions about {name}", question=question
-    )
