@@ -93,6 +93,18 @@ async def test_a_message_no_domain_fits_goes_to_the_default_domain() -> None:
     assert (answer.routing.decided_by, answer.routing.domain) == ("model", None)
 
 
+async def test_the_models_none_gives_way_to_a_domain_that_shares_words_with_the_message() -> None:
+    model = ScriptedModel().on_route(None).on_suitability([]).on_answer("no rate for that")
+
+    answer = await service(model).ask("Any news about currencies and bookings?")
+
+    assert model.calls_for(Purpose.ROUTING)  # the words alone did not decide
+    assert answer.routing is not None
+    best = answer.routing.scores[0].domain
+    assert (answer.routing.decided_by, answer.routing.domain) == ("words over none", best)
+    assert answer.domain == best
+
+
 async def test_no_fit_and_no_default_domain_is_a_clear_error() -> None:
     model = ScriptedModel().on_route(None)
 

@@ -7,7 +7,8 @@ tools (name, description, suitability question, parameters, examples). A message
 2. one domain matches, or the best scores at least ``decisive_ratio`` times the runner-up: that
    domain (no model call; the lexical evidence is decisive);
 3. otherwise (no match at all included) one call, constrained to the domain names or none,
-   decides among every domain; none: nothing fits, and the default domain answers.
+   decides among every domain; none with no domain matching any word: nothing fits, and the
+   default domain answers; none while some domain matched: the best-matching domain.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class RoutingRecord(BaseModel):
 
     scores: list[DomainScore] = Field(default_factory=list)
     """Every domain that matched the message, best first."""
-    decided_by: Literal["lexical", "model", "failure"]
+    decided_by: Literal["lexical", "model", "words over none", "failure"]
+    """``words over none``: the model named no domain, but one shares words with the message."""
     domain: str | None
     """The domain chosen; None: nothing fits (the default domain answers)."""
     failure: str | None = None
@@ -116,6 +118,13 @@ class DomainRouter:
                 )
             )
         domain = next((name for name in named if name in self.domains), None)
+        if domain is None and best is not None and best.score > 0:
+            # The model's "none" against words a domain shares with the message: the domain
+            # takes it. Sent to the default domain, a question its domain covers gets a wrong
+            # answer; an off-topic one gets "nothing found" from either (see docs/models.md).
+            return self._done(
+                RoutingRecord(scores=scores, decided_by="words over none", domain=best.domain)
+            )
         return self._done(RoutingRecord(scores=scores, decided_by="model", domain=domain))
 
     @staticmethod
