@@ -311,13 +311,7 @@ def suitability_batched_prompt(task_prompt: str, schema: type[BaseModel]) -> Pro
 
 def suitability_single_prompt(task_prompt: str, question: str, schema: type[BaseModel]) -> Prompt:
     """One tool's yes/no call: the tool's question is the last line."""
-    return Prompt(
-        Purpose.SUITABILITY,
-        PER_TOOL_SUITABILITY,
-        task=task_prompt,
-        output=output_format(schema),
-        closing=f"Question: {question}",
-    )
+    return _question_last(Purpose.SUITABILITY, PER_TOOL_SUITABILITY, task_prompt, question, schema)
 
 
 def choice_prompt(
@@ -354,9 +348,16 @@ def confirmation_with_parameters_prompt(
     """A chosen tool's yes/no question and its parameter extraction in one call: laid out like
     the parameter extraction (the same prefix), the tool's question as the last line."""
     fixed = "\n".join(part.strip() for part in (CONFIRMATION_WITH_PARAMETERS, instruction) if part)
+    return _question_last(Purpose.PARAMETERS, fixed, task_prompt, question, schema)
+
+
+def _question_last(
+    purpose: Purpose, instruction: str, task_prompt: str, question: str, schema: type[BaseModel]
+) -> Prompt:
+    """A call about the task that ends with a tool's yes/no question."""
     return Prompt(
-        Purpose.PARAMETERS,
-        fixed,
+        purpose,
+        instruction,
         task=task_prompt,
         output=output_format(schema),
         closing=f"Question: {question}",

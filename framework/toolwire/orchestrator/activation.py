@@ -197,8 +197,9 @@ async def choose_tools(
     chosen.sort(key=lambda pair: pair[0].sort_key)
     runs = [ToolRun.activated(candidate.qualified_name, reason) for candidate, reason in chosen]
     for run in runs:
-        if run.tool_name in parameters:  # extracted in its confirmation: no call of its own
-            run.params = parameters[run.tool_name].model_dump(mode="json")
+        extracted = parameters.get(run.tool_name)
+        if extracted is not None:  # extracted in its confirmation: no call of its own
+            run.params = extracted.model_dump(mode="json")
     return runs
 
 
@@ -208,12 +209,11 @@ async def _suitable(
     """What selection activates; the record of how goes on the task for the trace."""
     if not scope.suitability_candidates:
         return None
-    execution_text = task.execution_text()
     selection = await scope.selector.select(
         task.task_prompt,
         llm,
         attempts,
-        parameters_from_task=execution_text == task.task_prompt and execution_text.status is None,
+        parameters_from_task=not task.prompt_context and task.run.agent_status() is None,
     )
     record = selection.record
     task.run.selection = record

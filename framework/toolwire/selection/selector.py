@@ -218,47 +218,48 @@ class ToolSelector:
         attempts: int,
     ) -> None:
         """Each chosen tool's question in the call that extracts its parameters (concurrently);
-        a tool without parameters, or whose ``parameter_instruction()`` raises, gets its plain
-        question (its extraction then fails on its own, recorded as usual)."""
+        tools without parameters, or whose ``parameter_instruction()`` raises, get their plain
+        questions in one more call (such a tool's extraction then fails on its own, recorded as
+        usual)."""
         record = selection.record
-
-        async def confirm(tool: SelectableTool) -> None:
-            model = tool.tool.params_model
-            try:
-                instruction = tool.tool.parameter_instruction() if model.model_fields else None
-            except PLUGIN_FAILURES:
-                instruction = None
-            question = tool.suitability_question()
+        merged: list[tuple[SelectableTool, str]] = []
+        plain: list[SelectableTool] = []
+        for tool in chosen:
+            instruction = _parameter_instruction(tool.tool)
             if instruction is None:
-                answers = await call_model(
-                    Purpose.SUITABILITY.value,
-                    attempts,
-                    lambda: llm.suitability(task_prompt, [question]),
-                    is_valid=lambda result: question.tool_name in result,
-                )
-                record.answers[tool.qualified_name] = bool(answers[question.tool_name])
-                return
+                plain.append(tool)
+            else:
+                merged.append((tool, instruction))
+
+        async def confirm(tool: SelectableTool, instruction: str) -> None:
             confirmed, parameters = await call_model(
                 Purpose.PARAMETERS.value,
                 attempts,
                 lambda: llm.confirm_with_parameters(
-                    task_prompt, question, model, instruction=instruction
+                    task_prompt,
+                    tool.suitability_question(),
+                    tool.tool.params_model,
+                    instruction=instruction,
                 ),
             )
             record.answers[tool.qualified_name] = confirmed
             if parameters is not None:
                 selection.parameters[tool.qualified_name] = parameters
 
-        outcomes = await asyncio.gather(*(confirm(tool) for tool in chosen), return_exceptions=True)
+        calls = [confirm(tool, instruction) for tool, instruction in merged]
+        if plain:
+            calls.append(self._ask(task_prompt, plain, record, llm, attempts, batched=False))
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
         record.activated = [
             tool.qualified_name for tool in chosen if record.answers.get(tool.qualified_name)
         ]
-        failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
-        for outcome in failures:
-            if not isinstance(outcome, ModelError):
+        for outcome in outcomes:
+            if isinstance(outcome, SelectionFailed):
                 raise outcome
-        if failures:
-            raise SelectionFailed(failures[0]) from failures[0]
+            if isinstance(outcome, ModelError):
+                raise SelectionFailed(outcome) from outcome
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     async def _named(
         self,
@@ -280,6 +281,17 @@ class ToolSelector:
             raise SelectionFailed(message) from error
         record.ignored = [name for name in named if name not in by_option]
         return [by_option[name] for name in dict.fromkeys(named) if name in by_option]
+
+
+def _parameter_instruction(tool: ChatbotTool[Any]) -> str | None:
+    """What the tool's parameter extraction is told; None for a tool without parameters or
+    whose ``parameter_instruction()`` raises (it is asked its plain question instead)."""
+    if not tool.params_model.model_fields:
+        return None
+    try:
+        return tool.parameter_instruction()
+    except PLUGIN_FAILURES:
+        return None
 
 
 class SelectionFailed(Exception):
