@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from orchestration_kit import EchoTool, domain
 from toolwire import OrchestratorActivatedTool, TaskInfo, ToolExecutionResult
 from toolwire.errors import ModelError
-from toolwire.llm import OpenAIGateway, Purpose, SuitabilityQuestion, prompts
+from toolwire.llm import OpenAIGateway, Purpose, SuitabilityQuestion
 from toolwire.orchestrator import Answer, ConversationService
 from toolwire.run_state import SelectionRecord
 from toolwire.settings import LLMSettings, OrchestratorSettings, SelectionSettings
@@ -140,16 +140,15 @@ async def test_a_failed_plain_question_beside_a_confirmation_keeps_the_choice() 
     ]
 
 
-async def test_a_raising_parameter_instruction_gets_the_plain_question_then_its_usual_failure() -> (
-    None
-):
+async def test_a_raising_parameter_instruction_is_a_recorded_failure_of_the_extraction() -> None:
     model = ScriptedModel().on_choose(["triangle_area"]).on_suitability(["triangle_area"])
-    model.on_answer("no result")
+    model.on_answer("no result")  # no parameters scripted: the extraction of its own follows
     broken = TriangleArea(instruction_error=RuntimeError("instruction store down"))
 
     answer = await asking(model, broken).ask("A triangle 3 wide and 4 tall: its area?")
 
-    assert model.purposes == [Purpose.CHOICE, Purpose.SUITABILITY, Purpose.ANSWER]
+    # the confirmation does not need the instruction; the tool's own extraction then fails
+    assert model.purposes == [Purpose.CHOICE, Purpose.PARAMETERS, Purpose.ANSWER]
     assert selection_of(answer).activated == ["demo.triangle_area"]
     assert len(answer.failures) == 1
     assert "parameter_instruction() raised RuntimeError" in answer.failures[0]
@@ -197,12 +196,20 @@ async def test_a_task_with_prompt_context_confirms_on_the_task_prompt_alone() ->
 # -- the chat model's call ----------------------------------------------------------------------
 
 
-async def test_the_chat_model_asks_the_question_last_and_reads_the_answer_first() -> None:
+async def test_the_chat_model_asks_the_plain_question_and_reads_the_parameters_of_a_yes() -> None:
     def reply(request: FakeRequest) -> FakeReply:
-        yes = "triangle 3 by 4" in request.messages[1]["content"]
-        parameters = {"base": 3, "height": 4} if yes else None
+        if "triangle 3 by 4" in request.messages[1]["content"]:
+            return FakeReply(
+                text=json.dumps(
+                    {"reply": {"answer": "yes", "parameters": {"base": 3, "height": 4}}}
+                )
+            )
+        refusal = {"answer": "no"}
+        schema = request.output_schema or {}
         return FakeReply(
-            text=json.dumps({"answer": "yes" if yes else "no", "parameters": parameters})
+            text=json.dumps(
+                {"reply": refusal} if "reply" in schema.get("properties", {}) else refusal
+            )
         )
 
     question = SuitabilityQuestion(tool_name="demo.triangle_area", question=QUESTION)
@@ -212,32 +219,46 @@ async def test_the_chat_model_asks_the_question_last_and_reads_the_answer_first(
             api_key="test",
         )
         confirmed = await gateway.confirm_with_parameters(
-            "Area of a triangle 3 by 4?", question, Area, instruction="Fill base and height."
+            "Area of a triangle 3 by 4?", question, Area
         )
         refused = await gateway.confirm_with_parameters("Write a poem", question, Area)
+        await gateway.suitability("Write a poem", [question], batched=False)
         await gateway.aclose()
 
     assert confirmed == (True, Area(base=3, height=4))
     assert refused == (False, None)
-    request = server.chat_requests[0]
-    user = request.messages[1]["content"]
-    assert user.startswith("<task>Area of a triangle 3 by 4?</task>")
-    assert prompts.CONFIRMATION_WITH_PARAMETERS in user
-    assert user.endswith(f"Question: {QUESTION}")
-    schema = request.output_schema
+    with_parameters, plain = server.chat_requests[1], server.chat_requests[2]
+    # the prompt is the tool's own yes/no question, byte for byte: nothing about parameters
+    assert with_parameters.messages == plain.messages
+    assert "parameter" not in with_parameters.messages[1]["content"]
+    assert with_parameters.messages[1]["content"].endswith(f"Question: {QUESTION}")
+    # the parameters are in the output constraint only, and only after a "yes"
+    schema = with_parameters.output_schema
     assert schema is not None
-    assert list(schema["properties"]) == ["answer", "parameters"]
-    assert schema["properties"]["answer"]["description"] == QUESTION
+    branches = schema["$defs"]
+    assert branches["Refused"]["properties"]["answer"]["const"] == "no"
+    assert branches["ConfirmedArea"]["properties"]["answer"]["const"] == "yes"
+    assert branches["ConfirmedArea"]["required"] == ["answer", "parameters"]
 
 
-async def test_the_chat_model_refuses_an_answer_outside_the_schema() -> None:
+@pytest.mark.parametrize(
+    "output",
+    [
+        {"reply": {"answer": "maybe"}},
+        {"reply": {"answer": "yes", "parameters": {"base": "wide"}}},
+        {"answer": "no"},
+    ],
+    ids=["answer outside yes/no", "yes with invalid parameters", "no reply object"],
+)
+async def test_the_chat_model_refuses_an_answer_outside_the_schema(output: object) -> None:
     question = SuitabilityQuestion(tool_name="demo.triangle_area", question=QUESTION)
-    async with FakeOpenAIServer(lambda request: FakeReply(text='{"answer": "maybe"}')) as server:
+    text = json.dumps(output)
+    async with FakeOpenAIServer(lambda request: FakeReply(text=text)) as server:
         gateway = OpenAIGateway(
             LLMSettings(base_url=server.base_url, model="fake", max_retries=0), api_key="test"
         )
         with pytest.raises(ModelError, match="did not match the schema"):
-            await gateway.confirm_with_parameters("q", question, Area)
+            await gateway.confirm_with_parameters("Area of a triangle 3 wide?", question, Area)
         await gateway.aclose()
 
     assert len(server.chat_requests) == 2  # the answer, then one corrective retry

@@ -194,15 +194,12 @@ class LanguageModel(Protocol):
         ...
 
     async def confirm_with_parameters(
-        self,
-        task_prompt: str,
-        question: SuitabilityQuestion,
-        parameters: type[M],
-        *,
-        instruction: str = "",
+        self, task_prompt: str, question: SuitabilityQuestion, parameters: type[M]
     ) -> tuple[bool, M | None]:
         """Answer one tool's yes/no question and, when yes, fill its parameter model, in one
-        call (the tool selection's ``confirm: with_parameters``).
+        call (the tool selection's ``confirm: with_parameters``). The tool's
+        ``parameter_instruction()`` is not part of it: the question is asked exactly as on its
+        own, so that it is refused as often (docs/models.md has the measurement).
 
         The parameters are None when the answer is no, or when the model answered yes without
         valid parameters (the caller then extracts them on their own); raises ``ModelError``

@@ -161,24 +161,17 @@ class ChatModel:
         return await self._structured_call(prompt, schema)
 
     async def confirm_with_parameters(
-        self,
-        task_prompt: str,
-        question: SuitabilityQuestion,
-        parameters: type[M],
-        *,
-        instruction: str = "",
+        self, task_prompt: str, question: SuitabilityQuestion, parameters: type[M]
     ) -> tuple[bool, M | None]:
-        schema = confirmation_model(parameters, question.question)
-        prompt = prompts.confirmation_with_parameters_prompt(
-            task_prompt, question.question, instruction, schema
-        )
+        schema = confirmation_model(parameters)
+        prompt = prompts.confirmation_with_parameters_prompt(task_prompt, question.question)
         limits = self.settings.max_completion_tokens
         answer = await self._required_structured_call(
             prompt, schema, limits.suitability + limits.parameters
         )
-        confirmed = getattr(answer, "answer", "no") == "yes"
-        values = getattr(answer, "parameters", None)
-        return confirmed, values if confirmed and isinstance(values, parameters) else None
+        reply = getattr(answer, "reply", None)
+        values = getattr(reply, "parameters", None)
+        return (True, values) if isinstance(values, parameters) else (False, None)
 
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]

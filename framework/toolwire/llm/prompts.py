@@ -37,7 +37,7 @@ from pydantic import BaseModel
 
 from toolwire.context_buffer import PromptAndContext
 from toolwire.llm.base import Option, Purpose
-from toolwire.llm.structured import json_schema
+from toolwire.llm.structured import YesNo, json_schema
 from toolwire.llm.transport import Message
 from toolwire.run_state import AgentStatus
 
@@ -134,12 +134,6 @@ NOTHING_RETRIEVED = (
 PER_TOOL_SUITABILITY = (
     "Answer a yes/no question about the user's task. Answer yes only when the answer is clearly "
     "yes, otherwise no."
-)
-
-CONFIRMATION_WITH_PARAMETERS = (
-    "Answer a yes/no question about the user's task: yes only when the answer is clearly yes, "
-    "otherwise no. When the answer is yes, also extract the parameters the tool needs from the "
-    "task: fill a field only with what the task says. When the answer is no, parameters is null."
 )
 
 PURPOSES_READING_DATA = frozenset({Purpose.RELEVANCE, Purpose.COMPRESSION})
@@ -342,13 +336,12 @@ def choice_prompt(
     )
 
 
-def confirmation_with_parameters_prompt(
-    task_prompt: str, question: str, instruction: str, schema: type[BaseModel]
-) -> Prompt:
-    """A chosen tool's yes/no question and its parameter extraction in one call: laid out like
-    the parameter extraction (the same prefix), the tool's question as the last line."""
-    fixed = "\n".join(part.strip() for part in (CONFIRMATION_WITH_PARAMETERS, instruction) if part)
-    return _question_last(Purpose.PARAMETERS, fixed, task_prompt, question, schema)
+def confirmation_with_parameters_prompt(task_prompt: str, question: str) -> Prompt:
+    """A chosen tool's yes/no question whose answer carries the tool's parameters: the prompt
+    is the tool's own yes/no question (:func:`suitability_single_prompt`) word for word, the
+    parameters come from the output constraint alone (``structured.confirmation_model``).
+    Recorded as a ``parameters`` call: it replaces the tool's extraction."""
+    return _question_last(Purpose.PARAMETERS, PER_TOOL_SUITABILITY, task_prompt, question, YesNo)
 
 
 def _question_last(

@@ -133,18 +133,29 @@ NO_CHOICE = "none"
 """What a single choice answers when no option fits."""
 
 
+class Refused(BaseModel):
+    """A refused tool's confirmation: its question answered no, no parameters."""
+
+    answer: Literal["no"]
+
+
 @lru_cache(maxsize=256)
-def confirmation_model(parameters: type[BaseModel], question: str) -> type[BaseModel]:
-    """A tool's yes/no question and its parameters in one answer: ``{"answer": "yes"|"no",
-    "parameters": {...} | null}``. The answer comes first, so it is decided before the model
-    reads the task for values. Cached: the same tool gives the same class and schema bytes."""
-    answer: Any = (Literal["yes", "no"], Field(description=question))
-    values: Any = (
-        parameters | None,
-        Field(description="the tool's parameters from the task when the answer is yes"),
+def confirmation_model(parameters: type[BaseModel]) -> type[BaseModel]:
+    """A tool's yes/no answer that carries its parameters when it is yes:
+    ``{"reply": {"answer": "no"}}`` or ``{"reply": {"answer": "yes", "parameters": {...}}}``.
+
+    Sent as the output constraint of a call whose prompt is the tool's yes/no question, word
+    for word (the prompt shows :class:`YesNo`'s format): the answer is decided as in the plain
+    question, and the constraint alone then leads the model through the parameters. Measured on
+    the embedded model (docs/models.md): any mention of parameters in the prompt made it answer
+    "yes" to every chosen tool. Cached: the same tool gives the same class and schema bytes.
+    """
+    yes: Any = (Literal["yes"], ...)
+    confirmed = create_model(
+        f"Confirmed{parameters.__name__}", answer=yes, parameters=(parameters, ...)
     )
     model: type[BaseModel] = create_model(
-        f"Confirmed{parameters.__name__}", answer=answer, parameters=values
+        f"Confirmation{parameters.__name__}", reply=(Refused | confirmed, ...)
     )
     model.__doc__ = "Whether the tool should handle the task, and its parameters if so."
     return model

@@ -36,7 +36,7 @@ class SelectableTool:
     parameters: str
     examples: tuple[str, ...]
     tool: ChatbotTool[Any] = field(compare=False, repr=False)
-    """The tool itself: its parameter model and instruction, for ``confirm: with_parameters``."""
+    """The tool itself: its parameter model, for ``confirm: with_parameters``."""
 
     @classmethod
     def of(

@@ -6,7 +6,7 @@ Three modes (``orchestrator.selection.mode``), measured side by side in
 * ``choose`` (default): the domain's tool index (BM25, built once) retrieves the ``top_k`` tools
   that best match the task prompt; one call, constrained to their names, names the ones that fit
   (none, one or several); the chosen tools are then confirmed with their own yes/no questions
-  (``confirm``: in one call, one call each, each in the call that extracts its parameters, or
+  (``confirm``: in one call, one call each, each with its parameters in the answer, or
   not at all). Its cost does not grow with the number of tools in the domain. Small models name
   the one best option well and refuse well, but rarely answer "none" to a choice; this mode asks
   each of them only what it is good at.
@@ -217,36 +217,25 @@ class ToolSelector:
         llm: LanguageModel,
         attempts: int,
     ) -> None:
-        """Each chosen tool's question in the call that extracts its parameters (concurrently);
-        tools without parameters, or whose ``parameter_instruction()`` raises, get their plain
-        questions in one more call (such a tool's extraction then fails on its own, recorded as
-        usual)."""
+        """Each chosen tool's question in a call whose answer carries its parameters
+        (concurrently); tools without parameters get their plain questions in one more call."""
         record = selection.record
-        merged: list[tuple[SelectableTool, str]] = []
-        plain: list[SelectableTool] = []
-        for tool in chosen:
-            instruction = _parameter_instruction(tool.tool)
-            if instruction is None:
-                plain.append(tool)
-            else:
-                merged.append((tool, instruction))
+        merged = [tool for tool in chosen if tool.tool.params_model.model_fields]
+        plain = [tool for tool in chosen if not tool.tool.params_model.model_fields]
 
-        async def confirm(tool: SelectableTool, instruction: str) -> None:
+        async def confirm(tool: SelectableTool) -> None:
             confirmed, parameters = await call_model(
                 Purpose.PARAMETERS.value,
                 attempts,
                 lambda: llm.confirm_with_parameters(
-                    task_prompt,
-                    tool.suitability_question(),
-                    tool.tool.params_model,
-                    instruction=instruction,
+                    task_prompt, tool.suitability_question(), tool.tool.params_model
                 ),
             )
             record.answers[tool.qualified_name] = confirmed
             if parameters is not None:
                 selection.parameters[tool.qualified_name] = parameters
 
-        calls = [confirm(tool, instruction) for tool, instruction in merged]
+        calls = [confirm(tool) for tool in merged]
         if plain:
             calls.append(self._ask(task_prompt, plain, record, llm, attempts, batched=False))
         outcomes = await asyncio.gather(*calls, return_exceptions=True)
@@ -281,17 +270,6 @@ class ToolSelector:
             raise SelectionFailed(message) from error
         record.ignored = [name for name in named if name not in by_option]
         return [by_option[name] for name in dict.fromkeys(named) if name in by_option]
-
-
-def _parameter_instruction(tool: ChatbotTool[Any]) -> str | None:
-    """What the tool's parameter extraction is told; None for a tool without parameters or
-    whose ``parameter_instruction()`` raises (it is asked its plain question instead)."""
-    if not tool.params_model.model_fields:
-        return None
-    try:
-        return tool.parameter_instruction()
-    except PLUGIN_FAILURES:
-        return None
 
 
 class SelectionFailed(Exception):

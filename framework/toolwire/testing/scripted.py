@@ -297,12 +297,7 @@ class ScriptedModel:
         return _validated(schema, _resolve(rule.take(), text, instruction))
 
     async def confirm_with_parameters(
-        self,
-        task_prompt: str,
-        question: SuitabilityQuestion,
-        parameters: type[M],
-        *,
-        instruction: str = "",
+        self, task_prompt: str, question: SuitabilityQuestion, parameters: type[M]
     ) -> tuple[bool, M | None]:
         """One recorded ``parameters`` call: the answer from :meth:`on_suitability`, the
         parameters from :meth:`on_extract` (none scripted: extracted on their own later)."""
@@ -314,7 +309,6 @@ class ScriptedModel:
             tool_name=question.tool_name,
             question=question.question,
             schema=parameters.__name__,
-            instruction=instruction,
         )
         names = self._suitable_names(rule, task_prompt, [question.tool_name])
         if not _named(question.tool_name, names):
@@ -322,7 +316,7 @@ class ScriptedModel:
         values = self._extract_rules(parameters, Purpose.PARAMETERS).next()
         if values is None:
             return True, None
-        return True, _validated(parameters, _resolve(values.take(), task_prompt, instruction))
+        return True, _validated(parameters, _resolve(values.take(), task_prompt, ""))
 
     def _extract_rules(self, schema: type[BaseModel], purpose: Purpose) -> _Rules:
         """The rules for ``schema`` and ``purpose``, else those for ``schema`` alone."""
