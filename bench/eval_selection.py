@@ -42,6 +42,7 @@ from labelled import LabelledMessage, load_labelled, selectable_tools, selection
 from toolwire.app import App
 from toolwire.llm import (
     LanguageModel,
+    Purpose,
     SuitabilityQuestion,
     collect_calls,
     create_language_model,
@@ -93,6 +94,10 @@ class Tally:
     seconds: float = 0.0
     by_kind: Counter[str] = field(default_factory=Counter)
     right_by_kind: Counter[str] = field(default_factory=Counter)
+    carried: int = 0
+    """Tools whose parameters came with their confirmation (``with_parameters``)…"""
+    carried_as_extracted: int = 0
+    """…and of them, those equal to what the tool's own extraction gives."""
 
     def add(
         self, message: LabelledMessage, chosen: set[str], calls: list[Any], seconds: float
@@ -137,6 +142,11 @@ class Tally:
             for kind in KINDS
             if self.by_kind[kind]
         ]
+        if self.carried:
+            cells.append(
+                f"(parameters carried by the confirmation equal to the tool's own extraction: "
+                f"{self.carried_as_extracted}/{self.carried})"
+            )
         return f"{self.mode:<22} " + "  ".join(cells)
 
 
@@ -165,6 +175,22 @@ async def evaluate(
         seconds = time.perf_counter() - started
         chosen = set(record.activated)
         right = tally.add(message, chosen, list(calls), seconds)
+        tools = {entry.qualified_name: entry.tool for entry in orchestrator.selector.tools}
+        for name, carried in selection.parameters.items():  # measured, not counted as calls
+            tool = tools[name]
+            extracted = await llm.extract(
+                tool.params_model,
+                message.message,
+                instruction=tool.parameter_instruction(),
+                purpose=Purpose.PARAMETERS,
+            )
+            tally.carried += 1
+            tally.carried_as_extracted += carried == extracted
+            if verbose and carried != extracted:
+                print(
+                    f"  [{spec}] {message.id}: {name} carried {carried!r}, extracted {extracted!r}",
+                    flush=True,
+                )
         if verbose and not right:
             print(
                 f"  [{spec}] {message.id}: chose {sorted(chosen)} (named {record.chosen}), "

@@ -1,5 +1,6 @@
-"""``confirm: with_parameters``: each chosen tool's yes/no question asked in the call that
-extracts its parameters (the scripted model, then the real chat model against the fake server)."""
+"""``confirm: with_parameters``: a single chosen tool's yes/no answer carries its parameters,
+several chosen tools are confirmed in one call (the scripted model, then the real chat model
+against the fake server)."""
 
 from __future__ import annotations
 
@@ -105,39 +106,25 @@ async def test_a_tool_without_parameters_is_asked_its_plain_question() -> None:
     assert answer.text == "bmi 22"
 
 
-async def test_tools_with_and_without_parameters_are_confirmed_side_by_side() -> None:
+async def test_several_chosen_tools_are_confirmed_in_one_call_and_extracted_on_their_own() -> None:
     model = ScriptedModel().on_choose(["triangle_area", "bmi"])
-    model.on_suitability(["triangle_area"], times=1).on_suitability([])  # bmi: refused
+    model.on_suitability(["triangle_area"])  # bmi: refused
     model.on_extract(Area, {"base": 3, "height": 4}).on_answer()
 
     answer = await asking(model).ask("A triangle 3 wide and 4 tall: its area, and my BMI?")
 
-    assert sorted(model.purposes) == sorted(
-        [Purpose.CHOICE, Purpose.PARAMETERS, Purpose.SUITABILITY, Purpose.ANSWER]
+    assert model.purposes == [
+        Purpose.CHOICE, Purpose.SUITABILITY, Purpose.PARAMETERS, Purpose.ANSWER
+    ]  # fmt: skip
+    [confirmation] = model.calls_for(Purpose.SUITABILITY)
+    assert (confirmation.inputs["tool_names"], confirmation.inputs["batched"]) == (
+        ["demo.triangle_area", "demo.bmi"],
+        True,
     )
-    [plain] = model.calls_for(Purpose.SUITABILITY)
-    assert plain.inputs["tool_names"] == ["demo.bmi"]
     selection = selection_of(answer)
     assert selection.answers == {"demo.triangle_area": True, "demo.bmi": False}
     assert selection.activated == ["demo.triangle_area"]
     assert answer.text == "area 6"
-
-
-async def test_a_failed_plain_question_beside_a_confirmation_keeps_the_choice() -> None:
-    model = ScriptedModel().on_choose(["triangle_area", "bmi"])
-    model.on_suitability(["triangle_area"], times=1)
-    model.on_suitability(ModelError("suitability", "server down"))
-    model.on_extract(Area, {"base": 3, "height": 4}).on_answer()
-
-    answer = await asking(model).ask("A triangle 3 wide and 4 tall: its area, and my BMI?")
-
-    selection = selection_of(answer)
-    assert selection.answers == {"demo.triangle_area": True}
-    assert sorted(selection.activated) == ["demo.bmi", "demo.triangle_area"]
-    assert answer.failures == [
-        "task 1: confirmation failed, the chosen tools run unconfirmed: model call for "
-        "'suitability' failed: server down (after 1 attempt(s))"
-    ]
 
 
 async def test_a_raising_parameter_instruction_is_a_recorded_failure_of_the_extraction() -> None:

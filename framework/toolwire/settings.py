@@ -102,8 +102,8 @@ class SelectionSettings(Section):
     """How many candidates retrieval puts to the model (a smaller domain: all its tools)."""
     confirm: Literal["batched", "per_tool", "with_parameters", "off"] = "batched"
     """``choose`` mode: how the chosen tools' yes/no questions are asked: ``batched`` in one call,
-    ``per_tool`` one call each, ``with_parameters`` each in the call that extracts the tool's
-    parameters (one call each instead of two; a task with prompt context: one call each),
+    ``per_tool`` one call each, ``with_parameters`` like ``batched`` but a single chosen tool's
+    answer carries its parameters (one call instead of two; not on a task with prompt context),
     ``off`` not at all (the choice decides)."""
 
 

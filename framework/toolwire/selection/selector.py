@@ -18,7 +18,6 @@ The selector sees only the task prompt, never its prompt context (SPEC §3 step 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,10 +192,13 @@ class ToolSelector:
             record.activated = list(record.chosen)
             return
         try:
-            if confirm == "with_parameters" and parameters_from_task:
-                await self._confirm_with_parameters(task_prompt, chosen, selection, llm, attempts)
-            else:  # one chosen tool: its own yes/no call (the same call count, a "yes"/"no")
-                batched = confirm == "batched" and len(chosen) > 1
+            carries = confirm == "with_parameters" and parameters_from_task and len(chosen) == 1
+            if carries and chosen[0].tool.params_model.model_fields:
+                await self._confirm_with_parameters(
+                    task_prompt, chosen[0], selection, llm, attempts
+                )
+            else:  # one chosen tool: its own yes/no call; several: one call unless per_tool
+                batched = confirm != "per_tool" and len(chosen) > 1
                 await self._ask(task_prompt, chosen, record, llm, attempts, batched=batched)
         except SelectionFailed as failure:
             if not model_chose:
@@ -212,18 +214,14 @@ class ToolSelector:
     async def _confirm_with_parameters(
         self,
         task_prompt: str,
-        chosen: Sequence[SelectableTool],
+        tool: SelectableTool,
         selection: Selection,
         llm: LanguageModel,
         attempts: int,
     ) -> None:
-        """Each chosen tool's question in a call whose answer carries its parameters
-        (concurrently); tools without parameters get their plain questions in one more call."""
+        """The one chosen tool's question, in a call whose answer carries its parameters."""
         record = selection.record
-        merged = [tool for tool in chosen if tool.tool.params_model.model_fields]
-        plain = [tool for tool in chosen if not tool.tool.params_model.model_fields]
-
-        async def confirm(tool: SelectableTool) -> None:
+        try:
             confirmed, parameters = await call_model(
                 Purpose.PARAMETERS.value,
                 attempts,
@@ -231,24 +229,12 @@ class ToolSelector:
                     task_prompt, tool.suitability_question(), tool.tool.params_model
                 ),
             )
-            record.answers[tool.qualified_name] = confirmed
-            if parameters is not None:
-                selection.parameters[tool.qualified_name] = parameters
-
-        calls = [confirm(tool) for tool in merged]
-        if plain:
-            calls.append(self._ask(task_prompt, plain, record, llm, attempts, batched=False))
-        outcomes = await asyncio.gather(*calls, return_exceptions=True)
-        record.activated = [
-            tool.qualified_name for tool in chosen if record.answers.get(tool.qualified_name)
-        ]
-        for outcome in outcomes:
-            if isinstance(outcome, SelectionFailed):
-                raise outcome
-            if isinstance(outcome, ModelError):
-                raise SelectionFailed(outcome) from outcome
-            if isinstance(outcome, BaseException):
-                raise outcome
+        except ModelError as error:
+            raise SelectionFailed(str(error)) from error
+        record.answers[tool.qualified_name] = confirmed
+        record.activated = [tool.qualified_name] if confirmed else []
+        if parameters is not None:
+            selection.parameters[tool.qualified_name] = parameters
 
     async def _named(
         self,
