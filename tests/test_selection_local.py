@@ -58,3 +58,29 @@ async def test_a_message_naming_no_domain_is_routed_to_the_one_it_is_about(app: 
 
     assert answer.domain == "finance"
     assert answer.routing is not None and answer.routing.domain == "finance"
+
+
+async def test_a_single_chosen_tool_is_confirmed_with_its_parameters_in_one_call(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "toolwire.yaml"
+    config.write_text("orchestrator:\n  selection:\n    confirm: with_parameters\n")
+    model = create_language_model(LLMSettings(), environ={})
+    app = selection_app(config, llm=model)
+    try:
+        area = await app.ask(
+            "What is the area of a triangle with a base of 10 cm and a height of 7 cm?",
+            domain="geometry",
+        )
+        poem = await app.ask("Write me a short poem about autumn leaves.", domain="finance")
+    finally:
+        await app.aclose()
+        await model.aclose()
+
+    # the choice, then the confirmation carrying the parameters: no extraction of its own
+    selecting = [call.purpose for call in area.model_calls if call.purpose != "answer"]
+    assert selecting == ["choice", "parameters"]
+    [run] = area.trace.tools
+    assert run.tool_name == "geometry.triangle_area"
+    assert "35" in area.text
+    assert poem.trace.selection is not None and poem.trace.selection.activated == []
