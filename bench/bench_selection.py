@@ -94,10 +94,10 @@ def fake_model(request: FakeRequest) -> FakeReply:
         options = properties["choice"].get("items", {}).get("enum", [])
         chosen = [name for name in options if name == f"{action}_{subject}"]
         return FakeReply(text=json.dumps({"choice": chosen}))
-    if "parameters" in properties:  # a confirmation with the parameters
-        confirmation = json.loads(default_output(schema))
-        confirmation["answer"] = "yes" if asks in prompt else "no"
-        return FakeReply(text=json.dumps(confirmation))
+    if "reply" in properties:  # a confirmation carrying the parameters: no, or yes and them
+        refused, confirmed = properties["reply"]["anyOf"]
+        branch = {**(confirmed if asks in prompt else refused), "$defs": schema.get("$defs", {})}
+        return FakeReply(text=json.dumps({"reply": json.loads(default_output(branch))}))
     if properties.get("answer", {}).get("enum") == ["yes", "no"]:
         return FakeReply(text=json.dumps({"answer": "yes" if asks in prompt else "no"}))
     if properties and all(p.get("type") == "boolean" for p in properties.values()):

@@ -119,6 +119,8 @@ def _instance(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
             return _instance(schema[key][0], defs)
     if "enum" in schema:
         return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
     kind = schema.get("type", "object")
     if kind == "object":
         properties = schema.get("properties", {})
