@@ -7,9 +7,9 @@ Three modes (``orchestrator.selection.mode``), measured side by side in
   that best match the task prompt; one call, constrained to their names, names the ones that fit
   (none, one or several); the chosen tools are then confirmed with their own yes/no questions
   (``confirm``: in one call, one call each, in one call whose answer carries a single chosen
-  tool's parameters, or not at all). Its cost does not grow with the number of tools in the domain. Small models name
-  the one best option well and refuse well, but rarely answer "none" to a choice; this mode asks
-  each of them only what it is good at.
+  tool's parameters, or not at all). Its cost does not grow with the number of tools in the
+  domain. Small models name the one best option well and refuse well, but rarely answer "none"
+  to a choice; this mode asks each of them only what it is good at.
 * ``batched``: every tool's yes/no question in one structured call.
 * ``per_tool``: one yes/no call per tool.
 
