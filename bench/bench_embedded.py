@@ -13,6 +13,7 @@ the prompt by the chat template): two calls with the same messages and different
         [--configs shared_prefix:qwen2.5-coder-1.5b,per_purpose:qwen2.5-coder-0.5b]
         [--limit N]          # the first N pydocs questions only
         [--skip-schema]      # no part 1
+        [--calls]            # every model call: purpose, prompt and cached tokens, shared prefix
 """
 
 from __future__ import annotations
@@ -83,6 +84,15 @@ class Row:
     def cached(self) -> int:
         return self.answer.usage.cached_prompt_tokens if self.answer else 0
 
+    def call_lines(self) -> list[str]:
+        """Each model call of the question in order: where the cache was lost."""
+        return [
+            f"      {call.purpose:15} prompt={call.prompt_tokens:5} "
+            f"cached={call.cached_prompt_tokens:5} shared_chars={call.shared_prefix_chars:6} "
+            f"completion={call.completion_tokens:4} {call.latency_ms / 1000:5.1f}s"
+            for call in (self.answer.model_calls if self.answer else [])
+        ]
+
     def line(self) -> str:
         if self.answer is None:
             return f"  {self.step.label:22} FAILED after {self.seconds:5.1f}s: {self.error[:120]}"
@@ -150,7 +160,9 @@ def config_file(directory: Path, config: str) -> Path:
     return path
 
 
-async def run_config(config: str, plan: list[Step], directory: Path, timeout_s: float) -> Run:
+async def run_config(
+    config: str, plan: list[Step], directory: Path, timeout_s: float, calls: bool = False
+) -> Run:
     app = App.load(config_file(directory, config))
     run = Run(config)
     by_text = {question.text: question for question in PYDOCS_QUESTIONS}
@@ -180,6 +192,8 @@ async def run_config(config: str, plan: list[Step], directory: Path, timeout_s: 
                     run.pydocs.append(ModelRow(question, answer, row.seconds))
             run.rows.append(row)
             print(row.line(), flush=True)
+            if calls:
+                print("\n".join(row.call_lines()), flush=True)
     finally:
         await app.aclose()
     return run
@@ -268,6 +282,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="the first N pydocs questions")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per question")
     parser.add_argument("--skip-schema", action="store_true", help="no schema placement part")
+    parser.add_argument("--calls", action="store_true", help="print every model call")
     arguments = parser.parse_args()
     plan = steps(arguments.limit)
     evaluated = {question.text for question in PYDOCS_QUESTIONS}
@@ -280,7 +295,10 @@ def main() -> None:
         runs = []
         with tempfile.TemporaryDirectory() as directory:
             for config in arguments.configs.split(","):
-                runs.append(await run_config(config, plan, Path(directory), arguments.timeout))
+                run = await run_config(
+                    config, plan, Path(directory), arguments.timeout, arguments.calls
+                )
+                runs.append(run)
         return runs
 
     report(asyncio.run(everything()), pydocs_total)

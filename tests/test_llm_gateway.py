@@ -211,7 +211,7 @@ async def test_extract_fills_the_model_and_sends_the_instructions_after_the_task
     "purpose",
     [Purpose.CLASSIFICATION, Purpose.DECOMPOSITION, Purpose.RELEVANCE, Purpose.PARAMETERS],
 )
-async def test_every_extract_purpose_has_its_own_fixed_instruction_at_the_end(
+async def test_every_extract_purpose_has_its_own_fixed_instruction_at_one_end(
     server: FakeOpenAIServer, gateway: OpenAIGateway, purpose: Purpose
 ) -> None:
     await gateway.extract(DrugPair, "first text", purpose=purpose)
@@ -219,13 +219,15 @@ async def test_every_extract_purpose_has_its_own_fixed_instruction_at_the_end(
     one, two = server.chat_requests
     assert one.messages[0] == two.messages[0] == {"role": "system", "content": prompts.RULES}
     assert prompts.EXTERNAL_CONTENT_RULE in one.messages[0]["content"]
-    tail = f"\n\n{prompts.INSTRUCTIONS[purpose]}\n{prompts.output_format(DrugPair)}"
+    fixed = f"{prompts.INSTRUCTIONS[purpose]}\n{prompts.output_format(DrugPair)}"
     given = ["first text", "another text"]
     if purpose not in prompts.PURPOSES_READING_DATA:  # the text is the user's task
         given = [prompts.task_block(text) for text in given]
-    assert [one.messages[1]["content"], two.messages[1]["content"]] == [
-        text + tail for text in given
-    ]
+    if purpose in prompts.PURPOSES_FIXED_FIRST:  # the fixed part first, kept by the prompt cache
+        expected = [f"{fixed}\n\n{text}" for text in given]
+    else:
+        expected = [f"{text}\n\n{fixed}" for text in given]
+    assert [one.messages[1]["content"], two.messages[1]["content"]] == expected
 
 
 async def test_json_schema_mode_sends_the_schema_as_response_format(

@@ -403,3 +403,28 @@ async def test_the_answer_reuses_the_context_the_gatekeeper_read(embedded: OpenA
     assert gatekeeper.prompt_tokens > 400
     assert answer.cached_prompt_tokens >= 0.85 * answer.prompt_tokens
     assert answer.shared_prefix_chars > len(context.context)
+
+
+class Topic(BaseModel):
+    """What the message is about."""
+
+    topic: str
+
+
+@pytest.mark.local_model
+async def test_a_classification_gets_its_fixed_part_back_from_an_earlier_question(
+    embedded: OpenAIGateway,
+) -> None:
+    """Another purpose's call came in between: the server's prompt cache restores the rules, the
+    instruction and the output format from the classification of the earlier question, and
+    evaluates only the new task."""
+    name = "Name the topic in one word."
+    with collect_calls() as calls:
+        for message in ("Can I take ibuprofen with warfarin?", "Is aspirin safe with clopidogrel?"):
+            await embedded.extract(Topic, message, instruction=name, purpose=Purpose.CLASSIFICATION)
+            await embedded.extract(DrugPair, message, purpose=Purpose.DECOMPOSITION)
+    _, other, again, _ = calls
+    # the slot held only the rules for it, as for the other purpose's call before it
+    assert again.shared_prefix_chars == other.shared_prefix_chars
+    assert again.cached_prompt_tokens > other.cached_prompt_tokens
+    assert again.prompt_tokens - again.cached_prompt_tokens <= 30  # about the task alone

@@ -184,19 +184,33 @@ def user_text(request: FakeRequest) -> str:
     return content
 
 
+PAGES = [
+    Page(doc_id="leaflet", page_no=n, title="Leaflet", text=f"Page {n}: warfarin " * 20)
+    for n in (1, 2)
+]
+
+
 async def one_question(gateway: OpenAIGateway) -> None:
-    """The calls of a question in the orchestrator's order, on one task and one context."""
+    """The calls of a question in the orchestrator's order, on one task and one context: the
+    search tool's relevance checks of two pages come between the parameters and the gatekeeper."""
     contexts = [context("warfarin"), context("ibuprofen")]
     topic, drugs = "Name the topic.", "Name both drugs."
     await gateway.extract(Topic, TASK, instruction=topic, purpose=Purpose.CLASSIFICATION)
     await gateway.suitability(TASK, QUESTIONS, batched=True)
     await gateway.extract(DrugPair, TASK, instruction=drugs, purpose=Purpose.PARAMETERS)
     await gateway.extract(City, TASK, purpose=Purpose.PARAMETERS)
+    await relevant_pages(gateway, TASK, PAGES, concurrency=1)
     await gateway.judge_context(TASK, contexts)
     await gateway.answer(TASK, contexts)
 
 
-async def test_every_call_of_a_question_shares_the_rules_and_the_task_and_differs_at_the_end(
+PURPOSES_OF_ONE_QUESTION = [
+    "classification", "suitability", "parameters", "parameters", "relevance", "relevance",
+    "gatekeeper", "answer",
+]  # fmt: skip
+
+
+async def test_every_call_of_a_question_shares_the_rules_and_the_context_calls_share_it_all(
     server: FakeOpenAIServer,
 ) -> None:
     gateway = gateway_for(server, window=8192)
@@ -205,30 +219,43 @@ async def test_every_call_of_a_question_shares_the_rules_and_the_task_and_differ
     await gateway.aclose()
 
     requests = server.chat_requests
-    assert [c.purpose for c in calls] == [
-        "classification", "suitability", "parameters", "parameters", "gatekeeper", "answer"
-    ]  # fmt: skip
+    assert [c.purpose for c in calls] == PURPOSES_OF_ONE_QUESTION
     systems = {r.messages[0]["content"] for r in requests}
     assert systems == {f"{prompts.RULES}\n\nDomain: Medicines: interactions and dosage."}
     task = prompts.task_block(TASK)
-    assert all(user_text(r).startswith(task + "\n\n") for r in requests)
-    # each purpose's own instruction comes after the accumulated part, never before it
-    for request, call in zip(requests, calls, strict=True):
-        text = user_text(request)
-        assert text.index(prompts.INSTRUCTIONS[Purpose(call.purpose)]) > text.index(task)
+    texts = [user_text(r) for r in requests]
+    # the classification's fixed part (instruction and output format) comes before the task, so
+    # that the server's prompt cache keeps it from one question to the next
+    for text, call in zip(texts, calls, strict=True):
+        instruction = prompts.INSTRUCTIONS[Purpose(call.purpose)]
+        if call.purpose == "classification":
+            assert text.startswith(instruction)
+            assert text.index("Reply with one JSON") < text.index(task)
+        elif call.purpose == "relevance":  # the page, the question, the instruction last
+            assert text.startswith("<external_content")
+            assert text.index(instruction) > text.index(f"Question: {TASK}")
+        else:  # the others: the task first, the purpose's instruction after it
+            assert text.startswith(task + "\n\n") and text.index(instruction) > text.index(task)
     # the two parameter calls differ only in the tool's part
-    one, two = (user_text(r) for r in requests[2:4])
+    one, two = texts[2:4]
     common = f"{task}\n\n{prompts.INSTRUCTIONS[Purpose.PARAMETERS]}\n"
     assert prompts.shared_prefix_length(one, two) == len(common)
     assert one[len(common) :].startswith("Name both drugs.\nReply with one JSON object")
+    # the relevance checks differ from their page on
+    first_page, second_page = texts[4:6]
+    assert prompts.shared_prefix_length(first_page, second_page) == len(
+        '<external_content source="page leaflet#'
+    )
     # the gatekeeper and the answer share the task and the whole retrieved context
-    gatekeeper, answer = (user_text(r) for r in requests[4:6])
+    gatekeeper, answer = texts[6:8]
     context_end = gatekeeper.index("</external_content>\n\n", gatekeeper.rindex("ibuprofen.tool"))
     assert prompts.shared_prefix_length(gatekeeper, answer) > context_end
     # the records say how much of each call's messages the previous call had sent already
     assert calls[0].shared_prefix_chars == 0
-    assert all(c.shared_prefix_chars > len(prompts.RULES) for c in calls[1:])
-    assert calls[5].shared_prefix_chars > calls[4].shared_prefix_chars
+    classification = prompts.canonical(requests[0].messages)
+    system = len(classification.split(prompts.INSTRUCTIONS[Purpose.CLASSIFICATION])[0])
+    assert all(c.shared_prefix_chars >= system for c in calls[1:])
+    assert calls[7].shared_prefix_chars > calls[6].shared_prefix_chars  # the answer
 
 
 async def test_the_old_per_purpose_layout_shares_nothing_between_purposes(
@@ -240,10 +267,12 @@ async def test_the_old_per_purpose_layout_shares_nothing_between_purposes(
     await gateway.aclose()
 
     systems = [r.messages[0]["content"] for r in server.chat_requests]
-    assert len(set(systems)) == len(systems) == 6  # each call starts with its own instruction
+    assert len(systems) == len(PURPOSES_OF_ONE_QUESTION)
+    # each purpose (each tool's extraction) starts with its own instruction
+    assert len(set(systems)) == len(systems) - 1  # the two relevance checks share theirs
     assert all(system.startswith(prompts.INSTRUCTIONS[Purpose(c.purpose)])
                for system, c in zip(systems, calls, strict=True))  # fmt: skip
-    gatekeeper, answer = calls[4:6]
+    gatekeeper, answer = calls[6:8]
     assert answer.shared_prefix_chars < 100 < gatekeeper.prompt_tokens
 
 

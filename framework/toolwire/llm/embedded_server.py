@@ -55,6 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     params.cpuparams_batch.n_threads = threads
     params.cache_prompt = True
     params.cache_ram_mib = args.cache_mib
+    # Look in the prompt cache before every request. With a similarity threshold the server keeps
+    # the slot's tokens without looking whenever the request shares half of them (two tools'
+    # parameter extractions share the rules and the instruction), and a longer match saved from
+    # an earlier question (the same tool's extraction, everything up to the task) stays unused.
+    params.slot_prompt_similarity = 0.0
     params.verbosity = 1  # errors and warnings only: the parent keeps the tail for start failures
     sampling = params.sampling
     sampling.temp = 0.0
