@@ -1,0 +1,121 @@
+"""A chosen tool's yes/no question, plain and carrying its parameters, on the same pairs.
+
+    .venv/bin/python bench/probe_confirmation.py [--split dev|test]
+
+Pairs from ``bench/selection/labelled.yaml``: every message no tool should take, with the tool the
+choice step names for it (the hard negatives: the confirmation must refuse them), and every third
+one-tool message with its right tool. Each pair is asked the tool's plain yes/no question
+(``LanguageModel.suitability``) and the same question whose answer carries the parameters
+(``LanguageModel.confirm_with_parameters``, ``confirm: with_parameters``). Printed per way of
+asking: refusals of the negatives, acceptances of the right tools, the pairs it got wrong; and
+how many carried parameters equal the tool's own extraction (``LanguageModel.extract``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "selection"))
+
+from labelled import LabelledMessage, load_labelled, selectable_tools, selection_app
+
+from toolwire.llm import LanguageModel, Purpose, create_language_model
+from toolwire.orchestrator import DomainOrchestrator
+from toolwire.run_state import SelectionRecord
+from toolwire.selection.catalogue import SelectableTool
+from toolwire.settings import LLMSettings, OrchestratorSettings
+
+Pair = tuple[LabelledMessage, SelectableTool, bool]
+
+
+async def pairs_of(
+    messages: list[LabelledMessage],
+    orchestrators: dict[str, DomainOrchestrator],
+    rotation: list[str],
+    llm: LanguageModel,
+) -> list[Pair]:
+    """(message, tool, whether the tool is right): negatives with the tool the choice names."""
+    pairs: list[Pair] = []
+    negatives = [message for message in messages if not message.tools]
+    for index, message in enumerate(negatives):
+        selector = orchestrators[message.domain or rotation[index % len(rotation)]].selector
+        record = SelectionRecord(mode="choose")
+        candidates = selector._candidates(message.message, record)
+        named = await selector._named(message.message, candidates, record, llm, 1)
+        pairs.extend((message, tool, False) for tool in named[:1])
+    for message in [message for message in messages if len(message.tools) == 1][::3]:
+        assert message.domain is not None
+        tools = orchestrators[message.domain].selector.tools
+        right = next(tool for tool in tools if tool.qualified_name == message.tools[0])
+        pairs.append((message, right, True))
+    return pairs
+
+
+async def main() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--split", choices=["dev", "test"], default="dev")
+    args = parser.parse_args()
+    llm = create_language_model(LLMSettings(), environ={})
+    app = selection_app(llm=llm)
+    try:
+        rotation = sorted(name for name, tools in selectable_tools(app).items() if tools)
+        orchestrators = {
+            name: DomainOrchestrator(domain, app.registry, app.tools, llm, OrchestratorSettings())
+            for name, domain in app.domains.items()
+        }
+        messages = [m for m in load_labelled(split=args.split) if m.domain != "pydocs"]
+        pairs = await pairs_of(messages, orchestrators, rotation, llm)
+        negatives = sum(not right for _, _, right in pairs)
+        print(
+            f"{len(pairs)} pairs ({args.split}): {negatives} negatives, "
+            f"{len(pairs) - negatives} right tools"
+        )
+        carried_equal = carried = 0
+        for way in ("plain question", "with parameters"):
+            refused = accepted = 0
+            wrong: list[str] = []
+            for message, tool, right in pairs:
+                question = tool.suitability_question()
+                if way == "plain question":
+                    answers = await llm.suitability(message.message, [question], batched=False)
+                    yes = bool(answers[question.tool_name])
+                else:
+                    params = tool.tool.params_model
+                    yes, values = await llm.confirm_with_parameters(
+                        message.message, question, params
+                    )
+                    if yes and right and values is not None:
+                        extracted = await llm.extract(
+                            params,
+                            message.message,
+                            instruction=tool.tool.parameter_instruction(),
+                            purpose=Purpose.PARAMETERS,
+                        )
+                        carried += 1
+                        carried_equal += values == extracted
+                refused += not yes and not right
+                accepted += yes and right
+                if yes != right:
+                    wrong.append(f"{message.id}->{tool.short_name}")
+            print(
+                f"{way:<16} refused {refused}/{negatives}  accepted {accepted}/"
+                f"{len(pairs) - negatives}  wrong: {' '.join(wrong) or '-'}",
+                flush=True,
+            )
+        print(f"carried parameters equal to the tool's own extraction: {carried_equal}/{carried}")
+    finally:
+        await llm.aclose()
+        await app.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
