@@ -142,7 +142,9 @@ tagged): it is sent as it is. For every other purpose the text is the user's tas
 
 PURPOSES_FIXED_FIRST = frozenset({Purpose.CLASSIFICATION, Purpose.DECOMPOSITION})
 """Extractions laid out with their instruction and output format before the task
-(:attr:`Prompt.fixed_first`). Measured on the 1.5B model: the same prompt types and the same
+(``shared_prefix`` only): a fixed part several times longer than the task is then restored by the
+server's prompt cache from the same call of an earlier question, and the calls of one question
+still share the rules. Measured on the 1.5B model: the same prompt types and the same
 decompositions as with the instruction last. Parameter extraction is not among them: with its
 instruction first the model extracted a different search query for the README's pydocs question,
 whose answer then missed the documented phrase."""
@@ -257,11 +259,6 @@ class Prompt:
     """The output format (:func:`output_format`)."""
     closing: str = ""
     """The very last line: a tool's question, or the task again after a long context."""
-    fixed_first: bool = False
-    """The instruction and the output format before the task (``shared_prefix`` only): for an
-    extraction whose fixed part is several times longer than the task, the server's prompt cache
-    then restores rules, instruction and format from the same call of an earlier question; the
-    calls of one question still share the rules (:data:`PURPOSES_FIXED_FIRST`)."""
 
     def messages(self, layout: Layout, domain: str = "") -> list[Message]:
         """The chat messages; ``domain`` is the domain's fixed text (shared prefix only)."""
@@ -272,19 +269,19 @@ class Prompt:
             accumulated.append(f"Retrieved context:\n{render_contexts(self.contexts)}")
         if self.data:
             accumulated.append(self.data)
-        parts = (self.instruction, self.specifics, self.output, self.closing)
-        tail = [part for part in parts if part]
         if layout is Layout.PER_PURPOSE:
             system = [self.instruction, TASK_RULE, VERBATIM_RULE, EXTERNAL_CONTENT_RULE]
             system += [part for part in (self.output,) if part]
             user = [*accumulated, *(part for part in (self.specifics, self.closing) if part)]
             return _chat("\n\n".join(system), "\n\n".join(user))
         system_text = f"{RULES}\n\nDomain: {domain}" if domain else RULES
-        if self.fixed_first:
+        if self.purpose in PURPOSES_FIXED_FIRST:
             fixed = "\n".join(part for part in (self.instruction, self.output) if part)
             last = "\n".join(part for part in (self.specifics, self.closing) if part)
             return _chat(system_text, "\n\n".join(p for p in (fixed, *accumulated, last) if p))
-        return _chat(system_text, "\n\n".join([*accumulated, "\n".join(tail)]))
+        parts = (self.instruction, self.specifics, self.output, self.closing)
+        tail = "\n".join(part for part in parts if part)
+        return _chat(system_text, "\n\n".join([*accumulated, tail]))
 
 
 def agent_status_block(status: AgentStatus) -> str:
@@ -381,13 +378,7 @@ def extract_prompt(
     fixed = "\n".join(part.strip() for part in (INSTRUCTIONS[purpose], instruction) if part)
     if purpose in PURPOSES_READING_DATA:
         return Prompt(purpose, fixed, data=text, output=output_format(schema))
-    return Prompt(
-        purpose,
-        fixed,
-        task=text,
-        output=output_format(schema),
-        fixed_first=purpose in PURPOSES_FIXED_FIRST,
-    )
+    return Prompt(purpose, fixed, task=text, output=output_format(schema))
 
 
 def gatekeeper_prompt(
