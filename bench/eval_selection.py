@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "selection"))
 
@@ -42,14 +43,15 @@ from labelled import LabelledMessage, load_labelled, selectable_tools, selection
 from toolwire.app import App
 from toolwire.llm import (
     LanguageModel,
-    Purpose,
     SuitabilityQuestion,
     collect_calls,
     create_language_model,
 )
 from toolwire.orchestrator import DomainOrchestrator
+from toolwire.orchestrator.execution import extract_params
 from toolwire.selection.routing import DomainRouter
 from toolwire.settings import LLMSettings, OrchestratorSettings, RoutingSettings, SelectionSettings
+from toolwire.tools import ChatbotTool
 
 KINDS = ("one tool", "two tools", "no tool", "off-topic", "pydocs")
 
@@ -165,6 +167,11 @@ async def evaluate(
     verbose: bool,
 ) -> Tally:
     tally = Tally(spec)
+    tools = {
+        entry.qualified_name: entry.tool
+        for orchestrator in orchestrators.values()
+        for entry in orchestrator.selector.tools
+    }
     for index, message in enumerate(messages):
         domain = message.domain or rotation[index % len(rotation)]
         orchestrator = orchestrators[domain]
@@ -175,15 +182,8 @@ async def evaluate(
         seconds = time.perf_counter() - started
         chosen = set(record.activated)
         right = tally.add(message, chosen, list(calls), seconds)
-        tools = {entry.qualified_name: entry.tool for entry in orchestrator.selector.tools}
         for name, carried in selection.parameters.items():  # measured, not counted as calls
-            tool = tools[name]
-            extracted = await llm.extract(
-                tool.params_model,
-                message.message,
-                instruction=tool.parameter_instruction(),
-                purpose=Purpose.PARAMETERS,
-            )
+            extracted = await own_extraction(llm, tools[name], message.message)
             tally.carried += 1
             tally.carried_as_extracted += carried == extracted
             if verbose and carried != extracted:
@@ -198,6 +198,13 @@ async def evaluate(
                 flush=True,
             )
     return tally
+
+
+async def own_extraction(llm: LanguageModel, tool: ChatbotTool[Any], text: str) -> BaseModel:
+    """The parameters the orchestrator's own extraction gives for ``tool``: what parameters a
+    confirmation carried (``confirm: with_parameters``) are compared with."""
+    instruction = tool.parameter_instruction()
+    return await extract_params(llm, tool.params_model, instruction, text, attempts=1)
 
 
 async def evaluate_routing(

@@ -23,15 +23,16 @@ import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "selection"))
 
+from eval_selection import own_extraction
 from labelled import LabelledMessage, load_labelled, selectable_tools, selection_app
 
-from toolwire.llm import LanguageModel, Purpose, create_language_model
+from toolwire.llm import LanguageModel, create_language_model
 from toolwire.orchestrator import DomainOrchestrator
-from toolwire.run_state import SelectionRecord
 from toolwire.selection.catalogue import SelectableTool
-from toolwire.settings import LLMSettings, OrchestratorSettings
+from toolwire.settings import LLMSettings, OrchestratorSettings, SelectionSettings
 
 Pair = tuple[LabelledMessage, SelectableTool, bool]
+CHOICE_ONLY = OrchestratorSettings(selection=SelectionSettings(confirm="off"))
 
 
 async def pairs_of(
@@ -40,15 +41,16 @@ async def pairs_of(
     rotation: list[str],
     llm: LanguageModel,
 ) -> list[Pair]:
-    """(message, tool, whether the tool is right): negatives with the tool the choice names."""
+    """(message, tool, whether the tool is right): negatives with the tool the choice names
+    (the orchestrators select with ``confirm: off``, so what runs is what the choice named)."""
     pairs: list[Pair] = []
     negatives = [message for message in messages if not message.tools]
     for index, message in enumerate(negatives):
         selector = orchestrators[message.domain or rotation[index % len(rotation)]].selector
-        record = SelectionRecord(mode="choose")
-        candidates = selector._candidates(message.message, record)
-        named = await selector._named(message.message, candidates, record, llm, 1)
-        pairs.extend((message, tool, False) for tool in named[:1])
+        selection = await selector.select(message.message, llm, attempts=1)
+        by_name = {tool.qualified_name: tool for tool in selector.tools}
+        named = selection.record.chosen or []
+        pairs.extend((message, by_name[name], False) for name in named[:1])
     for message in [message for message in messages if len(message.tools) == 1][::3]:
         assert message.domain is not None
         tools = orchestrators[message.domain].selector.tools
@@ -69,7 +71,7 @@ async def main() -> None:
     try:
         rotation = sorted(name for name, tools in selectable_tools(app).items() if tools)
         orchestrators = {
-            name: DomainOrchestrator(domain, app.registry, app.tools, llm, OrchestratorSettings())
+            name: DomainOrchestrator(domain, app.registry, app.tools, llm, CHOICE_ONLY)
             for name, domain in app.domains.items()
         }
         messages = [m for m in load_labelled(split=args.split) if m.domain != "pydocs"]
@@ -94,12 +96,7 @@ async def main() -> None:
                         message.message, question, params
                     )
                     if yes and right and values is not None:
-                        extracted = await llm.extract(
-                            params,
-                            message.message,
-                            instruction=tool.tool.parameter_instruction(),
-                            purpose=Purpose.PARAMETERS,
-                        )
+                        extracted = await own_extraction(llm, tool.tool, message.message)
                         carried += 1
                         carried_equal += values == extracted
                 refused += not yes and not right
