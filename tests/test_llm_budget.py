@@ -135,15 +135,17 @@ class OneSlotTransport:
 
 
 async def test_calls_wait_for_a_slot_before_their_timeout_starts() -> None:
-    """Relevance checks run side by side; on a one-slot server they queue in the model layer,
-    where waiting spends the question's budget but not the call's own timeout (queued inside
-    the server, the fourth check of a page ran into its 60 s timeout)."""
+    """Relevance checks of the ``per_purpose`` layout run side by side; on a one-slot server
+    they queue in the model layer, where waiting spends the question's budget but not the call's
+    own timeout (queued inside the server, the fourth check of a page ran into its 60 s
+    timeout)."""
     transport = OneSlotTransport(seconds=0.2)
-    model = ChatModel(transport, LLMSettings(timeout_s=0.5), concurrency=1)
+    settings = LLMSettings(timeout_s=0.5, prompt_layout="per_purpose")
+    model = ChatModel(transport, settings, concurrency=1)
     pages = [Page(doc_id=f"doc{n}", page_no=1, title="t", text="x") for n in range(4)]
 
     with question_budget(60.0):
-        kept = await relevant_pages(model, "q", pages, concurrency=4)
+        kept = await relevant_pages(model, "q", pages)
 
     assert kept == pages
     assert transport.most_in_flight == 1

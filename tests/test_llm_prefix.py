@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from html import escape
 
 import pytest
 from pydantic import BaseModel, Field
@@ -28,8 +29,9 @@ from toolwire.llm import (
     domain_prompt,
     prompts,
 )
+from toolwire.llm.base import PageToJudge, RetrievalPlace, retrieval_place
 from toolwire.registry import DomainSpec
-from toolwire.search.pages import Page
+from toolwire.search.pages import Page, render_pages
 from toolwire.search.relevance import relevant_pages
 from toolwire.settings import LLMSettings
 from toolwire.testing import conversation_for
@@ -186,38 +188,57 @@ def user_text(request: FakeRequest) -> str:
 
 PAGES = [
     Page(doc_id="leaflet", page_no=n, title="Leaflet", text=f"Page {n}: warfarin " * 20)
-    for n in (1, 2)
+    for n in (1, 2, 3)
 ]
+"""The search tool's candidates; the model keeps the first and the third (:func:`keep_odd`)."""
 
 
-async def one_question(gateway: OpenAIGateway) -> None:
-    """The calls of a question in the orchestrator's order, on one task and one context: the
-    search tool's relevance checks of two pages come between the parameters and the gatekeeper."""
-    contexts = [context("warfarin"), context("ibuprofen")]
+def keep_odd(request: FakeRequest) -> FakeReply:
+    """Relevance verdicts: the pages numbered 1 and 3 are relevant, the page 2 is not."""
+    if "relevant" not in (request.output_schema or {}).get("properties", {}):
+        return FakeReply()
+    judged = user_text(request).rpartition("The page to judge: ")[2]
+    return FakeReply(text=json.dumps({"relevant": not judged.startswith("[page leaflet#2]")}))
+
+
+SEARCH = "leaflet.search"
+
+
+async def one_question(gateway: OpenAIGateway) -> list[PromptAndContext]:
+    """The calls of a question in the orchestrator's order, on one task: the search tool's
+    relevance checks of three pages come between the parameters and the gatekeeper, where the
+    orchestrator has opened the place of the tool's context (after an earlier tool's)."""
+    earlier = context("warfarin")
     topic, drugs = "Name the topic.", "Name both drugs."
     await gateway.extract(Topic, TASK, instruction=topic, purpose=Purpose.CLASSIFICATION)
     await gateway.suitability(TASK, QUESTIONS, batched=True)
     await gateway.extract(DrugPair, TASK, instruction=drugs, purpose=Purpose.PARAMETERS)
     await gateway.extract(City, TASK, purpose=Purpose.PARAMETERS)
-    await relevant_pages(gateway, TASK, PAGES, concurrency=1)
+    with retrieval_place(RetrievalPlace(TASK, (earlier,), SEARCH, "1")):
+        kept = await relevant_pages(gateway, TASK, PAGES)
+    found = PromptAndContext(prompt=TASK, context=render_pages(kept), tool_name=SEARCH, task_no="1")
+    contexts = [earlier, found]
     await gateway.judge_context(TASK, contexts)
     await gateway.answer(TASK, contexts)
+    return kept
 
 
 PURPOSES_OF_ONE_QUESTION = [
     "classification", "suitability", "parameters", "parameters", "relevance", "relevance",
-    "gatekeeper", "answer",
+    "relevance", "gatekeeper", "answer",
 ]  # fmt: skip
 
 
-async def test_every_call_of_a_question_shares_the_rules_and_the_context_calls_share_it_all(
-    server: FakeOpenAIServer,
-) -> None:
-    gateway = gateway_for(server, window=8192)
-    with domain_prompt("Medicines:  interactions\n and dosage."), collect_calls() as calls:
-        await one_question(gateway)
-    await gateway.aclose()
+async def test_every_call_of_a_question_shares_the_rules_and_the_context_calls_share_it_all() -> (
+    None
+):
+    async with FakeOpenAIServer(keep_odd) as server:
+        gateway = gateway_for(server, window=8192)
+        with domain_prompt("Medicines:  interactions\n and dosage."), collect_calls() as calls:
+            kept = await one_question(gateway)
+        await gateway.aclose()
 
+    assert kept == [PAGES[0], PAGES[2]]
     requests = server.chat_requests
     assert [c.purpose for c in calls] == PURPOSES_OF_ONE_QUESTION
     systems = {r.messages[0]["content"] for r in requests}
@@ -228,12 +249,11 @@ async def test_every_call_of_a_question_shares_the_rules_and_the_context_calls_s
     # that the server's prompt cache keeps it from one question to the next
     for text, call in zip(texts, calls, strict=True):
         instruction = prompts.INSTRUCTIONS[Purpose(call.purpose)]
+        if call.purpose == "relevance":
+            instruction = prompts.LAST_PAGE_RELEVANCE
         if call.purpose == "classification":
             assert text.startswith(instruction)
             assert text.index("Reply with one JSON") < text.index(task)
-        elif call.purpose == "relevance":  # the page, the question, the instruction last
-            assert text.startswith("<external_content")
-            assert text.index(instruction) > text.index(f"Question: {TASK}")
         else:  # the others: the task first, the purpose's instruction after it
             assert text.startswith(task + "\n\n") and text.index(instruction) > text.index(task)
     # the two parameter calls differ only in the tool's part
@@ -241,21 +261,35 @@ async def test_every_call_of_a_question_shares_the_rules_and_the_context_calls_s
     common = f"{task}\n\n{prompts.INSTRUCTIONS[Purpose.PARAMETERS]}\n"
     assert prompts.shared_prefix_length(one, two) == len(common)
     assert one[len(common) :].startswith("Name both drugs.\nReply with one JSON object")
-    # the relevance checks differ from their page on
-    first_page, second_page = texts[4:6]
-    assert prompts.shared_prefix_length(first_page, second_page) == len(
-        '<external_content source="page leaflet#'
-    )
-    # the gatekeeper and the answer share the task and the whole retrieved context
-    gatekeeper, answer = texts[6:8]
-    context_end = gatekeeper.index("</external_content>\n\n", gatekeeper.rindex("ibuprofen.tool"))
+    # each relevance check reads its page after the earlier tool's context and the pages kept so
+    # far, where the search tool's context will stand, and names the page it judges last
+    first, second, third = texts[4:7]
+    pages = [escape(page.render(), quote=False) for page in PAGES]
+    for check, page in zip((first, second, third), PAGES, strict=True):
+        assert check.endswith(f"The page to judge: {page.ref.label}\nTask: {task}")
+        assert check.index(context("warfarin").context) < check.index(escape(page.render()))
+    end_of = [first.index(page) + len(page) for page in pages[:1]]
+    assert prompts.shared_prefix_length(first, second) == end_of[0]  # page 1 kept
+    assert f"{pages[0]}\n\n{pages[2]}</external_content>" in third  # page 2 refused, not there
+    # the third check diverges from the second in the refused page's header, after page 1
+    refused = second.index(pages[1])
+    diverge = prompts.shared_prefix_length(second, third)
+    assert refused <= diverge < refused + len("[page leaflet#2]")
+    # the gatekeeper reads everything the last check read up to the last page kept, and the
+    # answer shares the gatekeeper's whole retrieved context
+    gatekeeper, answer = texts[7:9]
+    assert prompts.shared_prefix_length(third, gatekeeper) >= third.index(pages[2]) + len(pages[2])
+    context_end = gatekeeper.index("</external_content>\n\n", gatekeeper.rindex(SEARCH))
     assert prompts.shared_prefix_length(gatekeeper, answer) > context_end
     # the records say how much of each call's messages the previous call had sent already
     assert calls[0].shared_prefix_chars == 0
     classification = prompts.canonical(requests[0].messages)
     system = len(classification.split(prompts.INSTRUCTIONS[Purpose.CLASSIFICATION])[0])
     assert all(c.shared_prefix_chars >= system for c in calls[1:])
-    assert calls[7].shared_prefix_chars > calls[6].shared_prefix_chars  # the answer
+    # the gatekeeper (after the last check) and the answer (after the gatekeeper) each share
+    # their predecessor's messages up to the end of the retrieved context
+    for call, request in zip(calls[7:9], requests[7:9], strict=True):
+        assert call.shared_prefix_chars > prompts.canonical(request.messages).rindex("</external")
 
 
 async def test_the_old_per_purpose_layout_shares_nothing_between_purposes(
@@ -269,10 +303,15 @@ async def test_the_old_per_purpose_layout_shares_nothing_between_purposes(
     systems = [r.messages[0]["content"] for r in server.chat_requests]
     assert len(systems) == len(PURPOSES_OF_ONE_QUESTION)
     # each purpose (each tool's extraction) starts with its own instruction
-    assert len(set(systems)) == len(systems) - 1  # the two relevance checks share theirs
+    assert len(set(systems)) == len(systems) - 2  # the three relevance checks share theirs
     assert all(system.startswith(prompts.INSTRUCTIONS[Purpose(c.purpose)])
                for system, c in zip(systems, calls, strict=True))  # fmt: skip
-    gatekeeper, answer = calls[6:8]
+    # each page is checked on its own: the page, then the question
+    checks = [user_text(r) for r, c in zip(server.chat_requests, calls, strict=True)
+              if c.purpose == "relevance"]  # fmt: skip
+    assert checks == [prompts.page_alone_text(TASK, PageToJudge(ref=page.ref, text=page.render()))
+                      for page in PAGES]  # fmt: skip
+    gatekeeper, answer = calls[7:9]
     assert answer.shared_prefix_chars < 100 < gatekeeper.prompt_tokens
 
 

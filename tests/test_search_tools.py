@@ -141,7 +141,7 @@ async def test_cap_skips_per_page_checks_for_a_large_hit_set(index: PageIndex, c
     assert outcome.strategy is SearchStrategy.KEYWORD_UNCHECKED and outcome.hit_count == 5
     assert len(outcome.pages) == tool.result_page_count
     assert model.calls_for(Purpose.RELEVANCE) == [] and outcome.checked == 0
-    assert outcome.render().startswith(UNVERIFIED_NOTE)
+    assert outcome.render().endswith(f"\n\n{UNVERIFIED_NOTE}")
 
 
 @pytest.mark.parametrize("cap", [5, 6])
@@ -163,7 +163,8 @@ async def test_all_hits_rejected_keeps_the_best_bm25_page_marked_unverified(
     assert outcome.checked == 3 == len(model.calls)
     best = index.search("widgets answer", limit=1)[0].page
     assert outcome.pages == [best]
-    assert outcome.render() == f"{UNVERIFIED_NOTE}\n\n{best.render()}"
+    # the note follows the page: the context begins as the page's relevance check read it
+    assert outcome.render() == f"{best.render()}\n\n{UNVERIFIED_NOTE}"
     result = await tool.execute_with_result(SearchParams(), "widgets answer")
     assert _refs(result) == [(best.doc_id, best.page_no)]
 
@@ -179,7 +180,7 @@ async def test_the_unverified_fallback_can_be_turned_off(index: PageIndex) -> No
 
 async def test_verified_pages_carry_no_unverified_note(index: PageIndex) -> None:
     outcome = await _search_tool(index, _model()).search_pages("widgets answer", "q")
-    assert outcome.verified and not outcome.render().startswith(UNVERIFIED_NOTE)
+    assert outcome.verified and UNVERIFIED_NOTE not in outcome.render()
 
 
 async def test_invalid_verdicts_count_as_rejections_and_outages_raise(index: PageIndex) -> None:

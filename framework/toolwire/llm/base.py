@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from toolwire.context_buffer import PromptAndContext
+from toolwire.context_buffer import PageRef, PromptAndContext
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -63,6 +64,38 @@ class GatekeeperVerdict(BaseModel):
     missing: list[str] = Field(default_factory=list)
 
 
+class PageRelevance(BaseModel):
+    """The model's verdict on one page."""
+
+    relevant: bool = Field(description="true if the page helps answer the question")
+
+
+class PageToJudge(BaseModel):
+    """A retrieved page whose relevance the model judges."""
+
+    ref: PageRef
+    text: str
+    """The page as a search tool hands it on (``Page.render()``: its reference header, title and
+    text); pages a search keeps are joined with a blank line between them."""
+
+
+@dataclass(frozen=True)
+class RetrievalPlace:
+    """Where a tool's retrieved context will stand in the prompts of the gatekeeper and the
+    answer: after the task and the context retrieved before it, as its own tagged context.
+
+    Relevance checks lay out their pages in that place, so that the gatekeeper and the answer
+    find everything up to the pages kept in the server's cache (``shared_prefix`` layout).
+    """
+
+    question: str
+    """The task the gatekeeper and the answer are asked about (``TaskInfo.question()``)."""
+    earlier: tuple[PromptAndContext, ...]
+    """The contexts retrieved before, in the order the answer reads them."""
+    tool_name: str
+    task_no: str
+
+
 class CallRecord(BaseModel):
     """Figures of one model call, as the server reported them."""
 
@@ -98,6 +131,9 @@ class Usage(BaseModel):
 
 _current_calls: ContextVar[list[CallRecord] | None] = ContextVar("toolwire_llm_calls", default=None)
 _domain_text: ContextVar[str] = ContextVar("toolwire_domain_prompt", default="")
+_retrieval_place: ContextVar[RetrievalPlace | None] = ContextVar(
+    "toolwire_retrieval_place", default=None
+)
 
 
 @contextmanager
@@ -117,6 +153,22 @@ def domain_prompt(text: str) -> Iterator[None]:
 def current_domain_prompt() -> str:
     """The domain text of the question being answered ("" outside one)."""
     return _domain_text.get()
+
+
+@contextmanager
+def retrieval_place(place: RetrievalPlace) -> Iterator[None]:
+    """Inside the block, relevance checks lay out their pages where ``place`` says the tool's
+    context will stand; the orchestrator opens it around each tool it runs."""
+    token = _retrieval_place.set(place)
+    try:
+        yield
+    finally:
+        _retrieval_place.reset(token)
+
+
+def current_retrieval_place() -> RetrievalPlace | None:
+    """The place of the running tool's context (None outside the orchestrator)."""
+    return _retrieval_place.get()
 
 
 @contextmanager
@@ -204,6 +256,16 @@ class LanguageModel(Protocol):
         The parameters are None when the answer is no, or when the model answered yes without
         valid parameters (the caller then extracts them on their own); raises ``ModelError``
         when the model cannot be reached or its answer is not valid.
+        """
+        ...
+
+    async def judge_pages(self, question: str, pages: Sequence[PageToJudge]) -> list[bool | None]:
+        """Which retrieved pages help answer ``question``: a verdict per page, in order; None
+        where the model's verdict failed validation. Raises ``ModelError`` when the model cannot
+        be reached (an outage is not "nothing relevant").
+
+        How the pages are put to the model is the implementation's choice (one call per page,
+        each after the pages kept so far, in :class:`~toolwire.llm.ChatModel`).
         """
         ...
 

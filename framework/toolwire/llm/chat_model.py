@@ -26,9 +26,13 @@ from toolwire.llm.base import (
     GatekeeperVerdict,
     M,
     Option,
+    PageRelevance,
+    PageToJudge,
     Purpose,
+    RetrievalPlace,
     SuitabilityQuestion,
     current_domain_prompt,
+    current_retrieval_place,
     record_call,
 )
 from toolwire.llm.budget import call_time
@@ -172,6 +176,33 @@ class ChatModel:
         reply = getattr(answer, "reply", None)
         values = getattr(reply, "parameters", None)
         return (True, values) if isinstance(values, parameters) else (False, None)
+
+    async def judge_pages(self, question: str, pages: Sequence[PageToJudge]) -> list[bool | None]:
+        """In the ``shared_prefix`` layout one call per page, in order, each reading the page
+        after the pages kept so far where the tool's context will stand
+        (:func:`~toolwire.llm.base.retrieval_place`): a page is evaluated once, and the gatekeeper
+        and the answer reuse everything up to the last page kept. In ``per_purpose`` each page is
+        checked on its own, side by side."""
+        if self.layout is Layout.PER_PURPOSE:
+            checks = (prompts.page_alone_relevance_prompt(question, page) for page in pages)
+            return list(await asyncio.gather(*(self._page_verdict(check) for check in checks)))
+        place = current_retrieval_place() or RetrievalPlace(question, (), "search", "1")
+        kept: list[str] = []
+        verdicts: list[bool | None] = []
+        for page in pages:
+            prompt = prompts.relevance_in_place_prompt(place, question, kept, page)
+            if self.compressor.needs_compression(place.question, prompt.contexts):
+                alone = RetrievalPlace(place.question, (), place.tool_name, place.task_no)
+                prompt = prompts.relevance_in_place_prompt(alone, question, (), page)
+            verdict = await self._page_verdict(prompt)
+            verdicts.append(verdict)
+            if verdict:
+                kept.append(page.text)
+        return verdicts
+
+    async def _page_verdict(self, prompt: Prompt) -> bool | None:
+        verdict = await self._structured_call(prompt, PageRelevance)
+        return None if verdict is None else verdict.relevant
 
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]

@@ -36,7 +36,14 @@ from toolwire.events import (
     emit,
     opened,
 )
-from toolwire.llm.base import GatekeeperVerdict, LanguageModel, Purpose, domain_prompt
+from toolwire.llm.base import (
+    GatekeeperVerdict,
+    LanguageModel,
+    Purpose,
+    RetrievalPlace,
+    domain_prompt,
+    retrieval_place,
+)
 from toolwire.llm.prompts import agent_status_block
 from toolwire.logging import bound
 from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
@@ -367,11 +374,21 @@ class DomainOrchestrator:
                 for each in task.run.clarifications
                 if each.tool_name == run.tool_name
             )
-        prior_context = snapshot(buffer_of(subtree_results(task)))
+        results = subtree_results(task)
+        prior_context = snapshot(buffer_of(results))
+        place = RetrievalPlace(
+            question=task.question(),
+            earlier=tuple(result for result in results if result.context.strip()),
+            tool_name=tool.name,
+            task_no=task.task_no,
+        )
         log.info("tool_activated", task_no=task.task_no, tool=run.tool_name, reason=run.reason)
         try:
             params = tool.params_model.model_validate(run.params or {})
-            result = await execute(self.runner, tool, params, text, prior_context, clarification)
+            with retrieval_place(place):
+                result = await execute(
+                    self.runner, tool, params, text, prior_context, clarification
+                )
         except PLUGIN_FAILURES as error:
             self._fail(task, run, f"{asked}tool {run.tool_name} {failed(error)}")
             return None

@@ -3,12 +3,14 @@
 The search runs in up to two stages (seed 6.10):
 
 1. *Keyword search*: BM25 over the domain's page index. The top ``candidate_page_count`` hits get
-   a relevance check each (one model call per page); the relevant ones are the context. When the
+   a relevance check each (one model call per page, :mod:`toolwire.search.relevance`); the
+   relevant ones are the context. When the
    model rejects every checked hit, the best BM25 page is kept, marked unverified (a small model
    often rejects the very page that answers; an empty context would leave the gatekeeper and the
    answer nothing to read). ``keep_best_unverified = False`` turns this off.
 2. *Brute-force scan*: only when the keyword search matches nothing, every page of the domain is
-   checked in order until ``result_page_count`` relevant pages are found.
+   checked in order, ``brute_force_batch`` pages at a time, until ``result_page_count`` relevant
+   pages are found.
 
 ``get_max_brute_force_page_count()`` caps both for large domains (seed 6.10): with a value set,
 the unfiltered full scan never runs, and a keyword hit set larger than that gets no per-page model
@@ -39,7 +41,9 @@ from toolwire.tools import (
 
 log = structlog.get_logger(__name__)
 
-UNVERIFIED_NOTE = "(Best keyword matches; not confirmed relevant by the relevance check.)"
+UNVERIFIED_NOTE = "(The pages above are the best keyword matches, not confirmed relevant.)"
+"""Follows unverified pages, so that the context begins with the page as its relevance check
+read it (and the gatekeeper and the answer reuse that from the server's cache)."""
 
 
 class SearchParams(BaseModel):
@@ -80,10 +84,10 @@ class SearchOutcome:
         return self.strategy in (SearchStrategy.KEYWORD_CHECKED, SearchStrategy.BRUTE_FORCE)
 
     def render(self) -> str:
-        """The pages as context; unverified pages under a line that says so."""
+        """The pages as context; an unverified page followed by a line that says so."""
         if not self.pages or self.verified:
             return render_pages(self.pages)
-        return f"{UNVERIFIED_NOTE}\n\n{render_pages(self.pages)}"
+        return f"{render_pages(self.pages)}\n\n{UNVERIFIED_NOTE}"
 
 
 class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
@@ -98,7 +102,8 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
     """Keyword hits that get a relevance check."""
     result_page_count: ClassVar[int] = 3
     """Relevant pages after which a brute-force scan stops (and unchecked hits returned)."""
-    relevance_concurrency: ClassVar[int] = 4
+    brute_force_batch: ClassVar[int] = 4
+    """Pages a brute-force scan checks before it looks at how many were relevant."""
     keep_best_unverified: ClassVar[bool] = True
     """Keep the best BM25 page, marked unverified, when the model rejects every checked hit."""
 
@@ -158,9 +163,7 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
             pages = [hit.page for hit in hits[: self.result_page_count]]
             return SearchOutcome(pages, SearchStrategy.KEYWORD_UNCHECKED, hit_count, 0)
         candidates = [hit.page for hit in hits[: self.candidate_page_count]]
-        pages = await relevant_pages(
-            self.llm, question, candidates, concurrency=self.relevance_concurrency
-        )
+        pages = await relevant_pages(self.llm, question, candidates)
         if pages or not self.keep_best_unverified:
             return SearchOutcome(pages, SearchStrategy.KEYWORD_CHECKED, hit_count, len(candidates))
         return SearchOutcome(
@@ -173,10 +176,10 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
         checked = 0
         pages = index.iter_pages()
         while len(found) < self.result_page_count:
-            batch = list(islice(pages, max(1, self.relevance_concurrency)))
+            batch = list(islice(pages, max(1, self.brute_force_batch)))
             if not batch:
                 break
-            found += await relevant_pages(self.llm, question, batch, concurrency=len(batch))
+            found += await relevant_pages(self.llm, question, batch)
             checked += len(batch)
         return SearchOutcome(
             found[: self.result_page_count], SearchStrategy.BRUTE_FORCE, 0, checked

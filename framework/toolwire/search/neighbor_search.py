@@ -52,7 +52,6 @@ class AbstractNeighborPageSearchTool(
     neighbor_distance: ClassVar[int] = 1
     max_neighbor_pages: ClassVar[int] = 6
     """At most this many neighbour pages get a relevance check (nearest hits first)."""
-    relevance_concurrency: ClassVar[int] = 4
 
     def __init__(self, llm: LanguageModel) -> None:
         self.llm = llm
@@ -87,9 +86,7 @@ class AbstractNeighborPageSearchTool(
         question = search_request(text) or params.query
         hits = earlier_hits(prior_context, text)
         candidates = self.neighbor_pages(hits)
-        pages = await relevant_pages(
-            self.llm, question, candidates, concurrency=self.relevance_concurrency
-        )
+        pages = await relevant_pages(self.llm, question, candidates)
         log.info(
             "neighbor_search",
             tool=self.name,

@@ -32,10 +32,13 @@ from toolwire.llm.base import (
     CallRecord,
     GatekeeperVerdict,
     Option,
+    PageRelevance,
+    PageToJudge,
     Purpose,
     SuitabilityQuestion,
     record_call,
 )
+from toolwire.llm.prompts import PAGE_ALONE_RELEVANCE, page_alone_text
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -324,6 +327,19 @@ class ScriptedModel:
         if rules is None or rules.next() is None:
             rules = self._extract.get((schema, None))
         return rules or _Rules()
+
+    async def judge_pages(self, question: str, pages: Sequence[PageToJudge]) -> list[bool | None]:
+        """Each page judged on its own by the ``on_extract(PageRelevance, ...)`` rules, one call
+        per page in order; a responder gets the page, tagged, then ``"\n\nQuestion: "`` and the
+        question."""
+        verdicts: list[bool | None] = []
+        for page in pages:
+            text = page_alone_text(question, page)
+            verdict = await self.extract(
+                PageRelevance, text, instruction=PAGE_ALONE_RELEVANCE, purpose=Purpose.RELEVANCE
+            )
+            verdicts.append(None if verdict is None else verdict.relevant)
+        return verdicts
 
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]

@@ -1,0 +1,264 @@
+"""The relevance checks laid out where the search tool's context will stand (issue 10).
+
+In the ``shared_prefix`` layout each retrieved page is judged in its own call, after the task, the
+context retrieved before and the pages kept so far, so that the gatekeeper and the answer begin
+with what the checks read: a page is evaluated once per question. Run on the exact requests an
+OpenAI-compatible server receives (``toolwire.testing.fake_openai``, which also counts the prompt
+characters it could have taken from its cache), through the orchestrator and on their own,
+including the failure paths: garbage verdicts, a model that fails, no pages, every page refused,
+and an earlier context too large to repeat.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from html import escape
+from pathlib import Path
+
+import pytest
+
+from orchestration_kit import QueryTool
+from toolwire.context_buffer import PromptAndContext
+from toolwire.errors import ModelError
+from toolwire.llm import OpenAIGateway, collect_calls, prompts
+from toolwire.llm.base import RetrievalPlace, retrieval_place
+from toolwire.registry import DomainSpec
+from toolwire.search import (
+    AbstractContextSearchTool,
+    Page,
+    PageIndex,
+    StaticPageSource,
+    relevant_pages,
+)
+from toolwire.search.context_search import UNVERIFIED_NOTE
+from toolwire.settings import LLMSettings
+from toolwire.testing import conversation_for
+from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest
+
+QUESTION = "How do I configure the widget timeout?"
+
+PAGES = [
+    Page(doc_id="manual", page_no=n, title="Manual", text=f"Widgets, part {n}. " * 30)
+    for n in (1, 2, 3)
+]
+
+
+def judged_page(request: FakeRequest) -> str:
+    """The label of the page a relevance check judges (the last lines of its user message name
+    it; a corrective retry repeats that message)."""
+    content: str = request.messages[1]["content"]
+    return content.rpartition("The page to judge: ")[2].partition("\n")[0]
+
+
+def is_relevance(request: FakeRequest) -> bool:
+    return "relevant" in (request.output_schema or {}).get("properties", {})
+
+
+def verdicts(relevant: Callable[[str], bool | None]) -> Callable[[FakeRequest], FakeReply]:
+    """A server whose relevance verdict for a page label is ``relevant(label)`` (None: garbage
+    output); every other call gets the fake's default reply."""
+
+    def reply(request: FakeRequest) -> FakeReply:
+        if not is_relevance(request):
+            return FakeReply()
+        verdict = relevant(judged_page(request))
+        if verdict is None:
+            return FakeReply(text="yes, that page looks relevant")
+        return FakeReply(text=json.dumps({"relevant": verdict}))
+
+    return reply
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeOpenAIServer]:
+    async with FakeOpenAIServer() as fake:
+        yield fake
+
+
+def gateway_for(server: FakeOpenAIServer, window: int = 8192) -> OpenAIGateway:
+    settings = LLMSettings(
+        base_url=server.base_url,
+        model="fake-model",
+        max_retries=0,
+        structured_output="json_schema",
+        context_window_tokens=window,
+    )
+    return OpenAIGateway(settings, api_key="k", concurrency=1)
+
+
+def checks_of(server: FakeOpenAIServer) -> list[str]:
+    return [r.messages[-1]["content"] for r in server.chat_requests if is_relevance(r)]
+
+
+def rendered(page: Page) -> str:
+    return escape(page.render(), quote=False)
+
+
+def uncached_reads(server: FakeOpenAIServer, text: str) -> int:
+    """How many requests had (part of) ``text`` past the longest prefix their messages shared
+    with an earlier request's: the times a server with a prefix cache evaluated it (the output
+    schema is a grammar, outside the prompt, as on llama.cpp)."""
+    seen: list[str] = []
+    reads = 0
+    for request in server.chat_requests:
+        prompt = "".join(f"<{m['role']}>{m['content']}" for m in request.messages)
+        cached = max((prompts.shared_prefix_length(p, prompt) for p in seen), default=0)
+        at = prompt.find(text)
+        reads += at >= 0 and at + len(text) > cached
+        seen.append(prompt)
+    return reads
+
+
+# -- through the orchestrator -----------------------------------------------------------------
+
+
+class _Corpus:
+    index: PageIndex
+
+
+class Search(AbstractContextSearchTool):
+    candidate_page_count = 3
+    priority = 200  # after the finder
+
+    def get_index(self) -> PageIndex:
+        return _Corpus.index
+
+
+def _answer_questions(relevant: Callable[[str], bool | None]) -> Callable[[FakeRequest], FakeReply]:
+    """A whole question: typed "how_to", every candidate tool fits, a search query, the
+    relevance verdicts, then the answer."""
+    judge = verdicts(relevant)
+
+    def reply(request: FakeRequest) -> FakeReply:
+        fields = (request.output_schema or {}).get("properties", {})
+        if "prompt_type" in fields:
+            return FakeReply(text='{"prompt_type": "how_to", "important_words": []}')
+        if "choice" in fields:
+            return FakeReply(text=json.dumps({"choice": fields["choice"]["items"]["enum"]}))
+        if "query" in fields:
+            return FakeReply(text='{"query": "widgets"}')
+        return judge(request)
+
+    return reply
+
+
+async def _ask(tmp_path: Path, relevant: Callable[[str], bool | None]) -> FakeOpenAIServer:
+    _Corpus.index = PageIndex.open(StaticPageSource("relevance", PAGES), cache_dir=tmp_path)
+    spec = DomainSpec(name="docs", prompt_types=["how_to"], rag_tool="search")
+    async with FakeOpenAIServer(_answer_questions(relevant)) as fake:
+        gateway = gateway_for(fake)
+        service = conversation_for(spec, QueryTool("finder"), Search(gateway), model=gateway)
+        answer = await service.ask(QUESTION)
+        await gateway.aclose()
+    assert answer.kind == "answer" and answer.failures == []
+    return fake
+
+
+async def test_the_answer_begins_with_what_the_relevance_checks_read(tmp_path: Path) -> None:
+    """The orchestrator opens the place of the search tool's context after the finder's: each
+    check reads the finder's context, the pages kept, then its page; the answer's prompt repeats
+    the last check's up to the last page kept, so every page is evaluated exactly once."""
+    fake = await _ask(tmp_path, lambda label: label != "[page manual#2]")
+
+    first, second, third = checks_of(fake)
+    answer = fake.chat_requests[-1].messages[-1]["content"]
+    task = prompts.task_block(QUESTION)
+    finder = prompts.external_content("finder task 1", "finder:widgets")
+    start = f'{task}\n\nRetrieved context:\n{finder}\n<external_content source="search task 1">'
+    assert all(check.startswith(start) for check in (first, second, third))
+    assert answer.startswith(start + f"{rendered(PAGES[0])}\n\n{rendered(PAGES[2])}</external")
+    kept_end = third.index(rendered(PAGES[2])) + len(rendered(PAGES[2]))
+    assert prompts.shared_prefix_length(third, answer) >= kept_end
+    assert [uncached_reads(fake, rendered(page)) for page in PAGES] == [1, 1, 1]
+
+
+async def test_every_page_refused_leaves_the_best_page_where_its_check_read_it(
+    tmp_path: Path,
+) -> None:
+    """The best keyword page is kept unverified; its note follows it, so the answer still
+    begins with what the first check read."""
+    fake = await _ask(tmp_path, lambda label: False)
+
+    checks = checks_of(fake)
+    assert len(checks) == 3
+    for check, page in zip(checks, PAGES, strict=True):  # nothing kept: each check, one page
+        assert sum(rendered(other) in check for other in PAGES) == 1
+        assert rendered(page) in check
+    answer = fake.chat_requests[-1].messages[-1]["content"]
+    assert f"{UNVERIFIED_NOTE}</external_content>" in answer
+    assert [uncached_reads(fake, rendered(page)) for page in PAGES] == [1, 1, 1]
+
+
+# -- the checks on their own ------------------------------------------------------------------
+
+
+async def test_no_pages_make_no_call(server: FakeOpenAIServer) -> None:
+    gateway = gateway_for(server)
+    assert await relevant_pages(gateway, QUESTION, []) == []
+    await gateway.aclose()
+    assert server.chat_requests == []
+
+
+async def test_a_garbage_verdict_is_retried_once_then_counts_as_refused() -> None:
+    """Page 1's verdict is garbage twice (the output and its corrective retry): the page is not
+    kept, so the next check does not read it, and the calls are recorded as failed."""
+    garbage_for_page_1 = verdicts(lambda label: None if label == "[page manual#1]" else True)
+    async with FakeOpenAIServer(garbage_for_page_1) as server:
+        gateway = gateway_for(server)
+        with collect_calls() as calls:
+            kept = await relevant_pages(gateway, QUESTION, PAGES[:2])
+        await gateway.aclose()
+
+    assert kept == [PAGES[1]]
+    assert [(c.purpose, c.ok) for c in calls] == [
+        ("relevance", False), ("relevance", False), ("relevance", True)
+    ]  # fmt: skip
+    retry = server.chat_requests[1].messages
+    assert retry[-2] == {"role": "assistant", "content": "yes, that page looks relevant"}
+    last = checks_of(server)[-1]
+    assert rendered(PAGES[0]) not in last and rendered(PAGES[1]) in last
+
+
+async def test_a_model_that_fails_raises_rather_than_reading_as_nothing_relevant(
+    server: FakeOpenAIServer,
+) -> None:
+    server.script(FakeReply(text='{"relevant": true}'), FakeReply(status=500, error="overloaded"))
+    gateway = gateway_for(server)
+    with pytest.raises(ModelError, match="overloaded"):
+        await relevant_pages(gateway, QUESTION, PAGES)
+    await gateway.aclose()
+    assert len(server.chat_requests) == 2  # no call after the failure
+
+
+async def test_a_page_is_judged_alone_when_the_context_before_it_would_not_fit() -> None:
+    """Earlier context near the model's window is not repeated in a check (the gatekeeper and
+    the answer compress it first anyway): the page is judged on its own, in the same layout."""
+    large = PromptAndContext(prompt="p", context="older text " * 200, tool_name="old", task_no="1")
+    async with FakeOpenAIServer(verdicts(lambda label: True)) as server:
+        gateway = gateway_for(server, window=600)
+        with retrieval_place(RetrievalPlace(QUESTION, (large,), "search", "1")):
+            kept = await relevant_pages(gateway, QUESTION, PAGES[:2])
+        await gateway.aclose()
+
+    assert kept == PAGES[:2]
+    first, second = checks_of(server)
+    assert "older text" not in first and "older text" not in second
+    assert rendered(PAGES[0]) not in second  # too large together: alone again
+    assert first.startswith(f"{prompts.task_block(QUESTION)}\n\nRetrieved context:\n")
+
+
+async def test_outside_the_orchestrator_the_pages_stand_after_the_task_alone() -> None:
+    async with FakeOpenAIServer(verdicts(lambda label: True)) as server:
+        gateway = gateway_for(server)
+        kept = await relevant_pages(gateway, QUESTION, PAGES[:2])
+        await gateway.aclose()
+
+    assert kept == PAGES[:2]
+    _, second = checks_of(server)
+    pages = f"{rendered(PAGES[0])}\n\n{rendered(PAGES[1])}"
+    assert second.startswith(
+        f"{prompts.task_block(QUESTION)}\n\nRetrieved context:\n"
+        f'<external_content source="search task 1">{pages}</external_content>\n\n'
+        f"{prompts.LAST_PAGE_RELEVANCE}\n"
+    )
