@@ -19,7 +19,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from toolwire.context_buffer import PromptAndContext
+from toolwire.context_buffer import PageRef, PromptAndContext
 from toolwire.errors import ConfigError, ModelError
 from toolwire.events import Event, ModelProgress, observing
 from toolwire.llm import (
@@ -30,6 +30,7 @@ from toolwire.llm import (
     create_language_model,
 )
 from toolwire.llm import local as local_module
+from toolwire.llm.base import PageToJudge, RetrievalPlace, retrieval_place
 from toolwire.llm.local import (
     DEFAULT_LOCAL_MODEL,
     LOCAL_MODELS,
@@ -403,6 +404,59 @@ async def test_the_answer_reuses_the_context_the_gatekeeper_read(embedded: OpenA
     assert gatekeeper.prompt_tokens > 400
     assert answer.cached_prompt_tokens >= 0.85 * answer.prompt_tokens
     assert answer.shared_prefix_chars > len(context.context)
+
+
+JSON_PAGE = PageToJudge(
+    ref=PageRef(doc_id="lib-json", page_no=2),
+    text="[page lib-json#2] json — JSON encoder and decoder\n"
+    + (
+        "json.dumps(obj, *, skipkeys=False, ensure_ascii=True, indent=None, sort_keys=False): "
+        "serialize obj to a JSON formatted str. If sort_keys is true, the output of dictionaries "
+        "is sorted by key. "
+    )
+    * 12,
+)
+HEAPQ_PAGE = PageToJudge(
+    ref=PageRef(doc_id="lib-heapq", page_no=1),
+    text="[page lib-heapq#1] heapq — Heap queue algorithm\n"
+    + (
+        "heapq.heappush(heap, item): push the value item onto the heap, maintaining the heap "
+        "invariant. heapq.nsmallest(n, iterable) returns a list with the n smallest elements. "
+    )
+    * 6,
+)
+
+
+@pytest.mark.local_model
+async def test_the_gatekeeper_and_the_answer_reuse_what_the_relevance_checks_read(
+    embedded: OpenAIGateway,
+) -> None:
+    """Issue 10: each relevance check reads its page after the pages kept so far, where the
+    search tool's context will stand; the server keeps what the checks evaluated, so a kept page
+    is evaluated once per question, and the gatekeeper and the answer evaluate little more than
+    their own instruction."""
+    question = "How do I sort the keys when I serialize an object to JSON?"
+    place = RetrievalPlace(question, (), "docs_search", "1")
+    pages = [JSON_PAGE, HEAPQ_PAGE]
+    with collect_calls() as calls:
+        with retrieval_place(place):
+            verdicts = await embedded.judge_pages(question, pages)
+        kept = [page.text for page, keep in zip(pages, verdicts, strict=True) if keep]
+        found = PromptAndContext(
+            prompt=question, context="\n\n".join(kept), tool_name="docs_search", task_no="1"
+        )
+        await embedded.judge_context(question, [found])
+        await embedded.answer(question, [found])
+    assert verdicts[0] is True
+    first, second, gatekeeper, answer = calls
+    assert first.prompt_tokens > 700  # the rules, the task, the json page (~540), the question
+    # the second check takes the json page from the cache and evaluates its own page; the
+    # gatekeeper and the answer take everything up to the pages kept (first: its question's
+    # instruction and lines, ~120 tokens, are not theirs)
+    for call in (second, gatekeeper, answer):
+        assert call.cached_prompt_tokens >= first.prompt_tokens - 200
+    for call in (gatekeeper, answer):
+        assert call.prompt_tokens - call.cached_prompt_tokens <= 150
 
 
 class Topic(BaseModel):
