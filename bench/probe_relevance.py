@@ -8,7 +8,7 @@ context search's candidates (the 4 best BM25 pages of the question) are judged t
 embedded model, with the pydocs domain's text in the prefix:
 
 * **alone**, the check before issue 10's relevance layout: one page, then the question, then the
-  instruction (``prompts.page_alone_relevance_prompt``; the ``per_purpose`` layout's check);
+  instruction (``toolwire.llm.relevance.judge_pages_alone``);
 * **in place**, the ``shared_prefix`` layout's: the task, then the pages kept so far and the page
   under judgement where the search tool's context will stand (``LanguageModel.judge_pages``).
 
@@ -33,10 +33,10 @@ from toolwire_pydocs.corpus import PydocsSource
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_pydocs import QUESTIONS, Question
 
-from toolwire.llm import CallRecord, LanguageModel, Purpose, collect_calls, domain_prompt
-from toolwire.llm.base import PageRelevance, PageToJudge, RetrievalPlace, retrieval_place
+from toolwire.llm import CallRecord, LanguageModel, collect_calls, domain_prompt
+from toolwire.llm.base import PageToJudge, RetrievalPlace, retrieval_place
 from toolwire.llm.factory import create_language_model
-from toolwire.llm.prompts import PAGE_ALONE_RELEVANCE, page_alone_text
+from toolwire.llm.relevance import judge_pages_alone
 from toolwire.search import Page, PageIndex
 from toolwire.settings import LLMSettings
 
@@ -55,18 +55,6 @@ class Tally:
     def cached_share(self) -> float:
         prompt = sum(call.prompt_tokens for call in self.calls)
         return sum(call.cached_prompt_tokens for call in self.calls) / max(prompt, 1)
-
-
-async def alone(llm: LanguageModel, question: str, pages: list[PageToJudge]) -> list[bool | None]:
-    """Each page on its own, as the search tool checked it before."""
-    verdicts: list[bool | None] = []
-    for page in pages:
-        text = page_alone_text(question, page)
-        verdict = await llm.extract(
-            PageRelevance, text, instruction=PAGE_ALONE_RELEVANCE, purpose=Purpose.RELEVANCE
-        )
-        verdicts.append(None if verdict is None else verdict.relevant)
-    return verdicts
 
 
 async def in_place(
@@ -92,7 +80,7 @@ async def probe(questions: list[Question], model: str, domain_text: str) -> None
             judged = [PageToJudge(ref=page.ref, text=page.render()) for page in pages]
             found = {}
             with domain_prompt(domain_text):
-                for name, check in (("alone", alone), ("in place", in_place)):
+                for name, check in (("alone", judge_pages_alone), ("in place", in_place)):
                     with collect_calls() as calls:
                         found[name] = await check(llm, question.text, judged)
                     ways[name].verdicts += found[name]

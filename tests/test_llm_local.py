@@ -406,24 +406,25 @@ async def test_the_answer_reuses_the_context_the_gatekeeper_read(embedded: OpenA
     assert answer.shared_prefix_chars > len(context.context)
 
 
-JSON_PAGE = PageToJudge(
-    ref=PageRef(doc_id="lib-json", page_no=2),
-    text="[page lib-json#2] json — JSON encoder and decoder\n"
-    + (
-        "json.dumps(obj, *, skipkeys=False, ensure_ascii=True, indent=None, sort_keys=False): "
-        "serialize obj to a JSON formatted str. If sort_keys is true, the output of dictionaries "
-        "is sorted by key. "
-    )
-    * 12,
+def _page(doc_id: str, title: str, sentences: str, times: int) -> PageToJudge:
+    ref = PageRef(doc_id=doc_id, page_no=1)
+    return PageToJudge(ref=ref, text=f"{ref.label} {title}\n" + sentences * times)
+
+
+JSON_PAGE = _page(
+    "lib-json",
+    "json — JSON encoder and decoder",
+    "json.dumps(obj, *, skipkeys=False, ensure_ascii=True, indent=None, sort_keys=False): "
+    "serialize obj to a JSON formatted str. If sort_keys is true, the output of dictionaries is "
+    "sorted by key. ",
+    12,
 )
-HEAPQ_PAGE = PageToJudge(
-    ref=PageRef(doc_id="lib-heapq", page_no=1),
-    text="[page lib-heapq#1] heapq — Heap queue algorithm\n"
-    + (
-        "heapq.heappush(heap, item): push the value item onto the heap, maintaining the heap "
-        "invariant. heapq.nsmallest(n, iterable) returns a list with the n smallest elements. "
-    )
-    * 6,
+HEAPQ_PAGE = _page(
+    "lib-heapq",
+    "heapq — Heap queue algorithm",
+    "heapq.heappush(heap, item): push the value item onto the heap, maintaining the heap "
+    "invariant. heapq.nsmallest(n, iterable) returns a list with the n smallest elements. ",
+    6,
 )
 
 

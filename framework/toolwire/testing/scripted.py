@@ -32,13 +32,12 @@ from toolwire.llm.base import (
     CallRecord,
     GatekeeperVerdict,
     Option,
-    PageRelevance,
     PageToJudge,
     Purpose,
     SuitabilityQuestion,
     record_call,
 )
-from toolwire.llm.prompts import PAGE_ALONE_RELEVANCE, page_alone_text
+from toolwire.llm.relevance import judge_pages_alone
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -332,14 +331,7 @@ class ScriptedModel:
         """Each page judged on its own by the ``on_extract(PageRelevance, ...)`` rules, one call
         per page in order; a responder gets the page, tagged, then ``"\n\nQuestion: "`` and the
         question."""
-        verdicts: list[bool | None] = []
-        for page in pages:
-            text = page_alone_text(question, page)
-            verdict = await self.extract(
-                PageRelevance, text, instruction=PAGE_ALONE_RELEVANCE, purpose=Purpose.RELEVANCE
-            )
-            verdicts.append(None if verdict is None else verdict.relevant)
-        return verdicts
+        return await judge_pages_alone(self, question, pages)
 
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]
