@@ -12,7 +12,9 @@ server's KV or prompt cache evaluates it once (SPEC §5, seed 004):
    line (a tool's question, the task again after a long context).
 
 The classification, suitability and parameter calls of a question then share the rules and the
-task; the gatekeeper and the answer share the rules, the task and the whole retrieved context.
+task; the gatekeeper and the answer share the rules, the task and the whole retrieved context, and
+begin with what the search tool's relevance checks read: each check reads its page where the
+tool's context will stand, after the pages kept so far (:func:`relevance_in_place_prompt`).
 ``per_purpose`` is the layout before: each purpose's instruction first in its own system message,
 the dynamic part after it; nothing is shared between purposes (kept for benchmarks).
 
