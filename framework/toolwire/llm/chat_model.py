@@ -186,6 +186,7 @@ class ChatModel:
         if self.layout is Layout.PER_PURPOSE:
             checks = (prompts.page_alone_relevance_prompt(question, page) for page in pages)
             return list(await asyncio.gather(*(self._page_verdict(check) for check in checks)))
+        # outside the orchestrator no answer will read the pages: they stand after the task
         place = current_retrieval_place() or RetrievalPlace(question, (), "search", "1")
         kept: list[str] = []
         verdicts: list[bool | None] = []

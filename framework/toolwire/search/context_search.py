@@ -4,10 +4,10 @@ The search runs in up to two stages (seed 6.10):
 
 1. *Keyword search*: BM25 over the domain's page index. The top ``candidate_page_count`` hits get
    a relevance check each (one model call per page, :mod:`toolwire.search.relevance`); the
-   relevant ones are the context. When the
-   model rejects every checked hit, the best BM25 page is kept, marked unverified (a small model
-   often rejects the very page that answers; an empty context would leave the gatekeeper and the
-   answer nothing to read). ``keep_best_unverified = False`` turns this off.
+   relevant ones are the context. When the model rejects every checked hit, the best BM25 page
+   is kept, marked unverified (a small model often rejects the very page that answers; an empty
+   context would leave the gatekeeper and the answer nothing to read). ``keep_best_unverified =
+   False`` turns this off.
 2. *Brute-force scan*: only when the keyword search matches nothing, every page of the domain is
    checked in order, ``brute_force_batch`` pages at a time, until ``result_page_count`` relevant
    pages are found.
@@ -84,7 +84,7 @@ class SearchOutcome:
         return self.strategy in (SearchStrategy.KEYWORD_CHECKED, SearchStrategy.BRUTE_FORCE)
 
     def render(self) -> str:
-        """The pages as context; an unverified page followed by a line that says so."""
+        """The pages as context; unverified pages followed by a line that says so."""
         if not self.pages or self.verified:
             return render_pages(self.pages)
         return f"{render_pages(self.pages)}\n\n{UNVERIFIED_NOTE}"
