@@ -216,6 +216,53 @@ async def test_retrieval_narrows_a_large_domain_to_the_top_k_best_matches() -> N
     assert "area 6.0" in answer.text
 
 
+class ExchangeRate(EchoTool):
+    """Looks up the exchange rate between two currencies."""
+
+    def executable_instruction(self) -> str:
+        return "Does the message ask for the exchange rate between two currencies?"
+
+
+class CurrencyConversion(EchoTool):
+    """Converts an amount of money from one currency into another."""
+
+    def executable_instruction(self) -> str:
+        return "Does the message ask to convert an amount of money into another currency?"
+
+
+async def test_the_best_matchs_closest_siblings_follow_the_matches() -> None:
+    """The message shares words with the rate tool only; the conversion tool, its sibling, is
+    put to the model too, after the matches."""
+    fillers = [EchoTool(f"filler_{n}") for n in range(6)]
+    rate, conversion = ExchangeRate("exchange_rate"), CurrencyConversion("currency_conversion")
+    model = (
+        ScriptedModel().on_choose(["currency_conversion"]).on_suitability(["currency_conversion"])
+    )
+    model.on_answer()
+
+    answer = await selecting(model, *fillers, rate, conversion, top_k=3).ask(
+        "What are my 50,000 yen in Swiss francs at the exchange rate?"
+    )
+
+    selection = selection_of(answer)
+    assert selection.retrieved is True
+    names = [candidate.tool_name for candidate in selection.candidates]
+    assert names == ["demo.exchange_rate", "demo.currency_conversion"]
+    assert [candidate.score > 0 for candidate in selection.candidates] == [True, False]
+    assert selection.activated == ["demo.currency_conversion"]
+
+
+async def test_a_small_domain_puts_its_matches_first() -> None:
+    one, two, triangle = EchoTool("one", "1"), EchoTool("two", "2"), TriangleArea()
+    model = ScriptedModel().on_choose([]).on_answer("none of them")
+
+    answer = await selecting(model, one, two, triangle).ask("a triangle, please")
+
+    [choice] = model.calls_for(Purpose.CHOICE)
+    assert choice.inputs["options"] == ["triangle_area", "one", "two"]
+    assert selection_of(answer).retrieved is False  # every tool of the domain is a candidate
+
+
 async def test_nothing_retrieved_means_no_model_call_and_no_tool() -> None:
     tools = [EchoTool(f"filler_{n}") for n in range(10)]
     model = ScriptedModel().on_answer("nothing to do")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import structlog
@@ -35,6 +36,10 @@ from toolwire.settings import SelectionSettings
 from toolwire.tools import ChatbotTool
 
 log = structlog.get_logger(__name__)
+
+
+SIBLINGS = 2
+"""How many closest siblings follow each of the best matches among the candidates."""
 
 
 @dataclass
@@ -114,18 +119,45 @@ class ToolSelector:
         )
         return selection
 
+    @cached_property
+    def _by_name(self) -> dict[str, SelectableTool]:
+        return {tool.qualified_name: tool for tool in self.tools}
+
+    @cached_property
+    def _siblings(self) -> dict[str, tuple[str, ...]]:
+        """A tool's closest siblings, found on first use: the tools whose text best matches its
+        own name, description and question."""
+        return {}
+
+    def _siblings_of(self, tool: SelectableTool) -> tuple[str, ...]:
+        name = tool.qualified_name
+        if name not in self._siblings:
+            text = f"{tool.short_name.replace('_', ' ')} {tool.description} {tool.question}"
+            hits = self.index.search(text, limit=SIBLINGS + 1)
+            self._siblings[name] = tuple(hit.key for hit in hits if hit.key != name)[:SIBLINGS]
+        return self._siblings[name]
+
     def _candidates(self, task_prompt: str, record: SelectionRecord) -> list[SelectableTool]:
-        """Every tool when the domain has no more than ``top_k`` (or the mode asks every tool),
-        else the ``top_k`` best BM25 matches, best first."""
+        """``choose``: the BM25 matches, best first, then the best match's closest siblings that
+        did not match, ``top_k`` in all; every tool of a domain of no more than ``top_k``,
+        its matches first (a small model leans to the first options). The other modes ask
+        every tool, in registry order.
+
+        A match is evidence for a tool, but none against its siblings: "50,000 yen in Swiss
+        francs" matches an exchange-rate tool's example and no word of the currency-conversion
+        tool. Siblings are what the model must tell apart, so they are put to it together."""
         top_k = self.settings.top_k
-        if self.settings.mode != "choose" or len(self.tools) <= top_k:
-            scores = {hit.key: hit.score for hit in self.index.search(task_prompt, limit=top_k)}
+        hits = self.index.search(task_prompt, limit=top_k)
+        scores = {hit.key: hit.score for hit in hits}
+        matched = [self._by_name[hit.key] for hit in hits]
+        if self.settings.mode != "choose":
             chosen = list(self.tools)
+        elif len(self.tools) <= top_k:
+            chosen = matched + [tool for tool in self.tools if tool.qualified_name not in scores]
         else:
-            hits = self.index.search(task_prompt, limit=top_k)
-            scores = {hit.key: hit.score for hit in hits}
-            by_name = {tool.qualified_name: tool for tool in self.tools}
-            chosen = [by_name[hit.key] for hit in hits]
+            siblings = [name for tool in matched[:1] for name in self._siblings_of(tool)]
+            names = [*scores, *(name for name in siblings if name not in scores)]
+            chosen = [self._by_name[name] for name in names[:top_k]]
             record.retrieved = True
         record.candidates = [
             RetrievedTool(
