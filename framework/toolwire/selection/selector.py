@@ -39,7 +39,7 @@ log = structlog.get_logger(__name__)
 
 
 SIBLINGS = 2
-"""How many closest siblings follow each of the best matches among the candidates."""
+"""How many of the best match's closest siblings join the candidates (when they did not match)."""
 
 
 @dataclass
@@ -62,6 +62,11 @@ class ToolSelector:
     left_out: Mapping[str, str]
     """Tools whose ``executable_instruction()`` or ``description()`` raised at build: name →
     what it raised. Every selection reports them on the task."""
+    _siblings: dict[str, tuple[str, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """A tool's closest siblings, found on first use: the tools whose text best matches its
+    own name, description and question."""
 
     @classmethod
     def build(
@@ -122,12 +127,6 @@ class ToolSelector:
     @cached_property
     def _by_name(self) -> dict[str, SelectableTool]:
         return {tool.qualified_name: tool for tool in self.tools}
-
-    @cached_property
-    def _siblings(self) -> dict[str, tuple[str, ...]]:
-        """A tool's closest siblings, found on first use: the tools whose text best matches its
-        own name, description and question."""
-        return {}
 
     def _siblings_of(self, tool: SelectableTool) -> tuple[str, ...]:
         name = tool.qualified_name
