@@ -38,6 +38,7 @@ from toolwire.llm.base import (
 from toolwire.llm.budget import call_time
 from toolwire.llm.compression import ContextCompressor
 from toolwire.llm.prompts import Layout, Prompt
+from toolwire.llm.relevance import judge_pages_alone
 from toolwire.llm.structured import (
     YesNo,
     boolean_model,
@@ -184,8 +185,7 @@ class ChatModel:
         and the answer reuse everything up to the last page kept. In ``per_purpose`` each page is
         checked on its own, side by side."""
         if self.layout is Layout.PER_PURPOSE:
-            checks = (prompts.page_alone_relevance_prompt(question, page) for page in pages)
-            return list(await asyncio.gather(*(self._page_verdict(check) for check in checks)))
+            return await judge_pages_alone(self, question, pages)
         # outside the orchestrator no answer will read the pages: they stand after the task
         place = current_retrieval_place() or RetrievalPlace(question, (), "search", "1")
         kept: list[str] = []
@@ -195,15 +195,11 @@ class ChatModel:
             if self.compressor.needs_compression(place.question, prompt.contexts):
                 alone = RetrievalPlace(place.question, (), place.tool_name, place.task_no)
                 prompt = prompts.relevance_in_place_prompt(alone, question, (), page)
-            verdict = await self._page_verdict(prompt)
-            verdicts.append(verdict)
-            if verdict:
+            verdict = await self._structured_call(prompt, PageRelevance)
+            verdicts.append(None if verdict is None else verdict.relevant)
+            if verdict is not None and verdict.relevant:
                 kept.append(page.text)
         return verdicts
-
-    async def _page_verdict(self, prompt: Prompt) -> bool | None:
-        verdict = await self._structured_call(prompt, PageRelevance)
-        return None if verdict is None else verdict.relevant
 
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]

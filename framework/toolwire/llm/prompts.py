@@ -421,14 +421,6 @@ def relevance_in_place_prompt(
     )
 
 
-def page_alone_relevance_prompt(question: str, page: PageToJudge) -> Prompt:
-    """One page's relevance check on its own: the page, then the question, then the
-    instruction (the ``per_purpose`` layout's check; in ``shared_prefix`` the check before the
-    pages were laid out in place)."""
-    text = page_alone_text(question, page)
-    return extract_prompt(Purpose.RELEVANCE, text, PAGE_ALONE_RELEVANCE, PageRelevance)
-
-
 def page_alone_text(question: str, page: PageToJudge) -> str:
     """A page on its own, tagged as external content, then the question last."""
     source = f"page {page.ref.doc_id}#{page.ref.page_no}"

@@ -1,12 +1,14 @@
 """The relevance check of each page on its own, through ``LanguageModel.extract``.
 
 The check the search tools made before pages were judged in place (``LanguageModel.judge_pages``
-of :class:`~toolwire.llm.ChatModel` in the ``shared_prefix`` layout): the scripted test model
-answers ``judge_pages`` this way, and ``bench/probe_relevance.py`` compares the two.
+of :class:`~toolwire.llm.ChatModel` in the ``shared_prefix`` layout): the ``per_purpose`` layout
+and the scripted test model answer ``judge_pages`` this way, and ``bench/probe_relevance.py``
+compares the two.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from toolwire.llm.base import LanguageModel, PageRelevance, PageToJudge, Purpose
@@ -16,15 +18,16 @@ from toolwire.llm.prompts import PAGE_ALONE_RELEVANCE, page_alone_text
 async def judge_pages_alone(
     llm: LanguageModel, question: str, pages: Sequence[PageToJudge]
 ) -> list[bool | None]:
-    """One ``extract`` call per page, in order: the page, then the question (None: no valid
-    verdict)."""
-    verdicts: list[bool | None] = []
-    for page in pages:
+    """One ``extract`` call per page, side by side: the page, then the question (None: no valid
+    verdict). The ``per_purpose`` layout's check, and the scripted model's."""
+
+    async def check(page: PageToJudge) -> bool | None:
         verdict = await llm.extract(
             PageRelevance,
             page_alone_text(question, page),
             instruction=PAGE_ALONE_RELEVANCE,
             purpose=Purpose.RELEVANCE,
         )
-        verdicts.append(None if verdict is None else verdict.relevant)
-    return verdicts
+        return None if verdict is None else verdict.relevant
+
+    return list(await asyncio.gather(*(check(page) for page in pages)))

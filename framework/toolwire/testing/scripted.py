@@ -329,8 +329,8 @@ class ScriptedModel:
 
     async def judge_pages(self, question: str, pages: Sequence[PageToJudge]) -> list[bool | None]:
         """Each page judged on its own by the ``on_extract(PageRelevance, ...)`` rules, one call
-        per page in order; a responder gets the page, tagged, then ``"\n\nQuestion: "`` and the
-        question."""
+        per page, started in order; a responder gets the page, tagged, then
+        ``"\n\nQuestion: "`` and the question."""
         return await judge_pages_alone(self, question, pages)
 
     async def judge_context(
