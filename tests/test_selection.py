@@ -252,6 +252,21 @@ async def test_the_best_matchs_closest_siblings_follow_the_matches() -> None:
     assert selection.activated == ["demo.currency_conversion"]
 
 
+async def test_siblings_that_matched_keep_their_rank_and_never_pass_top_k() -> None:
+    fillers = [EchoTool(f"filler_{n}") for n in range(6)]
+    rate, conversion = ExchangeRate("exchange_rate"), CurrencyConversion("currency_conversion")
+    model = ScriptedModel().on_choose([]).on_suitability([]).on_answer("none of them")
+    tools = (*fillers, rate, conversion)
+
+    both = await selecting(model, *tools, top_k=3).ask("convert currency at the exchange rate")
+    full = await selecting(model, *tools, top_k=1).ask("What are my yen at the exchange rate?")
+
+    names = [candidate.tool_name for candidate in selection_of(both).candidates]
+    assert sorted(names) == ["demo.currency_conversion", "demo.exchange_rate"]  # each once
+    assert all(candidate.score > 0 for candidate in selection_of(both).candidates)
+    assert [c.tool_name for c in selection_of(full).candidates] == ["demo.exchange_rate"]
+
+
 async def test_a_small_domain_puts_its_matches_first() -> None:
     one, two, triangle = EchoTool("one", "1"), EchoTool("two", "2"), TriangleArea()
     model = ScriptedModel().on_choose([]).on_answer("none of them")
