@@ -226,6 +226,12 @@ def test_search_tools_never_volunteer(index: PageIndex) -> None:
     )
 
 
+@pytest.mark.parametrize("base", [AbstractContextSearchTool, AbstractNeighborPageSearchTool])
+def test_a_subclass_setting_the_removed_relevance_concurrency_is_warned(base: type) -> None:
+    with pytest.warns(UserWarning, match=r"Tuned\.relevance_concurrency has no effect any more"):
+        type("Tuned", (base,), {"relevance_concurrency": 2})
+
+
 async def test_neighbors_of_earlier_hits_are_checked_and_seen_pages_skipped(
     index: PageIndex,
 ) -> None:

@@ -7,6 +7,7 @@ after the pages kept before it, where the gatekeeper and the answer will read th
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import structlog
@@ -14,7 +15,7 @@ import structlog
 from toolwire.llm.base import LanguageModel, PageRelevance, PageToJudge
 from toolwire.search.pages import Page
 
-__all__ = ["PageRelevance", "relevant_pages"]
+__all__ = ["PageRelevance", "relevant_pages", "warn_of_removed_settings"]
 
 log = structlog.get_logger(__name__)
 
@@ -33,3 +34,17 @@ async def relevant_pages(llm: LanguageModel, question: str, pages: Sequence[Page
     if invalid:
         log.warning("relevance_verdict_invalid", pages=invalid)
     return [page for page, keep in zip(pages, verdicts, strict=True) if keep]
+
+
+def warn_of_removed_settings(tool_class: type) -> None:
+    """Warn when a search tool subclass still sets ``relevance_concurrency``, which no longer
+    has an effect: setting it must not pass silently."""
+    if "relevance_concurrency" in vars(tool_class):
+        warnings.warn(
+            f"{tool_class.__qualname__}.relevance_concurrency has no effect any more: pages are "
+            "checked in order (llm.prompt_layout: shared_prefix) or side by side up to the "
+            "model's concurrency (per_purpose); a brute-force scan checks brute_force_batch "
+            "pages at a time",
+            UserWarning,
+            stacklevel=3,
+        )
