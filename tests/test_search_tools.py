@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +27,7 @@ from toolwire.search import (
 )
 from toolwire.search.context_search import UNVERIFIED_NOTE
 from toolwire.testing import ScriptedModel
-from toolwire.tools import ResultKind, ToolExecutionResult, validate_tool_class
+from toolwire.tools import ChatbotTool, ResultKind, ToolExecutionResult, validate_tool_class
 
 
 def _refs(result: ToolExecutionResult) -> list[tuple[str, int]]:
@@ -227,9 +229,17 @@ def test_search_tools_never_volunteer(index: PageIndex) -> None:
 
 
 @pytest.mark.parametrize("base", [AbstractContextSearchTool, AbstractNeighborPageSearchTool])
-def test_a_subclass_setting_the_removed_relevance_concurrency_is_warned(base: type) -> None:
-    with pytest.warns(UserWarning, match=r"Tuned\.relevance_concurrency has no effect any more"):
-        type("Tuned", (base,), {"relevance_concurrency": 2})
+def test_a_subclass_setting_the_removed_relevance_concurrency_is_warned_at_its_class(
+    base: type[ChatbotTool[Any]],
+) -> None:
+    with pytest.warns(UserWarning, match=r"Tuned\.relevance_concurrency was removed") as warned:
+        tuned = type("Tuned", (base,), {"relevance_concurrency": 2})
+    assert [warning.filename for warning in warned] == [__file__]  # the user's line, once
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        type("Plain", (base,), {})
+        type("Child", (tuned,), {})  # only the class that sets it is warned
 
 
 async def test_neighbors_of_earlier_hits_are_checked_and_seen_pages_skipped(

@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import islice
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import structlog
 from pydantic import BaseModel, Field
@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from toolwire.llm.base import LanguageModel
 from toolwire.search.index import PageIndex
 from toolwire.search.pages import Page, render_pages
-from toolwire.search.relevance import relevant_pages, warn_of_removed_settings
+from toolwire.search.relevance import RemovedSettingsCheck, relevant_pages
 from toolwire.search.requests import search_query, search_request
 from toolwire.tools import (
     OrchestratorActivatedTool,
@@ -90,7 +90,7 @@ class SearchOutcome:
         return f"{render_pages(self.pages)}\n\n{UNVERIFIED_NOTE}"
 
 
-class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
+class AbstractContextSearchTool(RemovedSettingsCheck, OrchestratorActivatedTool[SearchParams], ABC):
     """Keyword search plus per-page relevance check over a domain's :class:`PageIndex`.
 
     Subclasses implement :meth:`get_index` and, for a large domain,
@@ -106,10 +106,6 @@ class AbstractContextSearchTool(OrchestratorActivatedTool[SearchParams], ABC):
     """Pages a brute-force scan checks before it looks at how many were relevant."""
     keep_best_unverified: ClassVar[bool] = True
     """Keep the best BM25 page, marked unverified, when the model rejects every checked hit."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        warn_of_removed_settings(cls)
 
     def __init__(self, llm: LanguageModel) -> None:
         self.llm = llm

@@ -10,7 +10,7 @@ instead of a full search.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import structlog
 
@@ -19,7 +19,7 @@ from toolwire.llm.base import LanguageModel
 from toolwire.search.context_search import SearchParams
 from toolwire.search.index import PageIndex
 from toolwire.search.pages import Page, render_pages
-from toolwire.search.relevance import relevant_pages, warn_of_removed_settings
+from toolwire.search.relevance import RemovedSettingsCheck, relevant_pages
 from toolwire.search.requests import search_request
 from toolwire.task import ExecutionText
 from toolwire.tools import (
@@ -44,7 +44,10 @@ def earlier_hits(prior_context: ContextBuffer, text: str = "") -> list[PageRef]:
 
 
 class AbstractNeighborPageSearchTool(
-    OrchestratorActivatedTool[SearchParams], ContextConsumerTool[SearchParams], ABC
+    RemovedSettingsCheck,
+    OrchestratorActivatedTool[SearchParams],
+    ContextConsumerTool[SearchParams],
+    ABC,
 ):
     """Checks the unseen neighbours of earlier hit pages; subclasses implement :meth:`get_index`."""
 
@@ -52,10 +55,6 @@ class AbstractNeighborPageSearchTool(
     neighbor_distance: ClassVar[int] = 1
     max_neighbor_pages: ClassVar[int] = 6
     """At most this many neighbour pages get a relevance check (nearest hits first)."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        warn_of_removed_settings(cls)
 
     def __init__(self, llm: LanguageModel) -> None:
         self.llm = llm

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import structlog
 
 from toolwire.llm.base import LanguageModel, PageRelevance, PageToJudge
 from toolwire.search.pages import Page
 
-__all__ = ["PageRelevance", "relevant_pages", "warn_of_removed_settings"]
+__all__ = ["PageRelevance", "relevant_pages"]
 
 log = structlog.get_logger(__name__)
 
@@ -36,15 +37,22 @@ async def relevant_pages(llm: LanguageModel, question: str, pages: Sequence[Page
     return [page for page, keep in zip(pages, verdicts, strict=True) if keep]
 
 
-def warn_of_removed_settings(tool_class: type) -> None:
-    """Warn when a search tool subclass still sets ``relevance_concurrency``, which no longer
-    has an effect: setting it must not pass silently."""
-    if "relevance_concurrency" in vars(tool_class):
-        warnings.warn(
-            f"{tool_class.__qualname__}.relevance_concurrency has no effect any more: pages are "
-            "checked in order (llm.prompt_layout: shared_prefix) or side by side up to the "
-            "model's concurrency (per_purpose); a brute-force scan checks brute_force_batch "
-            "pages at a time",
-            UserWarning,
-            stacklevel=3,
-        )
+class RemovedSettingsCheck:
+    """First base of the search tool bases: a subclass that still sets ``relevance_concurrency``,
+    which no longer has an effect, is warned instead of silently ignored."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "relevance_concurrency" in vars(cls):
+            batch = (
+                "; a brute-force scan checks brute_force_batch pages at a time"
+                if hasattr(cls, "brute_force_batch")
+                else ""
+            )
+            warnings.warn(
+                f"{cls.__qualname__}.relevance_concurrency was removed and has no effect: pages "
+                "are checked in order (llm.prompt_layout: shared_prefix) or side by side up to "
+                f"the model's concurrency (per_purpose){batch}",
+                UserWarning,
+                stacklevel=3,  # this hook, ABCMeta.__new__, the class statement
+            )
