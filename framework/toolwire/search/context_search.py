@@ -19,11 +19,12 @@ calls (its best BM25 pages are returned unchecked instead).
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import islice
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import structlog
 from pydantic import BaseModel, Field
@@ -31,7 +32,7 @@ from pydantic import BaseModel, Field
 from toolwire.llm.base import LanguageModel
 from toolwire.search.index import PageIndex
 from toolwire.search.pages import Page, render_pages
-from toolwire.search.relevance import RemovedSettingsCheck, relevant_pages
+from toolwire.search.relevance import relevant_pages
 from toolwire.search.requests import search_query, search_request
 from toolwire.tools import (
     OrchestratorActivatedTool,
@@ -88,6 +89,27 @@ class SearchOutcome:
         if not self.pages or self.verified:
             return render_pages(self.pages)
         return f"{render_pages(self.pages)}\n\n{UNVERIFIED_NOTE}"
+
+
+class RemovedSettingsCheck:
+    """First base of the search tool bases: a subclass that still sets ``relevance_concurrency``,
+    which no longer has an effect, is warned instead of silently ignored."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "relevance_concurrency" in vars(cls):
+            batch = (
+                "; a brute-force scan checks brute_force_batch pages at a time"
+                if hasattr(cls, "brute_force_batch")
+                else ""
+            )
+            warnings.warn(
+                f"{cls.__qualname__}.relevance_concurrency was removed and has no effect: pages "
+                "are checked in order (llm.prompt_layout: shared_prefix) or side by side up to "
+                f"the model's concurrency (per_purpose){batch}",
+                UserWarning,
+                stacklevel=3,  # this hook, ABCMeta.__new__, the class statement
+            )
 
 
 class AbstractContextSearchTool(RemovedSettingsCheck, OrchestratorActivatedTool[SearchParams], ABC):

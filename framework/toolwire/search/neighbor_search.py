@@ -16,10 +16,10 @@ import structlog
 
 from toolwire.context_buffer import ContextBuffer, PageRef
 from toolwire.llm.base import LanguageModel
-from toolwire.search.context_search import SearchParams
+from toolwire.search.context_search import RemovedSettingsCheck, SearchParams
 from toolwire.search.index import PageIndex
 from toolwire.search.pages import Page, render_pages
-from toolwire.search.relevance import RemovedSettingsCheck, relevant_pages
+from toolwire.search.relevance import relevant_pages
 from toolwire.search.requests import search_request
 from toolwire.task import ExecutionText
 from toolwire.tools import (

@@ -7,9 +7,7 @@ after the pages kept before it, where the gatekeeper and the answer will read th
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
-from typing import Any
 
 import structlog
 
@@ -35,24 +33,3 @@ async def relevant_pages(llm: LanguageModel, question: str, pages: Sequence[Page
     if invalid:
         log.warning("relevance_verdict_invalid", pages=invalid)
     return [page for page, keep in zip(pages, verdicts, strict=True) if keep]
-
-
-class RemovedSettingsCheck:
-    """First base of the search tool bases: a subclass that still sets ``relevance_concurrency``,
-    which no longer has an effect, is warned instead of silently ignored."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "relevance_concurrency" in vars(cls):
-            batch = (
-                "; a brute-force scan checks brute_force_batch pages at a time"
-                if hasattr(cls, "brute_force_batch")
-                else ""
-            )
-            warnings.warn(
-                f"{cls.__qualname__}.relevance_concurrency was removed and has no effect: pages "
-                "are checked in order (llm.prompt_layout: shared_prefix) or side by side up to "
-                f"the model's concurrency (per_purpose){batch}",
-                UserWarning,
-                stacklevel=3,  # this hook, ABCMeta.__new__, the class statement
-            )
