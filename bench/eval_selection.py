@@ -16,9 +16,10 @@ share) and seconds per message; then exact-set accuracy by kind of message. pydo
 every message put to the domain router as if it named no domain (its labelled domain is right;
 none for an off-topic one).
 
-Modes: ``choose`` (retrieve, choose, confirm the choice in one call: the default),
-``choose/per_tool`` (confirm each chosen tool in its own call), ``choose/off`` (no confirmation),
-``batched``, ``per_tool``; ``choose:k=5`` sets ``top_k``.
+Modes: ``choose`` (retrieve, choose, confirm with the default ``confirm: also``: the first
+chosen tool on its own question, each later one as a further request), ``choose/batched``
+(confirm the choice in one call), ``choose/per_tool`` (each chosen tool on its own question),
+``choose/off`` (no confirmation), ``batched``, ``per_tool``; ``choose:k=5`` sets ``top_k``.
 """
 
 from __future__ import annotations
@@ -260,7 +261,14 @@ async def main() -> None:
     parser.add_argument(
         "--modes",
         nargs="*",
-        default=["choose", "choose/per_tool", "choose/off", "batched", "per_tool"],
+        default=[
+            "choose",
+            "choose/batched",
+            "choose/per_tool",
+            "choose/off",
+            "batched",
+            "per_tool",
+        ],
         help="none: routing only",
     )
     parser.add_argument(

@@ -13,23 +13,20 @@ how many carried parameters equal the tool's own extraction (``LanguageModel.ext
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import logging
 import sys
 from pathlib import Path
-
-import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "selection"))
 
 from eval_selection import own_extraction
-from labelled import LabelledMessage, load_labelled, selectable_tools, selection_app
+from labelled import LabelledMessage, load_labelled, selectable_tools
+from probes import embedded_probing, split_argument
 
-from toolwire.llm import LanguageModel, create_language_model
+from toolwire.llm import LanguageModel
 from toolwire.orchestrator import DomainOrchestrator
 from toolwire.selection.catalogue import SelectableTool
-from toolwire.settings import LLMSettings, OrchestratorSettings, SelectionSettings
+from toolwire.settings import OrchestratorSettings, SelectionSettings
 
 Pair = tuple[LabelledMessage, SelectableTool, bool]
 CHOICE_ONLY = OrchestratorSettings(selection=SelectionSettings(confirm="off"))
@@ -60,25 +57,15 @@ async def pairs_of(
 
 
 async def main() -> None:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--split", choices=["dev", "test"], default="dev")
-    args = parser.parse_args()
-    llm = create_language_model(LLMSettings(), environ={})
-    app = selection_app(llm=llm)
-    try:
+    split = split_argument(__doc__)
+    async with embedded_probing(CHOICE_ONLY) as probing:
+        llm, app, orchestrators = probing.llm, probing.app, probing.orchestrators
         rotation = sorted(name for name, tools in selectable_tools(app).items() if tools)
-        orchestrators = {
-            name: DomainOrchestrator(domain, app.registry, app.tools, llm, CHOICE_ONLY)
-            for name, domain in app.domains.items()
-        }
-        messages = [m for m in load_labelled(split=args.split) if m.domain != "pydocs"]
+        messages = [m for m in load_labelled(split=split) if m.domain != "pydocs"]
         pairs = await pairs_of(messages, orchestrators, rotation, llm)
         negatives = sum(not right for _, _, right in pairs)
         print(
-            f"{len(pairs)} pairs ({args.split}): {negatives} negatives, "
+            f"{len(pairs)} pairs ({split}): {negatives} negatives, "
             f"{len(pairs) - negatives} right tools"
         )
         carried_equal = carried = 0
@@ -109,9 +96,6 @@ async def main() -> None:
                 flush=True,
             )
         print(f"carried parameters equal to the tool's own extraction: {carried_equal}/{carried}")
-    finally:
-        await llm.aclose()
-        await app.aclose()
 
 
 if __name__ == "__main__":

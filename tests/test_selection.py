@@ -102,7 +102,7 @@ async def test_the_model_chooses_among_candidates_and_the_choice_is_confirmed_in
     one, two, three = EchoTool("one", "1"), EchoTool("two", "2"), EchoTool("three", "3")
     model = ScriptedModel().on_choose(["two", "one"]).on_suitability(["one", "two"]).on_answer()
 
-    answer = await selecting(model, one, two, three).ask("q")  # the default: confirm batched
+    answer = await selecting(model, one, two, three, confirm="batched").ask("q")
 
     assert model.purposes[:2] == [Purpose.CHOICE, Purpose.SUITABILITY]
     [choice] = model.calls_for(Purpose.CHOICE)

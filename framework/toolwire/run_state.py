@@ -217,6 +217,9 @@ class SelectionRecord(BaseModel):
     answers: dict[str, bool] = Field(default_factory=dict)
     """Yes/no answers to the tools' own questions: every candidate's in ``per_tool`` and
     ``batched`` mode, the chosen tools' confirmations in ``choose`` mode."""
+    besides: dict[str, str] = Field(default_factory=dict)
+    """``confirm: also``: tools confirmed as a further request → the tool confirmed before
+    them, whose request the question said was already handled."""
     activated: list[str] = Field(default_factory=list)
     failure: str | None = None
     """A model call that failed, and what was done instead."""
@@ -234,6 +237,9 @@ class SelectionRecord(BaseModel):
             return "not chosen among the candidates"
         if tool_name not in self.answers:
             return "chosen (not confirmed)"
+        if tool_name in self.besides:
+            verdict = "confirmed" if self.answers[tool_name] else "refused"
+            return f"chosen, {verdict} as a further request besides {self.besides[tool_name]}"
         return (
             "chosen and confirmed" if self.answers[tool_name] else "chosen, refused on its question"
         )

@@ -100,11 +100,13 @@ class SelectionSettings(Section):
     every tool's yes/no question in one call. ``per_tool``: one yes/no call per tool."""
     top_k: int = Field(default=8, ge=1)
     """How many candidates retrieval puts to the model (a smaller domain: all its tools)."""
-    confirm: Literal["batched", "per_tool", "with_parameters", "off"] = "batched"
-    """``choose`` mode: how the chosen tools' yes/no questions are asked: ``batched`` in one call,
-    ``per_tool`` one call each, ``with_parameters`` like ``batched`` but a single chosen tool's
-    answer carries its parameters (one call instead of two; not on a task with prompt context),
-    ``off`` not at all (the choice decides)."""
+    confirm: Literal["also", "batched", "per_tool", "with_parameters", "off"] = "also"
+    """``choose`` mode: how the chosen tools' yes/no questions are asked: ``also`` one call each,
+    in the order named, and once one tool is confirmed each later one is asked whether the task
+    also asks it as a separate request; ``batched`` in one call; ``per_tool`` one call each;
+    ``with_parameters`` like ``batched`` but a single chosen tool's answer carries its parameters
+    (one call instead of two; not on a task with prompt context); ``off`` not at all (the
+    choice decides)."""
 
 
 class RoutingSettings(Section):

@@ -208,10 +208,13 @@ class LanguageModel(Protocol):
         questions: Sequence[SuitabilityQuestion],
         *,
         batched: bool = False,
+        handled: SuitabilityQuestion | None = None,
     ) -> dict[str, bool]:
         """Answer each tool's yes/no question for the task prompt; keys are ``tool_name``s.
 
-        One call per question, or all questions in one call when ``batched``.
+        One call per question, or all questions in one call when ``batched``. ``handled``: the
+        question of a request another tool already handles; each question is then asked, one
+        per call, whether the task *also* asks it as a separate request (not with ``batched``).
         """
         ...
 

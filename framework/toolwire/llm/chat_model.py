@@ -98,12 +98,15 @@ class ChatModel:
         questions: Sequence[SuitabilityQuestion],
         *,
         batched: bool = False,
+        handled: SuitabilityQuestion | None = None,
     ) -> dict[str, bool]:
+        if batched and handled is not None:
+            raise ValueError("suitability: a handled request's questions are asked one per call")
         if not questions:
             return {}
         if batched:
             return await self._suitability_batched(task_prompt, questions)
-        return await self._suitability_per_tool(task_prompt, questions)
+        return await self._suitability_per_tool(task_prompt, questions, handled)
 
     async def choose(
         self,
@@ -137,10 +140,18 @@ class ChatModel:
         return {question.tool_name: bool(values[wire]) for wire, question in wired}
 
     async def _suitability_per_tool(
-        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
+        self,
+        task_prompt: str,
+        questions: Sequence[SuitabilityQuestion],
+        handled: SuitabilityQuestion | None,
     ) -> dict[str, bool]:
         async def ask(question: SuitabilityQuestion) -> YesNo | None:
-            prompt = prompts.suitability_single_prompt(task_prompt, question.question, YesNo)
+            if handled is None:
+                prompt = prompts.suitability_single_prompt(task_prompt, question.question, YesNo)
+            else:
+                prompt = prompts.suitability_also_prompt(
+                    task_prompt, handled.question, question.question, YesNo
+                )
             return await self._structured_call(prompt, YesNo)
 
         answers = await asyncio.gather(*(ask(question) for question in questions))

@@ -153,6 +153,15 @@ PER_TOOL_SUITABILITY = (
     "yes, otherwise no."
 )
 
+ALSO_SUITABILITY = (
+    "The user's task may ask for one thing or for several separate things. One tool already "
+    "handles the request named first. Answer the question: yes only when the task also asks, "
+    "as a separate request, what the question asks; otherwise no."
+)
+"""A further chosen tool's confirmation (``confirm: also``): whether the task asks its question
+besides a request another tool already handles. A sibling of the handled tool is then refused
+far more often than by its plain question (docs/models.md has the measurement)."""
+
 PURPOSES_READING_DATA = frozenset({Purpose.RELEVANCE, Purpose.COMPRESSION})
 """``extract`` purposes whose text toolwire's own code prepared (external content already
 tagged): it is sent as it is. For every other purpose the text is the user's task."""
@@ -336,6 +345,19 @@ def suitability_batched_prompt(task_prompt: str, schema: type[BaseModel]) -> Pro
 def suitability_single_prompt(task_prompt: str, question: str, schema: type[BaseModel]) -> Prompt:
     """One tool's yes/no call: the tool's question is the last line."""
     return _question_last(Purpose.SUITABILITY, PER_TOOL_SUITABILITY, task_prompt, question, schema)
+
+
+def suitability_also_prompt(
+    task_prompt: str, handled: str, question: str, schema: type[BaseModel]
+) -> Prompt:
+    """A further tool's yes/no call: the handled request's question, then the tool's."""
+    return Prompt(
+        Purpose.SUITABILITY,
+        ALSO_SUITABILITY,
+        task=task_prompt,
+        output=output_format(schema),
+        closing=f"Already handled: {handled}\nQuestion: {question}",
+    )
 
 
 def choice_prompt(

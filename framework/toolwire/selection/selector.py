@@ -6,7 +6,8 @@ Three modes (``orchestrator.selection.mode``), measured side by side in
 * ``choose`` (default): the domain's tool index (BM25, built once) retrieves the ``top_k`` tools
   that best match the task prompt; one call, constrained to their names, names the ones that fit
   (none, one or several); the chosen tools are then confirmed with their own yes/no questions
-  (``confirm``: in one call, one call each, in one call whose answer carries a single chosen
+  (``confirm``: in one call, one call each, one call each with every tool after the first
+  confirmed one asked as a further request, in one call whose answer carries a single chosen
   tool's parameters, or not at all). Its cost does not grow with the number of tools in the
   domain. Small models name the one best option well and refuse well, but rarely answer "none"
   to a choice; this mode asks each of them only what it is good at.
@@ -128,7 +129,8 @@ class ToolSelector:
     def _by_name(self) -> dict[str, SelectableTool]:
         return {tool.qualified_name: tool for tool in self.tools}
 
-    def _siblings_of(self, tool: SelectableTool) -> tuple[str, ...]:
+    def siblings_of(self, tool: SelectableTool) -> tuple[str, ...]:
+        """The qualified names of the tools most like ``tool`` (its closest siblings)."""
         name = tool.qualified_name
         if name not in self._siblings:
             text = f"{tool.short_name.replace('_', ' ')} {tool.description} {tool.question}"
@@ -154,7 +156,7 @@ class ToolSelector:
         elif len(self.tools) <= top_k:
             chosen = matched + [tool for tool in self.tools if tool.qualified_name not in scores]
         else:
-            siblings = [name for tool in matched[:1] for name in self._siblings_of(tool)]
+            siblings = [name for tool in matched[:1] for name in self.siblings_of(tool)]
             names = [*scores, *(name for name in siblings if name not in scores)]
             chosen = [self._by_name[name] for name in names[:top_k]]
             record.retrieved = True
@@ -175,15 +177,18 @@ class ToolSelector:
         attempts: int,
         *,
         batched: bool,
+        handled: SelectableTool | None = None,
     ) -> None:
-        """Each candidate's yes/no question (``per_tool``, ``batched`` and confirmations)."""
+        """Each candidate's yes/no question (``per_tool``, ``batched`` and confirmations);
+        ``handled``: asked as a further request besides that confirmed tool's."""
         questions = [tool.suitability_question() for tool in candidates]
         names = {question.tool_name for question in questions}
+        besides = None if handled is None else handled.suitability_question()
         try:
             answers = await call_model(
                 Purpose.SUITABILITY.value,
                 attempts,
-                lambda: llm.suitability(task_prompt, questions, batched=batched),
+                lambda: llm.suitability(task_prompt, questions, batched=batched, handled=besides),
                 is_valid=lambda result: names <= set(result),
             )
         except ModelError as error:
@@ -193,9 +198,31 @@ class ToolSelector:
         record.answers.update(
             {tool.qualified_name: bool(answers[tool.qualified_name]) for tool in candidates}
         )
-        record.activated = [
-            tool.qualified_name for tool in candidates if record.answers[tool.qualified_name]
-        ]
+        if handled is not None:
+            record.besides.update({name: handled.qualified_name for name in names})
+        record.activated = [name for name, yes in record.answers.items() if yes]
+
+    async def _confirm_in_turn(
+        self,
+        task_prompt: str,
+        chosen: Sequence[SelectableTool],
+        record: SelectionRecord,
+        llm: LanguageModel,
+        attempts: int,
+    ) -> None:
+        """``confirm: also``: the chosen tools' own questions in the order named, until one is
+        confirmed; each later one is then asked whether the task also asks it, as a separate
+        request. Asked on its own, a sibling of the right tool is confirmed as readily as a
+        second request; asked besides it, it is mostly refused (docs/models.md)."""
+        for index, tool in enumerate(chosen):
+            await self._ask(task_prompt, [tool], record, llm, attempts, batched=False)
+            further = chosen[index + 1 :]
+            if record.answers[tool.qualified_name]:
+                if further:
+                    await self._ask(
+                        task_prompt, further, record, llm, attempts, batched=False, handled=tool
+                    )
+                return
 
     async def _choose(
         self,
@@ -228,6 +255,8 @@ class ToolSelector:
                 await self._confirm_with_parameters(
                     task_prompt, chosen[0], selection, llm, attempts
                 )
+            elif confirm == "also":
+                await self._confirm_in_turn(task_prompt, chosen, record, llm, attempts)
             else:  # one chosen tool: its own yes/no call; several: one call unless per_tool
                 batched = confirm != "per_tool" and len(chosen) > 1
                 await self._ask(task_prompt, chosen, record, llm, attempts, batched=batched)

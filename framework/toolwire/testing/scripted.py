@@ -235,6 +235,7 @@ class ScriptedModel:
         questions: Sequence[SuitabilityQuestion],
         *,
         batched: bool = False,
+        handled: SuitabilityQuestion | None = None,
     ) -> dict[str, bool]:
         names = [question.tool_name for question in questions]
         rule = self._begin(
@@ -244,6 +245,7 @@ class ScriptedModel:
             tool_names=names,
             questions=[question.question for question in questions],
             batched=batched,
+            handled=None if handled is None else handled.tool_name,
         )
         chosen = self._suitable_names(rule, task_prompt, names)
         return {name: _named(name, chosen) for name in names}
