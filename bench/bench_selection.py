@@ -108,6 +108,7 @@ def fake_model(request: FakeRequest) -> FakeReply:
 
 MODES = {
     "choose": SelectionSettings(),
+    "choose/batched": SelectionSettings(confirm="batched"),
     "choose/per_tool": SelectionSettings(confirm="per_tool"),
     "choose/with_parameters": SelectionSettings(confirm="with_parameters"),
     "choose/off": SelectionSettings(confirm="off"),

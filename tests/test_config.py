@@ -18,6 +18,7 @@ from toolwire.config import (
     parse_app_config,
 )
 from toolwire.registry import DomainSpec
+from toolwire.settings import SelectionSettings
 
 GOOD = """\
 default_domain: shop
@@ -176,6 +177,8 @@ def test_the_repository_config_is_valid() -> None:
     config = load_app_config(Path(__file__).parents[1] / "config" / "toolwire.yaml")
     assert config.default_domain == "pharma"
     assert config.sessions.store == "sqlite"
+    # it spells out the tool selection's defaults, and never pins an older one
+    assert config.orchestrator.selection == SelectionSettings()
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n# and another\n", "---\n"])

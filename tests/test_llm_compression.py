@@ -46,7 +46,12 @@ class FakeCompressingModel:
         return None if output is None else CompressedContext(summary=output)
 
     async def suitability(
-        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
+        self,
+        task_prompt: str,
+        questions: Sequence[SuitabilityQuestion],
+        *,
+        batched: bool = False,
+        handled: SuitabilityQuestion | None = None,
     ) -> dict[str, bool]:
         raise AssertionError("not used")
 

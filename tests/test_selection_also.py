@@ -72,7 +72,24 @@ async def test_a_sibling_refused_as_a_further_request_does_not_run() -> None:
     assert selection.why("demo.convert") == (
         "chosen, refused as a further request besides demo.exchange_rate"
     )
+    assert selection.model_dump()["reasons"]["demo.convert"] == selection.why("demo.convert")
     assert rate.texts and not convert.texts
+
+
+async def test_every_tool_after_the_confirmed_one_is_asked_besides_it() -> None:
+    one, two, three = EchoTool("one", "1"), EchoTool("two", "2"), EchoTool("three", "3")
+    model = ScriptedModel().on_choose(["one", "two", "three"])
+    model.on_suitability(["one"], times=1).on_suitability(["three"]).on_answer()
+
+    answer = await asking(model, one, two, three).ask("q")
+
+    assert confirmations(model) == [
+        (["demo.one"], None),
+        (["demo.two", "demo.three"], "demo.one"),  # one per call, side by side
+    ]
+    selection = selection_of(answer)
+    assert selection.activated == ["demo.one", "demo.three"]
+    assert selection.besides == {"demo.two": "demo.one", "demo.three": "demo.one"}
 
 
 async def test_a_refused_first_choice_hands_the_own_question_to_the_next() -> None:
@@ -131,6 +148,19 @@ async def test_a_failing_further_question_keeps_the_confirmed_and_the_unconfirme
     assert one.texts and two.texts
 
 
+async def test_a_failing_first_question_runs_every_chosen_tool_unconfirmed() -> None:
+    one, two = EchoTool("one", "1"), EchoTool("two", "2")
+    model = ScriptedModel().on_choose(["one", "two"])
+    model.on_suitability(ModelError("suitability", "timeout")).on_answer()
+
+    answer = await asking(model, one, two).ask("q")
+
+    assert confirmations(model) == [(["demo.one"], None)]  # nothing more is asked
+    assert selection_of(answer).activated == ["demo.one", "demo.two"]
+    assert answer.failures[0].startswith("task 1: confirmation failed, the chosen tools run")
+    assert one.texts and two.texts
+
+
 # -- the chat model's call ----------------------------------------------------------------------
 
 
@@ -139,17 +169,19 @@ async def test_the_chat_model_names_the_handled_request_before_the_question() ->
         return FakeReply(text='{"answer": "no"}')
 
     handled = SuitabilityQuestion(tool_name="demo.income_tax", question="Income tax asked?")
-    question = SuitabilityQuestion(tool_name="demo.vat", question="VAT asked?")
+    vat = SuitabilityQuestion(tool_name="demo.vat", question="VAT asked?")
+    duty = SuitabilityQuestion(tool_name="demo.duty", question="Customs duty asked?")
     async with FakeOpenAIServer(reply) as server:
         gateway = OpenAIGateway(LLMSettings(base_url=server.base_url, model="f"), api_key="t")
-        answers = await gateway.suitability("Tax on 70,000?", [question], handled=handled)
+        answers = await gateway.suitability("Tax on 70,000?", [vat, duty], handled=handled)
         with pytest.raises(ValueError, match="one per call"):
-            await gateway.suitability("Tax?", [question], batched=True, handled=handled)
+            await gateway.suitability("Tax?", [vat], batched=True, handled=handled)
         await gateway.aclose()
 
-    assert answers == {"demo.vat": False}
-    [request] = server.chat_requests
-    content = request.messages[-1]["content"]
-    assert content.startswith("<task>Tax on 70,000?</task>")
-    assert prompts.ALSO_SUITABILITY in content
-    assert content.endswith("Already handled: Income tax asked?\nQuestion: VAT asked?")
+    assert answers == {"demo.vat": False, "demo.duty": False}
+    endings = sorted(request.messages[-1]["content"] for request in server.chat_requests)
+    assert len(endings) == 2  # one call per question, each naming the handled request
+    for content, question in zip(endings, ("Customs duty asked?", "VAT asked?"), strict=True):
+        assert content.startswith("<task>Tax on 70,000?</task>")
+        assert prompts.ALSO_SUITABILITY in content
+        assert content.endswith(f"Already handled: Income tax asked?\nQuestion: {question}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from toolwire.context_buffer import PageRef, PromptAndContext
 
@@ -218,14 +218,20 @@ class SelectionRecord(BaseModel):
     """Yes/no answers to the tools' own questions: every candidate's in ``per_tool`` and
     ``batched`` mode, the chosen tools' confirmations in ``choose`` mode."""
     besides: dict[str, str] = Field(default_factory=dict)
-    """``confirm: also``: tools confirmed as a further request → the tool confirmed before
-    them, whose request the question said was already handled."""
+    """``confirm: also``: tools asked as a further request → the tool confirmed before them,
+    whose request their question said was already handled."""
     activated: list[str] = Field(default_factory=list)
     failure: str | None = None
     """A model call that failed, and what was done instead."""
     left_out: dict[str, str] = Field(default_factory=dict)
     """Tools left out of selection because their suitability question or description raised:
     name → what it raised."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def reasons(self) -> dict[str, str]:
+        """:meth:`why` for every candidate: the trace's JSON carries it (the web page shows it)."""
+        return {candidate.tool_name: self.why(candidate.tool_name) for candidate in self.candidates}
 
     def why(self, tool_name: str) -> str:
         """Why a candidate was or was not activated, in words."""

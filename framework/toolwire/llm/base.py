@@ -214,7 +214,8 @@ class LanguageModel(Protocol):
 
         One call per question, or all questions in one call when ``batched``. ``handled``: the
         question of a request another tool already handles; each question is then asked, one
-        per call, whether the task *also* asks it as a separate request (not with ``batched``).
+        per call, whether the task *also* asks it as a separate request (with ``batched``:
+        ``ValueError``).
         """
         ...
 

@@ -183,12 +183,14 @@ class ToolSelector:
         ``handled``: asked as a further request besides that confirmed tool's."""
         questions = [tool.suitability_question() for tool in candidates]
         names = {question.tool_name for question in questions}
-        besides = None if handled is None else handled.suitability_question()
+        options: dict[str, Any] = {"batched": batched}
+        if handled is not None:  # only then: a model written before ``handled`` still works
+            options["handled"] = handled.suitability_question()
         try:
             answers = await call_model(
                 Purpose.SUITABILITY.value,
                 attempts,
-                lambda: llm.suitability(task_prompt, questions, batched=batched, handled=besides),
+                lambda: llm.suitability(task_prompt, questions, **options),
                 is_valid=lambda result: names <= set(result),
             )
         except ModelError as error:

@@ -237,6 +237,8 @@ class ScriptedModel:
         batched: bool = False,
         handled: SuitabilityQuestion | None = None,
     ) -> dict[str, bool]:
+        if batched and handled is not None:  # as the chat model does
+            raise ValueError("suitability: a handled request's questions are asked one per call")
         names = [question.tool_name for question in questions]
         rule = self._begin(
             Purpose.SUITABILITY,

@@ -267,14 +267,8 @@ function modelCallItems(records) {
 }
 
 function why(selection, tool) {
-  if (!selection) return null;
-  if (selection.mode !== "choose") {
-    const answer = selection.answers[tool];
-    return `its question answered ${answer === undefined ? "nothing" : answer ? "yes" : "no"}`;
-  }
-  if (!selection.chosen || !selection.chosen.includes(tool)) return "not chosen";
-  if (!(tool in selection.answers)) return "chosen (not confirmed)";
-  return selection.answers[tool] ? "chosen and confirmed" : "chosen, refused on its question";
+  // SelectionRecord.why, as the trace carries it for every candidate
+  return selection ? selection.reasons[tool] ?? null : null;
 }
 
 function taskNode(task, calls, open) {
