@@ -351,12 +351,8 @@ def suitability_also_prompt(
     task_prompt: str, handled: str, question: str, schema: type[BaseModel]
 ) -> Prompt:
     """A further tool's yes/no call: the handled request's question, then the tool's."""
-    return Prompt(
-        Purpose.SUITABILITY,
-        ALSO_SUITABILITY,
-        task=task_prompt,
-        output=output_format(schema),
-        closing=f"Already handled: {handled}\nQuestion: {question}",
+    return _question_last(
+        Purpose.SUITABILITY, ALSO_SUITABILITY, task_prompt, question, schema, handled=handled
     )
 
 
@@ -397,15 +393,23 @@ def confirmation_with_parameters_prompt(task_prompt: str, question: str) -> Prom
 
 
 def _question_last(
-    purpose: Purpose, instruction: str, task_prompt: str, question: str, schema: type[BaseModel]
+    purpose: Purpose,
+    instruction: str,
+    task_prompt: str,
+    question: str,
+    schema: type[BaseModel],
+    *,
+    handled: str = "",
 ) -> Prompt:
-    """A call about the task that ends with a tool's yes/no question."""
+    """A call about the task that ends with a tool's yes/no question (after the question of a
+    request another tool handles, if any)."""
+    before = f"Already handled: {handled}\n" if handled else ""
     return Prompt(
         purpose,
         instruction,
         task=task_prompt,
         output=output_format(schema),
-        closing=f"Question: {question}",
+        closing=f"{before}Question: {question}",
     )
 
 
