@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "selection"))
 
 from eval_selection import own_extraction
 from labelled import LabelledMessage, load_labelled, selectable_tools
-from probes import embedded_probing, split_argument
+from probes import YesNoTally, embedded_probing, split_argument
 
 from toolwire.llm import LanguageModel
 from toolwire.orchestrator import DomainOrchestrator
@@ -70,8 +70,7 @@ async def main() -> None:
         )
         carried_equal = carried = 0
         for way in ("plain question", "with parameters"):
-            refused = accepted = 0
-            wrong: list[str] = []
+            tally = YesNoTally()
             for message, tool, right in pairs:
                 question = tool.suitability_question()
                 if way == "plain question":
@@ -86,13 +85,10 @@ async def main() -> None:
                         extracted = await own_extraction(llm, tool.tool, message.message)
                         carried += 1
                         carried_equal += values == extracted
-                refused += not yes and not right
-                accepted += yes and right
-                if yes != right:
-                    wrong.append(f"{message.id}->{tool.short_name}")
+                tally.add(yes, right, f"{message.id}->{tool.short_name}")
             print(
-                f"{way:<16} refused {refused}/{negatives}  accepted {accepted}/"
-                f"{len(pairs) - negatives}  wrong: {' '.join(wrong) or '-'}",
+                f"{way:<16} refused {tally.no}/{negatives}  accepted {tally.yes}/"
+                f"{len(pairs) - negatives}  wrong: {tally.wrong_text()}",
                 flush=True,
             )
         print(f"carried parameters equal to the tool's own extraction: {carried_equal}/{carried}")

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "selection"))
 
 from labelled import LabelledMessage, load_labelled
-from probes import embedded_probing, split_argument
+from probes import YesNoTally, embedded_probing, split_argument
 
 from toolwire.selection.catalogue import SelectableTool
 from toolwire.selection.selector import ToolSelector
@@ -57,20 +57,15 @@ async def main() -> None:
         siblings = len(pairs) - seconds
         print(f"{len(pairs)} pairs ({split}): {seconds} second requests, {siblings} siblings")
         for way in ("plain question", "also asked"):
-            accepted = refused = 0
-            wrong: list[str] = []
+            tally = YesNoTally()
             for message, handled, asked, second in pairs:
                 question = asked.suitability_question()
                 besides = handled.suitability_question() if way == "also asked" else None
                 answers = await llm.suitability(message.message, [question], handled=besides)
-                yes = bool(answers[question.tool_name])
-                accepted += yes and second
-                refused += not yes and not second
-                if yes != second:
-                    wrong.append(f"{message.id}->{asked.short_name}")
+                tally.add(answers[question.tool_name], second, f"{message.id}->{asked.short_name}")
             print(
-                f"{way:<15} second requests accepted {accepted}/{seconds}  siblings refused "
-                f"{refused}/{siblings}  wrong: {' '.join(wrong) or '-'}",
+                f"{way:<15} second requests accepted {tally.yes}/{seconds}  siblings refused "
+                f"{tally.no}/{siblings}  wrong: {tally.wrong_text()}",
                 flush=True,
             )
 

@@ -72,7 +72,9 @@ async def test_a_sibling_refused_as_a_further_request_does_not_run() -> None:
     assert selection.why("demo.convert") == (
         "chosen, refused as a further request besides demo.exchange_rate"
     )
-    assert selection.model_dump()["reasons"]["demo.convert"] == selection.why("demo.convert")
+    assert answer.trace.selection_reasons["demo.convert"] == selection.why("demo.convert")
+    assert "selection_reasons" in answer.trace.model_dump(mode="json")  # the web page reads it
+    assert "reasons" not in selection.model_dump()  # derived: never stored with the session
     assert rate.texts and not convert.texts
 
 
@@ -159,6 +161,15 @@ async def test_a_failing_first_question_runs_every_chosen_tool_unconfirmed() -> 
     assert selection_of(answer).activated == ["demo.one", "demo.two"]
     assert answer.failures[0].startswith("task 1: confirmation failed, the chosen tools run")
     assert one.texts and two.texts
+
+
+async def test_the_scripted_model_refuses_a_handled_request_in_a_batched_call() -> None:
+    question = SuitabilityQuestion(tool_name="demo.vat", question="VAT asked?")
+    model = ScriptedModel().on_suitability(["vat"])
+
+    with pytest.raises(ValueError, match="one per call"):  # as the chat model does
+        await model.suitability("Tax?", [question], batched=True, handled=question)
+    assert await model.suitability("Tax?", [question], handled=question) == {"demo.vat": True}
 
 
 # -- the chat model's call ----------------------------------------------------------------------

@@ -7,7 +7,7 @@ import argparse
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 from labelled import Split, selection_app
@@ -51,3 +51,22 @@ async def embedded_probing(settings: OrchestratorSettings) -> AsyncIterator[Prob
     finally:
         await llm.aclose()
         await app.aclose()
+
+
+@dataclass
+class YesNoTally:
+    """A way of asking, over pairs whose right answer is known: the right yeses and noes, and
+    the pairs it got wrong."""
+
+    yes: int = 0
+    no: int = 0
+    wrong: list[str] = field(default_factory=list)
+
+    def add(self, answer: bool, right: bool, pair: str) -> None:
+        self.yes += answer and right
+        self.no += not answer and not right
+        if answer != right:
+            self.wrong.append(pair)
+
+    def wrong_text(self) -> str:
+        return " ".join(self.wrong) or "-"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.context_buffer import PageRef, PromptAndContext
 
@@ -227,10 +227,8 @@ class SelectionRecord(BaseModel):
     """Tools left out of selection because their suitability question or description raised:
     name → what it raised."""
 
-    @computed_field  # type: ignore[prop-decorator]
-    @property
     def reasons(self) -> dict[str, str]:
-        """:meth:`why` for every candidate: the trace's JSON carries it (the web page shows it)."""
+        """:meth:`why` for every candidate (the trace carries it for the web page)."""
         return {candidate.tool_name: self.why(candidate.tool_name) for candidate in self.candidates}
 
     def why(self, tool_name: str) -> str:

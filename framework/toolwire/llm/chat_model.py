@@ -145,13 +145,12 @@ class ChatModel:
         questions: Sequence[SuitabilityQuestion],
         handled: SuitabilityQuestion | None,
     ) -> dict[str, bool]:
+        before = "" if handled is None else handled.question
+
         async def ask(question: SuitabilityQuestion) -> YesNo | None:
-            if handled is None:
-                prompt = prompts.suitability_single_prompt(task_prompt, question.question, YesNo)
-            else:
-                prompt = prompts.suitability_also_prompt(
-                    task_prompt, handled.question, question.question, YesNo
-                )
+            prompt = prompts.suitability_single_prompt(
+                task_prompt, question.question, YesNo, handled=before
+            )
             return await self._structured_call(prompt, YesNo)
 
         answers = await asyncio.gather(*(ask(question) for question in questions))

@@ -342,17 +342,14 @@ def suitability_batched_prompt(task_prompt: str, schema: type[BaseModel]) -> Pro
     )
 
 
-def suitability_single_prompt(task_prompt: str, question: str, schema: type[BaseModel]) -> Prompt:
-    """One tool's yes/no call: the tool's question is the last line."""
-    return _question_last(Purpose.SUITABILITY, PER_TOOL_SUITABILITY, task_prompt, question, schema)
-
-
-def suitability_also_prompt(
-    task_prompt: str, handled: str, question: str, schema: type[BaseModel]
+def suitability_single_prompt(
+    task_prompt: str, question: str, schema: type[BaseModel], *, handled: str = ""
 ) -> Prompt:
-    """A further tool's yes/no call: the handled request's question, then the tool's."""
+    """One tool's yes/no call: the tool's question is the last line. ``handled``: the question of
+    a request another tool handles; the call then asks whether the task also asks this one."""
+    instruction = ALSO_SUITABILITY if handled else PER_TOOL_SUITABILITY
     return _question_last(
-        Purpose.SUITABILITY, ALSO_SUITABILITY, task_prompt, question, schema, handled=handled
+        Purpose.SUITABILITY, instruction, task_prompt, question, schema, handled=handled
     )
 
 

@@ -38,6 +38,9 @@ class TaskTrace(BaseModel):
     selection: SelectionRecord | None = None
     """How the task's tools were chosen: candidates with their retrieval scores, the model's
     choice and confirmations (None when required tools ran instead)."""
+    selection_reasons: dict[str, str] = Field(default_factory=dict)
+    """``SelectionRecord.why`` for every candidate, rendered for readers of the JSON (the web
+    page); kept in the trace only, never stored with the session."""
     tools: list[ToolRunRecord] = Field(default_factory=list)
     """Each tool activated, why (required, suitability, rag, deep_fallback) and its outcome."""
     failures: list[str] = Field(default_factory=list)
@@ -63,6 +66,7 @@ class TaskTrace(BaseModel):
             decision=run.decision,
             coordinators=[record.model_copy() for record in run.coordinator_runs],
             selection=run.selection.model_copy(deep=True) if run.selection else None,
+            selection_reasons=run.selection.reasons() if run.selection else {},
             tools=[tool_run.record.model_copy() for tool_run in run.tool_runs],
             failures=list(run.failures),
             notes=notes_of(run),

@@ -218,13 +218,13 @@ class ToolSelector:
         second request; asked besides it, it is mostly refused (docs/models.md)."""
         for index, tool in enumerate(chosen):
             await self._ask(task_prompt, [tool], record, llm, attempts, batched=False)
-            further = chosen[index + 1 :]
-            if record.answers[tool.qualified_name]:
-                if further:
-                    await self._ask(
-                        task_prompt, further, record, llm, attempts, batched=False, handled=tool
-                    )
-                return
+            if not record.answers[tool.qualified_name]:
+                continue
+            if further := chosen[index + 1 :]:
+                await self._ask(
+                    task_prompt, further, record, llm, attempts, batched=False, handled=tool
+                )
+            return
 
     async def _choose(
         self,

@@ -266,9 +266,9 @@ function modelCallItems(records) {
       call.ok ? null : el("span", "error", ` — failed: ${call.error || ""}`)));
 }
 
-function why(selection, tool) {
+function why(task, tool) {
   // SelectionRecord.why, as the trace carries it for every candidate
-  return selection ? selection.reasons[tool] ?? null : null;
+  return task.selection_reasons[tool] ?? null;
 }
 
 function taskNode(task, calls, open) {
@@ -293,9 +293,9 @@ function taskNode(task, calls, open) {
     items.append(item);
   }
   for (const sub of task.sub_tasks) items.append(el("li", null, taskNode(sub, calls, true)));
-  if (task.selection) items.append(selectionItem(task.selection));
+  if (task.selection) items.append(selectionItem(task));
   for (const run of task.tools) {
-    const reason = run.reason === "suitability" ? why(task.selection, run.tool_name) : run.reason;
+    const reason = run.reason === "suitability" ? why(task, run.tool_name) : run.reason;
     const outcome = run.outcome === "error" ? "error-outcome" : run.outcome;
     const item = el("li", "tool", el("span", "kind", "tool"), run.tool_name,
       el("span", "muted", ` (${reason})`), badge(run.outcome, outcome),
@@ -311,14 +311,15 @@ function taskNode(task, calls, open) {
   return node;
 }
 
-function selectionItem(selection) {
+function selectionItem(task) {
+  const selection = task.selection;
   const how = selection.retrieved ? "retrieved" : "all";
   const item = el("li", "selection", el("span", "kind", "selection"),
     `${selection.mode}: ${selection.candidates.length} candidate(s) (${how}) → ` +
     (selection.activated.join(", ") || "no tool"));
   const candidates = el("ul");
   for (const candidate of selection.candidates) {
-    const reason = why(selection, candidate.tool_name);
+    const reason = why(task, candidate.tool_name);
     candidates.append(el("li", selection.activated.includes(candidate.tool_name) ? "chosen" : "muted",
       `${candidate.tool_name} `, el("span", "muted", `score ${candidate.score.toFixed(2)}`), `: ${reason}`));
   }
