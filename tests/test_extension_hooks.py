@@ -240,6 +240,34 @@ def test_toolwire_check_reports_an_installed_plugins_taken_command_name(
     assert "not the real ask" not in runner.invoke(cli, ["ask", "--help"]).stdout
 
 
+def test_an_installed_plugin_with_a_misspelt_hook_is_reported_not_a_traceback(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = isolated / "site"
+    install_entry_point(site, "toolwire-typo", "1.0", "typo", "typo_hooks")
+    (site / "typo_hooks.py").write_text(
+        "import toolwire\n\n"
+        "@toolwire.hookimpl\n"
+        "def register_config_file(register):\n"
+        "    register('typo.yaml')\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", "typo")
+
+    cli = build_cli()  # builds: the command line does not fail at import
+
+    assert "check" in runner.invoke(cli, ["--help"]).stdout
+    expected = (
+        f"{site / 'typo_hooks.py'}:3: plugin 'typo': implements unknown hook "
+        "'register_config_file'; did you mean 'register_config_files'?"
+    )
+    for command in (["check"], ["plugins"], ["tools"]):
+        result = runner.invoke(cli, command)
+        assert result.exit_code == 1, command
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert result.stderr.startswith(expected), command
+
+
 # -- a domain's own orchestrator -------------------------------------------------------------
 
 

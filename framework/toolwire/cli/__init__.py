@@ -18,6 +18,7 @@ import typer
 
 from toolwire.cli.commands import COMMAND_MODULES, discover_commands
 from toolwire.cli.state import CliState, load_app_or_exit
+from toolwire.errors import PluginError
 from toolwire.logging import configure_logging
 from toolwire.plugins import CommandRegistration
 
@@ -40,7 +41,8 @@ def build_cli(plugins: Sequence[object] = (), *, load_entry_points: bool = True)
     """The ``toolwire`` app with toolwire's commands and those the plugins register: installed
     ones (``TOOLWIRE_PLUGINS`` limits them) and the plugin objects passed in. A plugin whose
     registration fails (a taken or badly formed name) contributes no command and is logged as
-    ``plugin_failed``; ``toolwire check`` reports it too."""
+    ``plugin_failed``; ``toolwire check`` reports it too. A plugin that stops every plugin from
+    loading (a misspelt hook) leaves only toolwire's own commands, which report it."""
     configure_logging()
     cli = typer.Typer(
         name="toolwire",
@@ -49,7 +51,12 @@ def build_cli(plugins: Sequence[object] = (), *, load_entry_points: bool = True)
         pretty_exceptions_enable=False,
     )
     cli.callback()(_options)
-    found = discover_commands(plugins, load_entry_points=load_entry_points)
+    try:
+        found = discover_commands(plugins, load_entry_points=load_entry_points)
+    except PluginError:
+        # No plugin can load (a misspelt or malformed hook): toolwire's own commands still
+        # run, and building the app in them reports the error as path:line: message.
+        found = discover_commands(load_entry_points=False)
     for command in found.commands.values():
         _add_command(cli, command)
     return cli
