@@ -70,6 +70,15 @@ def test_ask_answers_and_draws_the_trace(cli: CliRunner) -> None:
     assert "2 model call(s)" in result.output
 
 
+def test_a_guaranteed_answer_no_model_wrote_is_printed_once(cli: CliRunner) -> None:
+    """The tool's guaranteed answer is the whole answer (no text was streamed): shown once, not
+    again as a guaranteed context after it."""
+    result = cli.invoke(cli_app, ["ask", "book a table in Paris"])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("Table booked in Paris.") == 1
+
+
 def test_ask_json_then_reply_with_the_session(cli: CliRunner) -> None:
     first = cli.invoke(cli_app, ["ask", "book a table", "--json"])
     question = json.loads(first.output)

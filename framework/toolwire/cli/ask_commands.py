@@ -125,7 +125,7 @@ def show_answer(console: Console, answer: Answer, *, trace: bool, streamed: str 
         if shown:
             console.print("\n[dim](the answer, as it stands:)[/dim]")
         console.print(escape(answer.text))
-    written = shown if shown in answer.text else answer.text
+    written = shown if shown and shown in answer.text else answer.text
     for text in answer.guaranteed_contexts:
         if text not in written:
             console.print(f"[green]▌[/green] {escape(text)}")
