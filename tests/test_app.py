@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ConfigDict, Field
 from structlog.testing import capture_logs
 
 import _build_samples
@@ -17,6 +18,7 @@ import toolwire
 from _build_samples import (
     REGISTER_LINE,
     AnswerTool,
+    LookupSettings,
     LookupTool,
     PlanTool,
     Query,
@@ -24,6 +26,7 @@ from _build_samples import (
     make_plugin,
 )
 from toolwire import App, ConfigError, PluginError, WiringError
+from toolwire.build import undeclared_settings
 from toolwire.errors import Problem
 from toolwire.llm.base import LanguageModel
 from toolwire.sessions import MemorySessionStore
@@ -188,6 +191,41 @@ def test_settings_are_validated_against_the_settings_model(
         f"{path}:5: tool 'shop.lookup': settings.limit: Input should be greater than or equal to 1",
         f"{path}:8: tool 'shop.answer' takes no settings (AnswerTool has no settings_model)",
     ]
+
+
+def test_a_setting_the_settings_model_does_not_declare_is_an_error_at_its_line(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    """pydantic would drop a misspelt key silently, leaving the setting at its default."""
+    path = write_file("app.yaml", (
+        "tools:\n"
+        "  - name: lookup\n"
+        "    domain: shop\n"
+        "    settings:\n"
+        "      limt: 5\n"                            # 5
+        "      colour: red\n"                        # 6
+    ))
+    with pytest.raises(ConfigError) as raised:
+        load(path)
+    assert problems(raised) == [
+        f"{path}:5: tool 'shop.lookup': settings.limt: unknown setting; did you mean 'limit'? "
+        "LookupSettings declares: limit",
+        f"{path}:6: tool 'shop.lookup': settings.colour: unknown setting; "
+        "LookupSettings declares: limit",
+    ]
+
+
+def test_a_settings_model_that_sets_extra_decides_about_undeclared_keys() -> None:
+    class Lenient(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        limit: int = 1
+
+    class Aliased(BaseModel):
+        limit: int = Field(default=1, alias="max")
+
+    assert undeclared_settings(Lenient, {"limit": 2, "colour": "red"}) == []
+    assert undeclared_settings(Aliased, {"max": 2}) == []
+    assert undeclared_settings(LookupSettings, {"limit": 2, "colour": "red"}) == ["colour"]
 
 
 def test_unknown_domains_and_unresolvable_domain_references(

@@ -16,14 +16,15 @@ reported with both owners. Every problem of every file is collected into one ``C
 
 from __future__ import annotations
 
+import difflib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 import structlog
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from toolwire.config import (
     AppConfig,
@@ -311,20 +312,33 @@ class _Builder:
                     )
                 )
             return
+        for key in undeclared_settings(model, decl.settings):
+            declared = list(model.model_fields)
+            close = difflib.get_close_matches(key, declared, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            names = ", ".join(declared) or "none"
+            self._settings_problem(
+                decl, (key,), f"unknown setting; {hint}{model.__name__} declares: {names}"
+            )
         try:
             model.model_validate(decl.settings)
         except ValidationError as error:
             for item in error.errors():
-                loc = ("settings", *item["loc"])
-                line = entry.line_of(*loc) if entry else (decl.source.line if decl.source else None)
-                path = (entry.source or decl.source) if entry else decl.source
-                self.problems.append(
-                    Problem(
-                        f"tool {decl.qualified_name!r}: {format_loc(loc)}: {item['msg']}",
-                        path.path if path else None,
-                        line,
-                    )
-                )
+                self._settings_problem(decl, tuple(item["loc"]), str(item["msg"]))
+
+    def _settings_problem(self, decl: _ToolDecl, loc: tuple[str | int, ...], message: str) -> None:
+        """A problem of one key under a tool's ``settings``, at that key's YAML line."""
+        entry = decl.settings_entry
+        loc = ("settings", *loc)
+        line = entry.line_of(*loc) if entry else (decl.source.line if decl.source else None)
+        path = (entry.source or decl.source) if entry else decl.source
+        self.problems.append(
+            Problem(
+                f"tool {decl.qualified_name!r}: {format_loc(loc)}: {message}",
+                path.path if path else None,
+                line,
+            )
+        )
 
     def check_domain_references(self, registry: ToolRegistry) -> None:
         for decl in self.domains.values():
@@ -446,3 +460,14 @@ def _duplicate(new: _ToolDecl, existing: _ToolDecl) -> Problem:
         (existing.owner, existing.source or class_location(existing.tool_class)),
         (new.owner, new.source or class_location(new.tool_class)),
     )
+
+
+def undeclared_settings(model: type[BaseModel], settings: Mapping[str, Any]) -> list[str]:
+    """The ``settings`` keys ``model`` does not declare. pydantic's default drops them silently,
+    so a misspelt key would leave its setting at the default unnoticed; a model that sets
+    ``extra`` itself (``"allow"``, ``"ignore"`` or ``"forbid"``) decides on its own."""
+    if "extra" in model.model_config:
+        return []
+    fields = model.model_fields.values()
+    declared = set(model.model_fields) | {field.alias for field in fields if field.alias}
+    return [str(key) for key in settings if str(key) not in declared]
