@@ -260,7 +260,14 @@ class OpenAITransport:
         if isinstance(error, openai.APIStatusError):
             return f"HTTP {error.status_code}: {self._quote(_server_message(error))}"
         if isinstance(error, openai.APIConnectionError):
-            return f"cannot connect to the model server: {self._quote(str(error))}"
+            where = f" at {self._quote(str(self._client.base_url))}" if self._client else ""
+            # the embedded model's server is toolwire's own; a configured one is the user's
+            hint = (
+                "" if self._base_url_provider else
+                "; check that the server runs and that llm.base_url (or TOOLWIRE_LLM_BASE_URL) "
+                "is its address"
+            )  # fmt: skip
+            return f"cannot connect to the model server{where}: {self._quote(str(error))}{hint}"
         return f"{type(error).__name__}: {self._quote(str(error))}"
 
     def _quote(self, text: str) -> str:
