@@ -79,6 +79,16 @@ def test_a_guaranteed_answer_no_model_wrote_is_printed_once(cli: CliRunner) -> N
     assert result.stdout.count("Table booked in Paris.") == 1
 
 
+@pytest.mark.parametrize("command", ["ask", "chat"])
+def test_the_domain_option_says_a_message_without_it_is_routed(command: str) -> None:
+    result = CliRunner().invoke(cli_app, [command, "--help"], env={"COLUMNS": "300"})
+
+    assert result.exit_code == 0
+    assert "without it the message is routed to the domain it is about, else default_domain" in (
+        result.stdout
+    )
+
+
 def test_ask_json_then_reply_with_the_session(cli: CliRunner) -> None:
     first = cli.invoke(cli_app, ["ask", "book a table", "--json"])
     question = json.loads(first.output)

@@ -21,7 +21,12 @@ from toolwire.run_state import SelectionRecord
 from toolwire.selection.routing import RoutingRecord
 
 DomainOption = Annotated[
-    str | None, typer.Option("--domain", help="The domain to ask (default: the configured one).")
+    str | None,
+    typer.Option(
+        "--domain",
+        help="The domain to ask (without it the message is routed to the domain it is about, "
+        "else default_domain).",
+    ),
 ]
 TraceFlag = Annotated[
     bool,
