@@ -25,11 +25,12 @@ from toolwire import ModelError, ToolExecutionResult
 from toolwire.events import AnswerDelta, Event, observing
 from toolwire.llm import OpenAIGateway
 from toolwire.llm.local import free_port
+from toolwire.orchestrator.domain_orchestrator import ANSWER_CUT_OFF
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore
 from toolwire.settings import LLMSettings
 from toolwire.testing import ScriptedModel, conversation_for
-from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply
+from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest, default_output
 
 
 @contextmanager
@@ -191,3 +192,29 @@ async def test_a_watched_answer_checks_a_reply_that_is_not_an_event_stream() -> 
 
     assert all(request.body.get("stream") for request in server.chat_requests)
     assert [e.text for e in seen if isinstance(e, AnswerDelta)] == ["Take 400 mg."]
+
+
+@pytest.mark.parametrize("finish_reason", ["length", "stop"])
+async def test_an_answer_cut_off_at_its_length_limit_is_listed_as_a_failure(
+    finish_reason: str,
+) -> None:
+    """The text the model wrote up to the limit is kept, and the caller learns that it is not
+    the whole answer (before, only a log line said so); a finished answer lists nothing."""
+
+    def answering(request: FakeRequest) -> FakeReply:
+        if request.output_schema is not None:
+            return FakeReply(text=default_output(request.output_schema))
+        return FakeReply(text="Tables are free at 8 pm, and", finish_reason=finish_reason)
+
+    async with FakeOpenAIServer(answering) as server:
+        settings = LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0)
+        gateway = OpenAIGateway(settings, api_key="k")
+        answer = await conversation_for(trip(), model=gateway).ask("book a table in Rome")
+        await gateway.aclose()
+
+    cut_off = finish_reason == "length"
+    assert answer.kind == "answer"
+    assert answer.text.startswith("Tables are free at 8 pm, and")
+    failures = [failure.split(": ", 1)[1] for failure in answer.failures]
+    assert failures == ([ANSWER_CUT_OFF] if cut_off else [])
+    assert [call.truncated for call in answer.model_calls if call.purpose == "answer"] == [cut_off]

@@ -109,6 +109,8 @@ class CallRecord(BaseModel):
     """Length of the messages' byte-identical prefix shared with the model's previous call."""
     ok: bool = True
     error: str | None = None
+    truncated: bool = False
+    """The reply stopped at the call's completion limit (``llm.max_completion_tokens``)."""
 
 
 class Usage(BaseModel):

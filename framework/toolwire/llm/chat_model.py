@@ -358,6 +358,7 @@ class ChatModel:
             completion_tokens=reply.completion_tokens,
             cached_prompt_tokens=reply.cached_prompt_tokens,
             shared_prefix_chars=shared,
+            truncated=reply.truncated,
         )
         return _Sent(reply, record, step)
 

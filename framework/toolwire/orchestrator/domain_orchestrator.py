@@ -10,7 +10,7 @@ that state is the tasks' run state (``TaskInfo.run``, :mod:`toolwire.run_state`)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -37,10 +37,12 @@ from toolwire.events import (
     opened,
 )
 from toolwire.llm.base import (
+    CallRecord,
     GatekeeperVerdict,
     LanguageModel,
     Purpose,
     RetrievalPlace,
+    current_calls,
     domain_prompt,
     retrieval_place,
 )
@@ -548,6 +550,7 @@ class DomainOrchestrator:
         if guaranteed and not own_plain:
             text = "\n\n".join(dict.fromkeys(guaranteed))
         else:
+            calls_before = len(current_calls())
             try:
                 composed = await call_model(
                     Purpose.ANSWER.value,
@@ -560,6 +563,8 @@ class DomainOrchestrator:
                     raise
                 root.run.failures.append(f"answer composition failed: {error}")
                 composed = ""
+            if composed and _answer_cut_off(current_calls()[calls_before:]):
+                root.run.failures.append(ANSWER_CUT_OFF)
             leading = [exact for exact in dict.fromkeys(guaranteed) if exact not in composed]
             text = "\n\n".join([*leading, composed] if composed else leading)
         failures = root_failures(root)
@@ -567,6 +572,17 @@ class DomainOrchestrator:
             text += f"\n\n(Some steps failed, so this answer may be incomplete: {len(failures)} "
             text += "problem(s); see the trace.)"
         return text
+
+
+ANSWER_CUT_OFF = "the answer reached its length limit and was cut off (llm.max_completion_tokens)"
+
+
+def _answer_cut_off(calls: Sequence[CallRecord]) -> bool:
+    """Whether the answer call that produced the answer (the last one; earlier attempts
+    failed) stopped at its completion limit. Seen in the question's call records: the
+    ``LanguageModel.answer`` contract returns the text alone."""
+    answers = [call for call in calls if call.purpose == Purpose.ANSWER.value]
+    return bool(answers) and answers[-1].truncated
 
 
 def _consulted(task: TaskInfo) -> list[PageRef]:
