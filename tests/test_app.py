@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from structlog.testing import capture_logs
 
 import _build_samples
@@ -26,7 +26,7 @@ from _build_samples import (
     make_plugin,
 )
 from toolwire import App, ConfigError, PluginError, WiringError
-from toolwire.build import undeclared_settings
+from toolwire.build import strict_settings_model
 from toolwire.errors import Problem
 from toolwire.llm.base import LanguageModel
 from toolwire.sessions import MemorySessionStore
@@ -208,14 +208,17 @@ def test_a_setting_the_settings_model_does_not_declare_is_an_error_at_its_line(
     with pytest.raises(ConfigError) as raised:
         load(path)
     assert problems(raised) == [
-        f"{path}:5: tool 'shop.lookup': settings.limt: unknown setting; did you mean 'limit'? "
-        "LookupSettings declares: limit",
-        f"{path}:6: tool 'shop.lookup': settings.colour: unknown setting; "
-        "LookupSettings declares: limit",
+        f"{path}:5: tool 'shop.lookup': settings.limt: unknown key 'limt'; did you mean 'limit'? "
+        "allowed keys: limit",
+        f"{path}:6: tool 'shop.lookup': settings.colour: unknown key 'colour'; "
+        "allowed keys: limit",
     ]
 
 
-def test_a_settings_model_that_sets_extra_decides_about_undeclared_keys() -> None:
+def test_what_counts_as_a_settings_key_is_pydantics_decision() -> None:
+    """A key is one pydantic reads (a field name, an alias, a validation alias); every other key
+    is refused, unless the model sets ``extra`` itself."""
+
     class Lenient(BaseModel):
         model_config = ConfigDict(extra="allow")
         limit: int = 1
@@ -223,9 +226,23 @@ def test_a_settings_model_that_sets_extra_decides_about_undeclared_keys() -> Non
     class Aliased(BaseModel):
         limit: int = Field(default=1, alias="max")
 
-    assert undeclared_settings(Lenient, {"limit": 2, "colour": "red"}) == []
-    assert undeclared_settings(Aliased, {"max": 2}) == []
-    assert undeclared_settings(LookupSettings, {"limit": 2, "colour": "red"}) == ["colour"]
+    class Choices(BaseModel):
+        limit: int = Field(default=1, validation_alias=AliasChoices("max", "lim"))
+
+    def refused(model: type[BaseModel], settings: dict[str, Any]) -> list[str]:
+        try:
+            strict_settings_model(model).model_validate(settings)
+        except ValidationError as error:
+            return [str(item["loc"][-1]) for item in error.errors()]
+        return []
+
+    assert refused(Lenient, {"limit": 2, "colour": "red"}) == []
+    assert refused(Aliased, {"max": 2}) == []
+    assert refused(Aliased, {"limit": 2}) == ["limit"]  # pydantic would drop it: no alias given
+    assert refused(Choices, {"lim": 2}) == refused(Choices, {"max": 2}) == []
+    assert refused(LookupSettings, {"limit": 2, "colour": "red"}) == ["colour"]
+    assert strict_settings_model(Lenient) is Lenient
+    assert strict_settings_model(LookupSettings) is strict_settings_model(LookupSettings)
 
 
 def test_unknown_domains_and_unresolvable_domain_references(

@@ -16,15 +16,15 @@ reported with both owners. Every problem of every file is collected into one ``C
 
 from __future__ import annotations
 
-import difflib
+import functools
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from toolwire.config import (
     AppConfig,
@@ -32,6 +32,7 @@ from toolwire.config import (
     PluginConfigFile,
     ToolEntry,
     format_loc,
+    unknown_key_message,
 )
 from toolwire.errors import ConfigError, Problem
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
@@ -312,19 +313,14 @@ class _Builder:
                     )
                 )
             return
-        for key in undeclared_settings(model, decl.settings):
-            declared = list(model.model_fields)
-            close = difflib.get_close_matches(key, declared, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            names = ", ".join(declared) or "none"
-            self._settings_problem(
-                decl, (key,), f"unknown setting; {hint}{model.__name__} declares: {names}"
-            )
         try:
-            model.model_validate(decl.settings)
+            strict_settings_model(model).model_validate(decl.settings)
         except ValidationError as error:
             for item in error.errors():
-                self._settings_problem(decl, tuple(item["loc"]), str(item["msg"]))
+                loc = tuple(item["loc"])
+                unknown = item["type"] == "extra_forbidden"
+                message = unknown_key_message(model, loc) if unknown else str(item["msg"])
+                self._settings_problem(decl, loc, message)
 
     def _settings_problem(self, decl: _ToolDecl, loc: tuple[str | int, ...], message: str) -> None:
         """A problem of one key under a tool's ``settings``, at that key's YAML line."""
@@ -462,12 +458,15 @@ def _duplicate(new: _ToolDecl, existing: _ToolDecl) -> Problem:
     )
 
 
-def undeclared_settings(model: type[BaseModel], settings: Mapping[str, Any]) -> list[str]:
-    """The ``settings`` keys ``model`` does not declare. pydantic's default drops them silently,
-    so a misspelt key would leave its setting at the default unnoticed; a model that sets
-    ``extra`` itself (``"allow"``, ``"ignore"`` or ``"forbid"``) decides on its own."""
+@functools.cache
+def strict_settings_model(model: type[BaseModel]) -> type[BaseModel]:
+    """``model``, refusing the keys it does not take. pydantic's default drops them silently, so a
+    misspelt key would leave its setting at the default unnoticed; what counts as a key (a field
+    name, an alias, a validation alias) is pydantic's own decision. A model that sets ``extra``
+    itself (``"allow"``, ``"ignore"`` or ``"forbid"``) decides on its own, and so does a nested
+    model for the keys under it."""
     if "extra" in model.model_config:
-        return []
-    fields = model.model_fields.values()
-    declared = set(model.model_fields) | {field.alias for field in fields if field.alias}
-    return [str(key) for key in settings if str(key) not in declared]
+        return model
+    namespace = {"model_config": ConfigDict(extra="forbid"), "__module__": model.__module__}
+    strict: type[BaseModel] = type(model.__name__, (model,), namespace)
+    return strict

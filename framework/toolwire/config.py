@@ -207,13 +207,19 @@ def _entry_lists(model: type[BaseModel]) -> list[tuple[str, type[Located]]]:
 def _describe(model: type[BaseModel], item: Any, loc: tuple[str | int, ...]) -> str:
     where = format_loc(loc)
     if item["type"] == "extra_forbidden":
-        allowed = _field_names(_model_at(model, loc[:-1]))
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        return f"unknown key {loc[-1]!r}; {hint}allowed keys: {', '.join(allowed)}"
+        return unknown_key_message(model, loc)
     if item["type"] == "missing":
         return f"{where}: required key is missing"
     return f"{where}: {item['msg']}" if where else str(item["msg"])
+
+
+def unknown_key_message(model: type[BaseModel], loc: Sequence[str | int]) -> str:
+    """What pydantic's ``extra_forbidden`` error at ``loc`` (in data validated by ``model``)
+    tells a user: the key, the closest allowed one, and every allowed key there."""
+    allowed = _field_names(_model_at(model, loc[:-1]))
+    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown key {loc[-1]!r}; {hint}allowed keys: {', '.join(allowed) or 'none'}"
 
 
 def format_loc(loc: Sequence[str | int]) -> str:
