@@ -22,10 +22,11 @@ from orchestration_kit import AskingTool, EchoTool, Query
 from server_support.fake_model import fake_model_in_thread
 from server_support.processes import ServerProcess, write_config
 from toolwire import ModelError, ToolExecutionResult
+from toolwire.disclosure import disclosed_answer
 from toolwire.events import AnswerDelta, Event, observing
 from toolwire.llm import OpenAIGateway
 from toolwire.llm.local import free_port
-from toolwire.orchestrator.domain_orchestrator import ANSWER_CUT_OFF
+from toolwire.orchestrator.answer import answer_cut_off
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore
 from toolwire.settings import LLMSettings
@@ -215,6 +216,9 @@ async def test_an_answer_cut_off_at_its_length_limit_is_listed_as_a_failure(
     cut_off = finish_reason == "length"
     assert answer.kind == "answer"
     assert answer.text.startswith("Tables are free at 8 pm, and")
-    failures = [failure.split(": ", 1)[1] for failure in answer.failures]
-    assert failures == ([ANSWER_CUT_OFF] if cut_off else [])
+    # nothing was retrieved: the limit to raise is the short one of such answers
+    expected = ["task 1: " + answer_cut_off(with_context=False)] if cut_off else []
+    assert answer.failures == expected
     assert [call.truncated for call in answer.model_calls if call.purpose == "answer"] == [cut_off]
+    # a caller who sees no error details (HTTP, MCP) still learns that the text is not whole
+    assert disclosed_answer(answer, verbose=False).failures == expected

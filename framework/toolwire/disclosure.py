@@ -11,7 +11,8 @@ operator finds it from the id. Identical texts share an id.
 The verbose form (``verbose=True``: every detail, secret shapes still masked) is an explicit
 choice: ``toolwire ask --trace`` locally, ``server.expose_error_details`` for a deployment whose
 callers are trusted. What tools answered (the text, guaranteed contexts, a tool's result) is the
-answer itself and passes unchanged either way.
+answer itself and passes unchanged either way, and so do the few failures toolwire words itself
+(``answer.PUBLIC_FAILURES``: an answer cut off at its length limit).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from toolwire.events import (
     ToolsChosen,
 )
 from toolwire.llm.base import CallRecord
-from toolwire.orchestrator.answer import Answer, TaskTrace
+from toolwire.orchestrator.answer import PUBLIC_FAILURES, Answer, TaskTrace
 from toolwire.redaction import redact
 from toolwire.run_state import CoordinatorRunRecord, SelectionRecord, ToolRunRecord
 from toolwire.selection.routing import RoutingRecord
@@ -63,7 +64,7 @@ class Disclosure:
     def failure(self, text: str, step: str | None = None, **where: str) -> str:
         """One line of a task's failures (``step``: what failed, such as ``tool shop.lookup``,
         when it is known)."""
-        if self.verbose:
+        if self.verbose or text in PUBLIC_FAILURES:
             return redact(text)
         return f"{step or 'a step'} failed (error id {self._id_for(text, where)})"
 

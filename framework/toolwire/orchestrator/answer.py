@@ -103,6 +103,19 @@ def notes_of(run: TaskRun) -> list[str]:
     return notes
 
 
+def answer_cut_off(with_context: bool) -> str:
+    """The failure listed when the answer reached its completion limit: it names the limit to
+    raise (an answer with nothing retrieved has a shorter one)."""
+    limit = "answer" if with_context else "answer_without_context"
+    limit_key = f"llm.max_completion_tokens.{limit}"
+    return f"the answer reached its length limit and was cut off ({limit_key})"
+
+
+PUBLIC_FAILURES = frozenset(answer_cut_off(with_context) for with_context in (True, False))
+"""Failures toolwire words itself, holding nothing from a tool, a server or a file: every caller
+sees them as they are (:mod:`toolwire.disclosure` withholds the text of every other one)."""
+
+
 class Answer(BaseModel):
     """The reply to one message: an answer, or a clarifying question to reply to.
 

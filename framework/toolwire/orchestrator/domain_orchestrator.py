@@ -49,6 +49,7 @@ from toolwire.llm.base import (
 from toolwire.llm.prompts import agent_status_block
 from toolwire.logging import bound
 from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
+from toolwire.orchestrator.answer import answer_cut_off
 from toolwire.orchestrator.buffer import buffer_of, siblings_so_far, snapshot, subtree_results
 from toolwire.orchestrator.coordinators import (
     NamedCoordinator,
@@ -564,7 +565,7 @@ class DomainOrchestrator:
                 root.run.failures.append(f"answer composition failed: {error}")
                 composed = ""
             if composed and _answer_cut_off(current_calls()[calls_before:]):
-                root.run.failures.append(ANSWER_CUT_OFF)
+                root.run.failures.append(answer_cut_off(with_context=bool(contexts)))
             leading = [exact for exact in dict.fromkeys(guaranteed) if exact not in composed]
             text = "\n\n".join([*leading, composed] if composed else leading)
         failures = root_failures(root)
@@ -572,9 +573,6 @@ class DomainOrchestrator:
             text += f"\n\n(Some steps failed, so this answer may be incomplete: {len(failures)} "
             text += "problem(s); see the trace.)"
         return text
-
-
-ANSWER_CUT_OFF = "the answer reached its length limit and was cut off (llm.max_completion_tokens)"
 
 
 def _answer_cut_off(calls: Sequence[CallRecord]) -> bool:
