@@ -260,7 +260,8 @@ class OpenAITransport:
         if isinstance(error, openai.APIStatusError):
             return f"HTTP {error.status_code}: {self._quote(_server_message(error))}"
         if isinstance(error, openai.APIConnectionError):
-            where = f" at {self._quote(str(self._client.base_url))}" if self._client else ""
+            client = self._client
+            where = f" at {self._quote(_address(str(client.base_url)))}" if client else ""
             # the embedded model's server is toolwire's own; a configured one is the user's
             hint = (
                 "" if self._base_url_provider else
@@ -381,6 +382,12 @@ def _output_text(message: _WireMessage) -> str:
 
 def _out_of_time(request: ChatRequest) -> str:
     return f"timed out: no reply within the {request.timeout_s:.1f} s the call had"
+
+
+def _address(url: str) -> str:
+    """A server's URL as an error names it: without the user part or the query, where a token
+    may sit that no secret pattern recognises."""
+    return str(httpx.URL(url).copy_with(username=None, password=None, query=None))
 
 
 def _is_transient(error: openai.APIError) -> bool:
