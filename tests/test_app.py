@@ -576,3 +576,26 @@ def test_a_domain_whose_orchestrator_cannot_be_built_fails_the_load(
         "domain 'shop': its orchestrator cannot be built (TypeError: '<' not supported between "
         "instances of 'str' and 'int'); check the domain's tools and their priorities"
     ]
+
+
+class FailingDeskPlugin:
+    """Fails to load, so its domain ``desk`` is never declared."""
+
+    @toolwire.hookimpl
+    def register_domains(self, register: object) -> None:
+        raise RuntimeError("desk database unreachable")
+
+
+async def test_asking_an_unknown_domain_names_the_plugins_that_failed_to_load(
+    isolated: Path,
+) -> None:
+    app = load(None, shop_plugin(), FailingDeskPlugin(), llm=ScriptedModel())
+
+    with pytest.raises(toolwire.UnknownDomainError) as raised:
+        await app.ask("book a desk", domain="desk")
+
+    assert str(raised.value) == (
+        "unknown domain 'desk' (plugin 'FailingDeskPlugin' failed to load: raised RuntimeError: "
+        "desk database unreachable; see toolwire plugins); installed domains: shop"
+    )
+    await app.aclose()

@@ -105,7 +105,32 @@ def test_tools_filtered_by_domain(pharma_only: Path) -> None:
     assert "pharma.interaction_analysis" in result.stdout
     unknown = runner.invoke(app, ["tools", "--domain", "astro", "--json"])
     assert unknown.exit_code == 1
-    assert "unknown domain 'astro'; domains: pharma" in unknown.stderr
+    assert "unknown domain 'astro'; installed domains: pharma" in unknown.stderr
+
+
+def test_tools_of_an_unknown_domain_names_the_plugin_that_failed_to_load(
+    isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_file("shop_plugin.py", "raise ImportError('no module named shop_db')\n")
+    monkeypatch.syspath_prepend(str(isolated))
+    points = [EntryPoint("pharma", "toolwire_pharma.plugin", "toolwire"),
+              EntryPoint("shop", "shop_plugin", "toolwire")]
+    monkeypatch.setattr(plugins_module.metadata, "entry_points", lambda group: points)
+
+    result = runner.invoke(app, ["tools", "--domain", "shop"])
+
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "unknown domain 'shop' (plugin 'shop' failed to load: failed to import: ImportError: no "
+        "module named shop_db; see toolwire plugins); installed domains: pharma"
+    )
+
+
+def test_mcp_serve_of_an_unknown_domain_names_the_installed_ones(pharma_only: Path) -> None:
+    result = runner.invoke(app, ["mcp", "serve", "--domain", "pharm"])
+
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == "unknown domain 'pharm'; installed domains: pharma"
 
 
 def test_tools_piped_prints_whole_values_on_one_line_each(pharma_only: Path) -> None:

@@ -112,6 +112,44 @@ def test_ask_with_an_unknown_session_or_domain_is_a_clear_error(cli: CliRunner) 
     assert "unknown domain 'moon'; installed domains: trip" in unknown_domain.output
 
 
+class ShopPlugin:
+    """A plugin that fails to load: its domain ``shop`` is never declared."""
+
+    @toolwire.hookimpl
+    def register_domains(self, register: object) -> None:
+        raise RuntimeError("shop catalogue unreachable")
+
+
+@pytest.mark.parametrize(
+    "command", [["ask", "hi", "--domain", "shop"], ["chat", "--domain", "shop"]]
+)
+def test_an_unknown_domain_names_the_plugin_that_failed_to_load(
+    command: list[str], isolated: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
+) -> None:
+    def load_app(ctx: object) -> App:
+        plugins = [plugin_of(DomainSpec(name="trip"), BookingTool), ShopPlugin()]
+        return App.load(plugins=plugins, load_entry_points=False, llm=ScriptedModel())
+
+    monkeypatch.setattr(ask_commands, "load_app", load_app)
+
+    result = CliRunner().invoke(cli_app, command, input="")  # chat: before any line is read
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[-1] == (  # after the plugin_failed log line
+        "unknown domain 'shop' (plugin 'ShopPlugin' failed to load: raised RuntimeError: shop "
+        "catalogue unreachable; see toolwire plugins); installed domains: trip"
+    )
+    assert "Ask away" not in result.stdout
+
+
+def test_chat_with_an_unknown_domain_fails_before_the_first_message(cli: CliRunner) -> None:
+    result = cli.invoke(cli_app, ["chat", "--domain", "moon"], input="book a table\n")
+
+    assert result.exit_code == 1
+    assert "unknown domain 'moon'; installed domains: trip" in result.stderr
+    assert "you>" not in result.stdout and "Ask away" not in result.stdout
+
+
 def test_chat_shows_the_question_and_the_next_line_resumes(cli: CliRunner) -> None:
     result = cli.invoke(cli_app, ["chat"], input="book a table\nParis\nexit\n")
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from toolwire.build import build
 from toolwire.config import AppConfig, parse_app_config
 from toolwire.container import ToolContainer
-from toolwire.errors import ConfigError, Problem
+from toolwire.errors import ConfigError, Problem, UnknownDomainError
 from toolwire.llm.base import LanguageModel
 from toolwire.logging import configure_logging
 from toolwire.mcp.connections import McpConnections
@@ -159,6 +159,17 @@ class App:
         """Prefixed name → singleton, for every enabled tool."""
         return self.container.instances()
 
+    @property
+    def plugin_failures(self) -> list[str]:
+        """Why plugins failed to load (``plugin 'shop' failed to load: …``), one per plugin."""
+        return [info.problem().message for info in self.plugins if info.error is not None]
+
+    def check_domain(self, name: str) -> None:
+        """Raise ``UnknownDomainError`` unless ``name`` is a domain of the app (naming the
+        plugins that failed to load, a likely cause)."""
+        if name not in self.domains:
+            raise UnknownDomainError.named(name, self.domains, self.plugin_failures)
+
     # -- run time ------------------------------------------------------------------------------
 
     @property
@@ -240,6 +251,7 @@ class App:
                 settings=self.config.orchestrator,
                 orchestrators=self.orchestrators,
                 observers=self._observers,
+                failed_plugins=self.plugin_failures,
             )
         return self._conversations
 

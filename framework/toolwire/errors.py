@@ -29,6 +29,7 @@ letting it end the question.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -112,6 +113,17 @@ class PluginError(ToolwireError):
 
 class UnknownDomainError(ToolwireError):
     """A question names a domain that is not installed, or none while no default is set."""
+
+    @classmethod
+    def named(
+        cls, name: str, known: Iterable[str], failed_plugins: Sequence[str] = ()
+    ) -> UnknownDomainError:
+        """The error for ``name``, not among the ``known`` domains, said the same way by every
+        front door (CLI, HTTP, MCP, ``App.ask``). ``failed_plugins`` (why plugins failed to
+        load) are named too: a plugin that failed to load is the likely cause."""
+        cause = f" ({'; '.join(failed_plugins)}; see toolwire plugins)" if failed_plugins else ""
+        installed = ", ".join(sorted(known)) or "none"
+        return cls(f"unknown domain {name!r}{cause}; installed domains: {installed}")
 
 
 class ModelError(ToolwireError):

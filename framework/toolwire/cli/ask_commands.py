@@ -76,6 +76,11 @@ def ask(
 def chat(ctx: typer.Context, domain: DomainOption = None, trace: TraceFlag = False) -> None:
     """Talk to a domain: a clarifying question is shown and your next line answers it."""
     app = load_app(ctx)
+    if domain is not None:  # said now, not after the user typed the first message
+        try:
+            app.check_domain(domain)
+        except ToolwireError as error:
+            _fail(error)
     console = Console(highlight=False)
     console.print("[dim]Ask away; an empty line, 'exit' or Ctrl-D ends the chat.[/dim]")
     try:

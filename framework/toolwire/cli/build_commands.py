@@ -12,7 +12,7 @@ from rich.table import Column, Table
 from toolwire import catalogue
 from toolwire.cli.commands import discover_commands
 from toolwire.cli.state import load_app_or_exit, report_error, report_problems, table_console
-from toolwire.errors import PluginError
+from toolwire.errors import PluginError, UnknownDomainError
 from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.logging import configure_logging
 from toolwire.mcp.discovery import McpListing
@@ -57,10 +57,12 @@ def tools(
 ) -> None:
     """List the registered tools with their prefixed names, kinds and injections."""
     app = load_app_or_exit(ctx)
-    if domain is not None and domain not in app.domains:
-        known = ", ".join(sorted(app.domains)) or "none"
-        typer.echo(f"unknown domain {domain!r}; domains: {known}", err=True)
-        raise typer.Exit(1)
+    if domain is not None:
+        try:
+            app.check_domain(domain)
+        except UnknownDomainError as error:
+            typer.echo(str(error), err=True)
+            raise typer.Exit(1) from None
     records = [
         record
         for record in catalogue.tool_records(app)

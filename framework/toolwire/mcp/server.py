@@ -93,13 +93,10 @@ class DomainMcpServer:
         name = domain or app.config.default_domain
         if name is None and len(app.domains) == 1:
             name = next(iter(app.domains))
-        if name is None or name not in app.domains:
+        if name is None:
             known = ", ".join(sorted(app.domains)) or "none"
-            raise UnknownDomainError(
-                f"unknown domain {name!r}; pass --domain (domains: {known})"
-                if name
-                else f"name the domain to serve with --domain (domains: {known})"
-            )
+            raise UnknownDomainError(f"name the domain to serve with --domain (domains: {known})")
+        app.check_domain(name)
         self.app = app
         self.domain = name
         self.ask_name = f"{name}.{ASK_TOOL}"

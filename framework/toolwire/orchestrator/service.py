@@ -63,8 +63,11 @@ class ConversationService:
         settings: OrchestratorSettings | None = None,
         orchestrators: Mapping[str, DomainOrchestrator] | None = None,
         observers: Sequence[Callable[[], Observer]] = (),
+        failed_plugins: Sequence[str] = (),
     ) -> None:
+        """``failed_plugins``: why plugins failed to load, named when a domain is unknown."""
         self.store = store
+        self.failed_plugins = list(failed_plugins)
         self.observers = list(observers)
         """Each makes an observer for one question (OpenTelemetry's spans, say)."""
         self.default_domain = default_domain
@@ -206,8 +209,7 @@ class ConversationService:
                 "default_domain"
             )
         if name not in self.orchestrators:
-            known = ", ".join(sorted(self.orchestrators)) or "none"
-            raise UnknownDomainError(f"unknown domain {name!r}; installed domains: {known}")
+            raise UnknownDomainError.named(name, self.orchestrators, self.failed_plugins)
         return self.orchestrators[name]
 
     async def _keep(
