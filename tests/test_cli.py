@@ -315,6 +315,11 @@ FAILURES: dict[str, tuple[str, tuple[str, ...], list[tuple[str, int, str]]]] = {
         "tools:\n" + LOOKUP % "shop" + LOOKUP % "shop", (),
         [("app.yaml", 5, "duplicate tool 'shop.lookup' in this file (first declared at line 4)")],
     ),
+    "override of a misspelt tool": (
+        "tools:\n" + LOOKUP % "shop" + "  - {name: lookp, domain: shop, priority: 5}\n", (),
+        [("app.yaml", 5, "no tool 'shop.lookp' was declared earlier to change; did you mean "
+                         "'shop.lookup'? add 'class: package.module:ClassName' to declare it")],
+    ),
     "unknown domain": (
         "tools:\n  - {name: x, class: '_build_samples:PlanTool', domain: moon}\n", (),
         [("app.yaml", 4, "names unknown domain 'moon'; declared domains: desk, hall, shop")],

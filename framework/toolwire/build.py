@@ -34,7 +34,7 @@ from toolwire.config import (
     format_loc,
     unknown_key_message,
 )
-from toolwire.errors import ConfigError, Problem
+from toolwire.errors import ConfigError, Problem, did_you_mean
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
 from toolwire.plugins import PluginSet
 from toolwire.references import UnresolvedReference, import_reference
@@ -213,6 +213,7 @@ class _Builder:
                 self._problem(
                     entry,
                     f"no tool {qualified!r} was declared earlier to change; "
+                    f"{did_you_mean(qualified, self.tools)}"
                     "add 'class: package.module:ClassName' to declare it",
                 )
                 return

@@ -11,7 +11,6 @@ merged is described in ``toolwire.build``.
 
 from __future__ import annotations
 
-import difflib
 import os
 import types
 import typing
@@ -21,7 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from toolwire.errors import ConfigError, Problem
+from toolwire.errors import ConfigError, Problem, did_you_mean
 from toolwire.located import Located
 from toolwire.mcp.declarations import McpServerEntry
 from toolwire.registry import SourceLocation
@@ -217,8 +216,7 @@ def unknown_key_message(model: type[BaseModel], loc: Sequence[str | int]) -> str
     """What pydantic's ``extra_forbidden`` error at ``loc`` (in data validated by ``model``)
     tells a user: the key, the closest allowed one, and every allowed key there."""
     allowed = _field_names(_model_at(model, loc[:-1]))
-    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    hint = did_you_mean(str(loc[-1]), allowed)
     return f"unknown key {loc[-1]!r}; {hint}allowed keys: {', '.join(allowed) or 'none'}"
 
 

@@ -29,6 +29,7 @@ letting it end the question.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -47,6 +48,13 @@ class Problem:
         if self.line is None:
             return f"{self.path}: {self.message}"
         return f"{self.path}:{self.line}: {self.message}"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"did you mean 'class'? "`` when one of ``known`` is close to the misspelt ``name``,
+    else ``""``: the hint of every unknown name in a message (a key, a hook, a setting)."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 class ToolwireError(Exception):

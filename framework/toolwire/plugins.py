@@ -9,7 +9,6 @@ others still load. A hook implementation that matches no specification (a misspe
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import os
@@ -28,7 +27,13 @@ import structlog
 
 from toolwire import hookspecs
 from toolwire.config import PluginConfigFile, parse_file
-from toolwire.errors import ConfigError, PluginError, Problem, ToolDeclarationError
+from toolwire.errors import (
+    ConfigError,
+    PluginError,
+    Problem,
+    ToolDeclarationError,
+    did_you_mean,
+)
 from toolwire.hookspecs import (
     Command,
     ModelFactory,
@@ -310,8 +315,7 @@ def _check_hook_names(pm: pluggy.PluginManager) -> None:
         for impl in caller.get_hookimpls():
             if impl.optionalhook:
                 continue
-            close = difflib.get_close_matches(hook_name, known, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(hook_name, known)
             raise PluginError(
                 impl.plugin_name,
                 f"implements unknown hook {hook_name!r}; {hint}"
