@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import typer
 from fastapi.testclient import TestClient
+from structlog.testing import capture_logs
 from typer.testing import CliRunner
 
 import override_plugin
@@ -341,3 +342,29 @@ def test_a_bad_orchestrator_reference_is_located(
     (found,) = raised.value.problems
     assert str(found).startswith(f"{config}:4: domain 'library': orchestrator ")
     assert problem in str(found)
+
+
+def test_a_failed_plugin_is_logged_once_per_process_and_listed_every_time(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI discovers the plugins for their commands, then the command loads the app: the
+    failure is one ``plugin_failed`` event, and ``toolwire plugins`` still lists it."""
+    site = isolated / "site"
+    install_entry_point(site, "toolwire-shaky", "1.0", "shaky", "shaky_plugin")
+    (site / "shaky_plugin.py").write_text("raise ImportError('shaky needs the shop_db driver')\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", "shaky")
+
+    with capture_logs() as logs:
+        cli = build_cli()
+        listed = runner.invoke(cli, ["plugins", "--json"])
+        checked = runner.invoke(cli, ["check"])
+
+    failed = [event for event in logs if event["event"] == "plugin_failed"]
+    assert [event["plugin"] for event in failed] == ["shaky"]
+    error = "failed to import: ImportError: shaky needs the shop_db driver"
+    assert json.loads(listed.stdout) == [
+        {"name": "shaky", "version": "1.0", "domains": [], "error": error}
+    ]
+    assert checked.exit_code == 1
+    assert f"plugin 'shaky' failed to load: {error}" in checked.stderr

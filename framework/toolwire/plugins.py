@@ -603,9 +603,18 @@ def _fail(
 ) -> None:
     origin = _origin(cause) if cause is not None else None
     result.plugins.append(PluginInfo(name, version, (), error, origin))
+    if (name, error) in _LOGGED_FAILURES:
+        return
+    _LOGGED_FAILURES.add((name, error))
     log.warning(
         "plugin_failed", plugin=name, version=version, error=error, origin=origin and str(origin)
     )
+
+
+_LOGGED_FAILURES: set[tuple[str, str]] = set()
+"""(plugin, error) already logged as ``plugin_failed``: one command discovers the plugins twice
+(the CLI for their commands, then ``App.load``), and each failure is logged once per process.
+Every ``PluginSet`` still lists it, so ``toolwire check`` and ``toolwire plugins`` show it."""
 
 
 _HOST_DIRS = tuple(
