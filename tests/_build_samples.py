@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel, Field
 
 import toolwire
@@ -133,6 +135,19 @@ def install_entry_point(site: Path, name: str, version: str, plugin: str, module
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (info / "entry_points.txt").write_text(f"[toolwire]\n{plugin} = {module}\n")
+
+
+def installed_only_in(monkeypatch: pytest.MonkeyPatch, site: Path) -> None:
+    """Make the distributions in ``site`` the only installed ones toolwire finds (and their
+    modules importable), so that a test counting or naming installed plugins does not depend on
+    what else the environment has installed (a ``shop`` plugin from the plugin guide, say)."""
+    monkeypatch.syspath_prepend(str(site))
+
+    def entry_points(group: str) -> list[metadata.EntryPoint]:
+        found = metadata.distributions(path=[str(site)])
+        return [point for dist in found for point in dist.entry_points if point.group == group]
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
 
 
 def install_distribution(site: Path, name: str, version: str, plugin: str, module: str) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _build_samples import WriteFile, install_distribution
+from _build_samples import WriteFile, install_distribution, installed_only_in
 from toolwire import plugins as plugins_module
 from toolwire.cli import app
 
@@ -62,7 +62,7 @@ def test_check_fails_on_two_distributions_with_one_plugin_name(
 ) -> None:
     install_distribution(isolated / "site", "alpha-shop", "1.0", "shop", "alpha_shop_cli")
     install_distribution(isolated / "site", "beta-shop", "2.0", "shop", "beta_shop_cli")
-    monkeypatch.syspath_prepend(str(isolated / "site"))
+    installed_only_in(monkeypatch, isolated / "site")
     monkeypatch.setenv("TOOLWIRE_PLUGINS", "shop")
 
     result = runner.invoke(app, ["check"])
@@ -202,7 +202,7 @@ def test_graph_text_and_mermaid(pharma_only: Path) -> None:
 def test_the_installed_console_script(pharma_only: Path, write_file: WriteFile) -> None:
     script = shutil.which("toolwire", path=str(Path(__file__).parents[1] / ".venv" / "bin"))
     assert script is not None, "run scripts/setup.sh: the toolwire console script is missing"
-    env = {k: v for k, v in os.environ.items() if k != "TOOLWIRE_PLUGINS"}
+    env = {**os.environ, "TOOLWIRE_PLUGINS": "pharma,pydocs"}  # the bundled ones, whatever else
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([script, *args], capture_output=True, text=True, env=env,

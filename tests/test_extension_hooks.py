@@ -18,7 +18,14 @@ from typer.testing import CliRunner
 
 import override_plugin
 import toolwire
-from _build_samples import AnswerTool, LookupTool, WriteFile, install_entry_point, make_plugin
+from _build_samples import (
+    AnswerTool,
+    LookupTool,
+    WriteFile,
+    install_entry_point,
+    installed_only_in,
+    make_plugin,
+)
 from toolwire import App, ConfigError
 from toolwire.cli import COMMAND_MODULES, build_cli
 from toolwire.plugins import BUILTIN_PLUGIN_NAME, discover
@@ -228,7 +235,7 @@ def test_toolwire_check_reports_an_installed_plugins_taken_command_name(
         "def register_commands(register):\n"
         "    register(ask)\n"
     )
-    monkeypatch.syspath_prepend(str(site))
+    installed_only_in(monkeypatch, site)
     monkeypatch.setenv("TOOLWIRE_PLUGINS", "thief")
 
     cli = build_cli()
@@ -252,7 +259,7 @@ def test_an_installed_plugin_with_a_misspelt_hook_is_reported_not_a_traceback(
         "def register_config_file(register):\n"
         "    register('typo.yaml')\n"
     )
-    monkeypatch.syspath_prepend(str(site))
+    installed_only_in(monkeypatch, site)
     monkeypatch.setenv("TOOLWIRE_PLUGINS", "typo")
 
     cli = build_cli()  # builds: the command line does not fail at import
@@ -276,7 +283,7 @@ def test_an_installed_plugin_with_a_misspelt_hook_is_reported_not_a_traceback(
 def library(isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch) -> Path:
     """``override_plugin`` installed, its domain naming ``ArchiveOrchestrator`` in YAML."""
     install_entry_point(isolated / "site", "toolwire-library", "1.0", "library", "override_plugin")
-    monkeypatch.syspath_prepend(str(isolated / "site"))
+    installed_only_in(monkeypatch, isolated / "site")
     monkeypatch.setenv("TOOLWIRE_PLUGINS", "library")
     return write_file(
         "toolwire.yaml",
@@ -352,7 +359,7 @@ def test_a_failed_plugin_is_logged_once_per_process_and_listed_every_time(
     site = isolated / "site"
     install_entry_point(site, "toolwire-shaky", "1.0", "shaky", "shaky_plugin")
     (site / "shaky_plugin.py").write_text("raise ImportError('shaky needs the shop_db driver')\n")
-    monkeypatch.syspath_prepend(str(site))
+    installed_only_in(monkeypatch, site)
     monkeypatch.setenv("TOOLWIRE_PLUGINS", "shaky")
 
     with capture_logs() as logs:

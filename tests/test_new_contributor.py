@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import contributor_plugin
-from _build_samples import WriteFile, install_entry_point
+from _build_samples import WriteFile, install_entry_point, installed_only_in
 from toolwire import App
 from toolwire.cli import build_cli
 from toolwire.llm import ChatModel
@@ -33,7 +33,7 @@ def installed(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     loaded."""
     site = isolated / "site"
     install_entry_point(site, "toolwire-contributor", "0.1", "contributor", "contributor_plugin")
-    monkeypatch.syspath_prepend(str(site))
+    installed_only_in(monkeypatch, site)
     monkeypatch.setenv("TOOLWIRE_PLUGINS", "contributor")
     return isolated
 

@@ -19,6 +19,7 @@ from _build_samples import (
     NotATool,
     PlanTool,
     install_distribution,
+    installed_only_in,
     make_plugin,
 )
 from toolwire import PluginError
@@ -329,7 +330,7 @@ def test_two_distributions_with_one_entry_point_name_are_a_collision_naming_both
     install_distribution(tmp_path, "alpha-shop", "1.0", "shop", "alpha_shop_plugin")
     install_distribution(tmp_path, "beta-shop", "2.0", "shop", "beta_shop_plugin")
     install_distribution(tmp_path, "gamma-desk", "3.0", "desk", "gamma_desk_plugin")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    installed_only_in(monkeypatch, tmp_path)
 
     found = discover(environ={"TOOLWIRE_PLUGINS": "shop,desk"})
 
