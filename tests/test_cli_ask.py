@@ -307,7 +307,8 @@ def test_trace_shows_each_model_calls_cached_tokens() -> None:
         CallRecord(purpose="gatekeeper", model="m", latency_ms=9000, prompt_tokens=1400,
                    cached_prompt_tokens=240, completion_tokens=12, shared_prefix_chars=900),
         CallRecord(purpose="answer", model="m", latency_ms=4000, prompt_tokens=1450,
-                   cached_prompt_tokens=1380, completion_tokens=80, shared_prefix_chars=5600),
+                   cached_prompt_tokens=1380, completion_tokens=80, shared_prefix_chars=5600,
+                   truncated=True),
     ]  # fmt: skip
     answer = Answer(
         kind="answer",
@@ -323,6 +324,8 @@ def test_trace_shows_each_model_calls_cached_tokens() -> None:
 
     assert "model gatekeeper: 9000 ms, 1400 prompt (240 cached = 17%, 900 chars" in printed
     assert "model answer: 4000 ms, 1450 prompt (1380 cached = 95%, 5600 chars" in printed
+    assert "80 completion (cut off at the limit)" in printed
+    assert "12 completion (cut off" not in printed
     assert "2 model call(s), 2850 prompt tokens (1620 cached = 57%), 92 completion" in printed
 
 

@@ -262,9 +262,12 @@ def test_an_installed_plugin_with_a_misspelt_hook_is_reported_not_a_traceback(
     installed_only_in(monkeypatch, site)
     monkeypatch.setenv("TOOLWIRE_PLUGINS", "typo")
 
-    cli = build_cli()  # builds: the command line does not fail at import
+    with capture_logs() as logs:
+        cli = build_cli()  # builds: the command line does not fail at import
 
     assert "check" in runner.invoke(cli, ["--help"]).stdout
+    left_out = [entry for entry in logs if entry["event"] == "plugin_commands_left_out"]
+    assert len(left_out) == 1 and "register_config_file" in left_out[0]["problem"]
     expected = (
         f"{site / 'typo_hooks.py'}:3: plugin 'typo': implements unknown hook "
         "'register_config_file'; did you mean 'register_config_files'?"

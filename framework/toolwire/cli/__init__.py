@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
+import structlog
 import typer
 
 from toolwire.cli.commands import COMMAND_MODULES, discover_commands
@@ -21,6 +22,8 @@ from toolwire.cli.state import CliState, load_app_or_exit
 from toolwire.errors import PluginError
 from toolwire.logging import configure_logging
 from toolwire.plugins import CommandRegistration
+
+log = structlog.get_logger(__name__)
 
 
 def _options(
@@ -53,9 +56,10 @@ def build_cli(plugins: Sequence[object] = (), *, load_entry_points: bool = True)
     cli.callback()(_options)
     try:
         found = discover_commands(plugins, load_entry_points=load_entry_points)
-    except PluginError:
+    except PluginError as error:
         # No plugin can load (a misspelt or malformed hook): toolwire's own commands still
         # run, and building the app in them reports the error as path:line: message.
+        log.warning("plugin_commands_left_out", problem=str(error))
         found = discover_commands(load_entry_points=False)
     for command in found.commands.values():
         _add_command(cli, command)

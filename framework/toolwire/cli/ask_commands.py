@@ -150,7 +150,8 @@ def show_answer(console: Console, answer: Answer, *, trace: bool, streamed: str 
                 f"[dim]model {call.purpose}: {call.latency_ms:.0f} ms, {call.prompt_tokens} "
                 f"prompt ({_cached(call.cached_prompt_tokens, call.prompt_tokens)}, "
                 f"{call.shared_prefix_chars} chars of prefix shared), {call.completion_tokens} "
-                f"completion{'' if call.ok else ' — failed: ' + escape(call.error or '')}[/dim]"
+                f"completion{' (cut off at the limit)' if call.truncated else ''}"
+                f"{'' if call.ok else ' — failed: ' + escape(call.error or '')}[/dim]"
             )
         usage = answer.usage
         console.print(
