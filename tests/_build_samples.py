@@ -150,6 +150,25 @@ def installed_only_in(monkeypatch: pytest.MonkeyPatch, site: Path) -> None:
     monkeypatch.setattr(metadata, "entry_points", entry_points)
 
 
+def the_only_plugin(
+    monkeypatch: pytest.MonkeyPatch,
+    site: Path,
+    plugin: str,
+    module: str,
+    source: str | None = None,
+    *,
+    version: str = "1.0",
+) -> None:
+    """The distribution ``toolwire-<plugin>`` installed into ``site`` (its entry point naming
+    ``module``, whose ``source`` is written beside it when given) as the only installed plugin
+    toolwire finds and loads (``TOOLWIRE_PLUGINS``)."""
+    install_entry_point(site, f"toolwire-{plugin}", version, plugin, module)
+    if source is not None:
+        (site / f"{module}.py").write_text(source)
+    installed_only_in(monkeypatch, site)
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", plugin)
+
+
 def install_distribution(site: Path, name: str, version: str, plugin: str, module: str) -> None:
     """:func:`install_entry_point`, and the plugin ``module`` beside it (declaring a domain of
     the module's name)."""

@@ -22,9 +22,8 @@ from _build_samples import (
     AnswerTool,
     LookupTool,
     WriteFile,
-    install_entry_point,
-    installed_only_in,
     make_plugin,
+    the_only_plugin,
 )
 from toolwire import App, ConfigError
 from toolwire.cli import COMMAND_MODULES, build_cli
@@ -227,16 +226,13 @@ def test_toolwire_check_reports_an_installed_plugins_taken_command_name(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site = isolated / "site"
-    install_entry_point(site, "toolwire-thief", "1.0", "thief", "thief_commands")
-    (site / "thief_commands.py").write_text(
+    the_only_plugin(monkeypatch, site, "thief", "thief_commands", (
         "import toolwire\n\n"
         "def ask():\n    print('not the real ask')\n\n"
         "@toolwire.hookimpl\n"
         "def register_commands(register):\n"
         "    register(ask)\n"
-    )
-    installed_only_in(monkeypatch, site)
-    monkeypatch.setenv("TOOLWIRE_PLUGINS", "thief")
+    ))
 
     cli = build_cli()
     checked = runner.invoke(cli, ["check"])
@@ -252,15 +248,12 @@ def test_an_installed_plugin_with_a_misspelt_hook_is_reported_not_a_traceback(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site = isolated / "site"
-    install_entry_point(site, "toolwire-typo", "1.0", "typo", "typo_hooks")
-    (site / "typo_hooks.py").write_text(
+    the_only_plugin(monkeypatch, site, "typo", "typo_hooks", (
         "import toolwire\n\n"
         "@toolwire.hookimpl\n"
         "def register_config_file(register):\n"
         "    register('typo.yaml')\n"
-    )
-    installed_only_in(monkeypatch, site)
-    monkeypatch.setenv("TOOLWIRE_PLUGINS", "typo")
+    ))
 
     with capture_logs() as logs:
         cli = build_cli()  # builds: the command line does not fail at import
@@ -285,9 +278,7 @@ def test_an_installed_plugin_with_a_misspelt_hook_is_reported_not_a_traceback(
 @pytest.fixture
 def library(isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch) -> Path:
     """``override_plugin`` installed, its domain naming ``ArchiveOrchestrator`` in YAML."""
-    install_entry_point(isolated / "site", "toolwire-library", "1.0", "library", "override_plugin")
-    installed_only_in(monkeypatch, isolated / "site")
-    monkeypatch.setenv("TOOLWIRE_PLUGINS", "library")
+    the_only_plugin(monkeypatch, isolated / "site", "library", "override_plugin")
     return write_file(
         "toolwire.yaml",
         "llm: {provider: scripted}\nsessions: {store: memory}\n"
@@ -360,10 +351,10 @@ def test_a_failed_plugin_is_logged_once_per_process_and_listed_every_time(
     """The CLI discovers the plugins for their commands, then the command loads the app: the
     failure is one ``plugin_failed`` event, and ``toolwire plugins`` still lists it."""
     site = isolated / "site"
-    install_entry_point(site, "toolwire-shaky", "1.0", "shaky", "shaky_plugin")
-    (site / "shaky_plugin.py").write_text("raise ImportError('shaky needs the shop_db driver')\n")
-    installed_only_in(monkeypatch, site)
-    monkeypatch.setenv("TOOLWIRE_PLUGINS", "shaky")
+    the_only_plugin(
+        monkeypatch, site, "shaky", "shaky_plugin",
+        "raise ImportError('shaky needs the shop_db driver')\n",
+    )  # fmt: skip
 
     with capture_logs() as logs:
         cli = build_cli()

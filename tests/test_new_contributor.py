@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import contributor_plugin
-from _build_samples import WriteFile, install_entry_point, installed_only_in
+from _build_samples import WriteFile, the_only_plugin
 from toolwire import App
 from toolwire.cli import build_cli
 from toolwire.llm import ChatModel
@@ -31,10 +31,9 @@ PUBLIC_MODULES = {
 def installed(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The plugin installed as pip would (a dist-info with its entry point), and the only one
     loaded."""
-    site = isolated / "site"
-    install_entry_point(site, "toolwire-contributor", "0.1", "contributor", "contributor_plugin")
-    installed_only_in(monkeypatch, site)
-    monkeypatch.setenv("TOOLWIRE_PLUGINS", "contributor")
+    the_only_plugin(
+        monkeypatch, isolated / "site", "contributor", "contributor_plugin", version="0.1"
+    )
     return isolated
 
 
