@@ -172,47 +172,46 @@ def test_duplicates_in_one_file_and_across_plugins(isolated: Path, write_file: W
     assert len(got) == 2
 
 
-def test_settings_are_validated_against_the_settings_model(
-    isolated: Path, write_file: WriteFile
+@pytest.mark.parametrize(
+    ("yaml", "expected"),
+    [
+        (
+            "tools:\n"
+            "  - name: lookup\n"
+            "    domain: shop\n"
+            "    settings:\n"
+            "      limit: 0\n"                          # 5
+            "  - name: answer\n"
+            "    domain: shop\n"
+            "    settings: {colour: red}\n",           # 8
+            [
+                "5: tool 'shop.lookup': settings.limit: Input should be greater than or equal to 1",
+                "8: tool 'shop.answer' takes no settings (AnswerTool has no settings_model)",
+            ],
+        ),
+        (  # pydantic would drop a misspelt key silently, leaving the setting at its default
+            "tools:\n"
+            "  - name: lookup\n"
+            "    domain: shop\n"
+            "    settings:\n"
+            "      limt: 5\n"                           # 5
+            "      colour: red\n",                      # 6
+            [
+                "5: tool 'shop.lookup': settings.limt: unknown key 'limt'; did you mean 'limit'? "
+                "allowed keys: limit",
+                "6: tool 'shop.lookup': settings.colour: unknown key 'colour'; allowed keys: limit",
+            ],
+        ),
+    ],
+    ids=["invalid value, no settings model", "undeclared keys"],
+)
+def test_settings_are_validated_against_the_settings_model_at_their_lines(
+    isolated: Path, write_file: WriteFile, yaml: str, expected: list[str]
 ) -> None:
-    path = write_file("app.yaml", (
-        "tools:\n"
-        "  - name: lookup\n"
-        "    domain: shop\n"
-        "    settings:\n"
-        "      limit: 0\n"                           # 5
-        "  - name: answer\n"
-        "    domain: shop\n"
-        "    settings: {colour: red}\n"             # 8
-    ))
+    path = write_file("app.yaml", yaml)
     with pytest.raises(ConfigError) as raised:
         load(path)
-    assert problems(raised) == [
-        f"{path}:5: tool 'shop.lookup': settings.limit: Input should be greater than or equal to 1",
-        f"{path}:8: tool 'shop.answer' takes no settings (AnswerTool has no settings_model)",
-    ]
-
-
-def test_a_setting_the_settings_model_does_not_declare_is_an_error_at_its_line(
-    isolated: Path, write_file: WriteFile
-) -> None:
-    """pydantic would drop a misspelt key silently, leaving the setting at its default."""
-    path = write_file("app.yaml", (
-        "tools:\n"
-        "  - name: lookup\n"
-        "    domain: shop\n"
-        "    settings:\n"
-        "      limt: 5\n"                            # 5
-        "      colour: red\n"                        # 6
-    ))
-    with pytest.raises(ConfigError) as raised:
-        load(path)
-    assert problems(raised) == [
-        f"{path}:5: tool 'shop.lookup': settings.limt: unknown key 'limt'; did you mean 'limit'? "
-        "allowed keys: limit",
-        f"{path}:6: tool 'shop.lookup': settings.colour: unknown key 'colour'; "
-        "allowed keys: limit",
-    ]
+    assert problems(raised) == [f"{path}:{line}" for line in expected]
 
 
 def test_what_counts_as_a_settings_key_is_pydantics_decision() -> None:
