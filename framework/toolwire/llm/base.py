@@ -200,6 +200,13 @@ def record_call(record: CallRecord) -> None:
         calls.append(record)
 
 
+def check_suitability_options(batched: bool, handled: SuitabilityQuestion | None) -> None:
+    """``ValueError`` for ``batched`` with ``handled``: a further request's question is asked
+    one per call (every :class:`LanguageModel` refuses the pair the same way)."""
+    if batched and handled is not None:
+        raise ValueError("suitability: a handled request's questions are asked one per call")
+
+
 @runtime_checkable
 class LanguageModel(Protocol):
     """What toolwire asks of a language model, one method per purpose family."""

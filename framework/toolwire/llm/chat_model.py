@@ -31,6 +31,7 @@ from toolwire.llm.base import (
     Purpose,
     RetrievalPlace,
     SuitabilityQuestion,
+    check_suitability_options,
     current_domain_prompt,
     current_retrieval_place,
     record_call,
@@ -100,8 +101,7 @@ class ChatModel:
         batched: bool = False,
         handled: SuitabilityQuestion | None = None,
     ) -> dict[str, bool]:
-        if batched and handled is not None:
-            raise ValueError("suitability: a handled request's questions are asked one per call")
+        check_suitability_options(batched, handled)
         if not questions:
             return {}
         if batched:

@@ -35,6 +35,7 @@ from toolwire.llm.base import (
     PageToJudge,
     Purpose,
     SuitabilityQuestion,
+    check_suitability_options,
     record_call,
 )
 from toolwire.llm.relevance import judge_pages_alone
@@ -237,8 +238,7 @@ class ScriptedModel:
         batched: bool = False,
         handled: SuitabilityQuestion | None = None,
     ) -> dict[str, bool]:
-        if batched and handled is not None:  # as the chat model does
-            raise ValueError("suitability: a handled request's questions are asked one per call")
+        check_suitability_options(batched, handled)
         names = [question.tool_name for question in questions]
         rule = self._begin(
             Purpose.SUITABILITY,
