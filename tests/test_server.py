@@ -180,6 +180,32 @@ def test_broken_json_is_422(server: ServerProcess) -> None:
     assert_error(response, 422, "invalid_request")
 
 
+@pytest.mark.parametrize(
+    ("raw", "location", "says"),
+    [
+        # a lone surrogate in the session id was a 500 (hashing it for the log raised)
+        (b'{"message": "hi", "session_id": "\\udc00"}', "body.session_id", "not a session id"),
+        (b'{"message": "hi", "session_id": "a\\u0000b"}', "body.session_id", "not a session id"),
+        (b'{"message": "hi", "session_id": "' + b"s" * 1000 + b'"}', "body.session_id", "256"),
+        (b'{"message": "hi", "domain": "' + b"d" * 1000 + b'"}', "body.domain", "128"),
+        # these were a 400 "There was an error parsing the body", saying nothing of what to fix
+        (b'{"message": "\xff\xfe"}', "body", "is not UTF-8 text"),
+        (b"[" * 2000, "body", "is nested too deeply"),
+    ],
+    ids=["surrogate", "nul", "long-session", "long-domain", "not-utf8", "nested"],
+)
+def test_a_hostile_body_is_422_naming_what_to_fix(
+    server: ServerProcess, raw: bytes, location: str, says: str
+) -> None:
+    response = httpx.post(
+        f"{server.url}/v1/ask", content=raw, headers={**AUTH, "content-type": "application/json"}
+    )
+    body = assert_error(response, 422, "invalid_request")
+    assert location in [problem["location"] for problem in body["details"]["problems"]]
+    assert says in body["message"]
+    assert not [e for e in server.events() if e["event"] == "request_crashed"]
+
+
 # -- conversations and errors ----------------------------------------------------------------
 
 

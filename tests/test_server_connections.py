@@ -4,6 +4,7 @@ more connections than the server takes. Each is dropped or refused; the server k
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager
@@ -20,6 +21,7 @@ from toolwire.server import connections
 
 HEAD_TIMEOUT_S = 0.6
 BODY_TIMEOUT_S = 0.6
+MAX_HEADER_BYTES = 4096
 
 
 def start(tmp_path_factory: pytest.TempPathFactory, name: str, **server: object) -> ServerProcess:
@@ -35,6 +37,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         "deadlines",
         header_timeout_s=HEAD_TIMEOUT_S,
         body_timeout_s=BODY_TIMEOUT_S,
+        max_header_bytes=MAX_HEADER_BYTES,
     )
     yield process
     process.stop()
@@ -81,6 +84,30 @@ def test_a_body_that_never_arrives_is_a_408_and_the_connection_closes(
     assert closed.after_s < BODY_TIMEOUT_S + 5
 
 
+def test_a_head_over_the_size_limit_is_a_431_and_the_connection_closes(
+    server: ServerProcess,
+) -> None:
+    """Before the limit, uvicorn's httptools protocol buffered a head of any size until the
+    deadline: one client sent 90 MB of one header in 8 s and the server grew by 160 MB."""
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (MAX_HEADER_BYTES * 4)
+    closed = send_until_closed(server.url, head)  # never finished: only the size can end it
+
+    assert closed.head.startswith(b"HTTP/1.1 431 "), closed.head
+    assert b"connection: close" in closed.head.lower()
+    error = json.loads(closed.body)
+    assert error["error"] == "headers_too_large"
+    assert "server.max_header_bytes" in error["message"]
+    assert error["details"] == {"limit_bytes": MAX_HEADER_BYTES}
+    assert closed.after_s < HEAD_TIMEOUT_S  # refused at its size, not dropped at its deadline
+    dropped = [e for e in server.events() if e.get("reason") == "request_head_too_large"]
+    assert dropped and dropped[-1]["limit_bytes"] == MAX_HEADER_BYTES
+
+
+def test_headers_within_the_size_limit_are_served(server: ServerProcess) -> None:
+    headers = {f"X-Pad-{n}": "b" * 100 for n in range(25)}  # about 3 KB of a 4 KB limit
+    assert httpx.get(f"{server.url}/healthz", headers=headers, timeout=5).status_code == 200
+
+
 def test_the_server_answers_while_clients_stall(server: ServerProcess) -> None:
     with ExitStack() as stack:
         for _ in range(5):
@@ -123,7 +150,14 @@ async def ok_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 @asynccontextmanager
 async def listening(protocol: type[asyncio.Protocol]) -> AsyncIterator[int]:
-    config = uvicorn.Config(ok_app, http=protocol, log_config=None, timeout_keep_alive=30)
+    limit = connections.h11_event_limit(getattr(protocol, "max_header_bytes", 32_768))
+    config = uvicorn.Config(
+        ok_app,
+        http=protocol,
+        log_config=None,
+        timeout_keep_alive=30,
+        h11_max_incomplete_event_size=limit,
+    )
     config.load()
     state = ServerState()
     loop = asyncio.get_running_loop()
@@ -138,8 +172,9 @@ async def listening(protocol: type[asyncio.Protocol]) -> AsyncIterator[int]:
         server.close()
 
 
-def h11_protocol(timeout_s: float) -> type[asyncio.Protocol]:
-    return type("H11", (connections.H11WithHeadDeadline,), {"head_timeout_s": timeout_s})
+def h11_protocol(timeout_s: float, max_header_bytes: int = 32_768) -> type[asyncio.Protocol]:
+    attributes = {"head_timeout_s": timeout_s, "max_header_bytes": max_header_bytes}
+    return type("H11", (connections.H11WithHeadDeadline,), attributes)
 
 
 @pytest.mark.parametrize("make", [connections.protocol_class, h11_protocol], ids=["auto", "h11"])
@@ -166,3 +201,24 @@ async def test_each_protocol_drops_a_stalled_head_also_after_a_kept_alive_reques
     assert nothing == b""
     if make is connections.protocol_class:
         assert protocol.__name__ == "HttpToolsWithHeadDeadline"
+
+
+@pytest.mark.parametrize("make", [connections.protocol_class, h11_protocol], ids=["auto", "h11"])
+async def test_each_protocol_refuses_a_head_over_the_size_limit_after_a_kept_alive_request(
+    make: Any,
+) -> None:
+    protocol = make(30.0, 2048)
+    async with listening(protocol) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 1800 + b"\r\n\r\n")
+        answered = await reader.readuntil(b"ok")
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        for _ in range(10):  # the next head grows in pieces, each well under the limit
+            writer.write(b"X-Pad: " + b"a" * 500 + b"\r\n")
+            await writer.drain()
+        refused = await asyncio.wait_for(reader.read(), timeout=5)
+        writer.close()
+
+    assert answered.startswith(b"HTTP/1.1 200")
+    assert refused.startswith(b"HTTP/1.1 431 ")
+    assert json.loads(refused.partition(b"\r\n\r\n")[2])["error"] == "headers_too_large"

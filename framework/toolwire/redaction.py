@@ -82,7 +82,8 @@ def scrubbing(replacements: Mapping[str, str]) -> Iterator[None]:
 
 def session_ref(session_id: str) -> str:
     """How logs name a session: a short hash that correlates events but cannot resume it."""
-    return hashlib.sha256(session_id.encode()).hexdigest()[:12]
+    # surrogatepass: an id from a command line that was not UTF-8 is hashed, not a crash
+    return hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def redact(text: str, *, secrets: Iterable[str] = ()) -> str:

@@ -187,6 +187,8 @@ class ServerSettings(Section):
     header_timeout_s: float = Field(default=10.0, gt=0)
     """A connection whose request line and headers are not in this long after it opened (or
     after the request's first byte) is closed."""
+    max_header_bytes: int = Field(default=32_768, ge=1_024)
+    """A request line and headers longer than this get 431 and the connection is closed."""
     body_timeout_s: float = Field(default=30.0, gt=0)
     """A request whose body is not in this long after its headers gets 408 and is closed."""
     keep_alive_s: int = Field(default=5, gt=0)

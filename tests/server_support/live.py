@@ -15,7 +15,7 @@ import uvicorn
 
 from toolwire.app import App
 from toolwire.server.auth import ApiKey
-from toolwire.server.connections import protocol_class
+from toolwire.server.connections import h11_event_limit, protocol_class
 from toolwire.server.factory import create_app
 from toolwire.server.run import bind_socket
 from toolwire.settings import ServerSettings
@@ -34,7 +34,8 @@ async def serving(
         log_config=None,
         access_log=False,
         lifespan="on",
-        http=protocol_class(settings.header_timeout_s),
+        http=protocol_class(settings.header_timeout_s, settings.max_header_bytes),
+        h11_max_incomplete_event_size=h11_event_limit(settings.max_header_bytes),
         timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)

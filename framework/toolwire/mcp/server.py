@@ -38,6 +38,7 @@ from toolwire.orchestrator.execution import execute
 from toolwire.orchestrator.invoke import describe, failed
 from toolwire.redaction import redact
 from toolwire.server.problems import api_error_for
+from toolwire.sessions.base import SessionIdText
 from toolwire.tools import ChatbotTool, OrchestratorActivatedTool, ResultKind
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class AskArguments(BaseModel):
         description="The user's question, or the user's reply to a clarifying question",
         min_length=1,
     )
-    session_id: str | None = Field(
+    session_id: SessionIdText | None = Field(
         default=None,
         description="Only when replying: the session_id of the answer that asked the question",
     )

@@ -153,6 +153,24 @@ def api_error_for(error: ToolwireError, *, verbose: bool = False) -> ApiError:
     )
 
 
+def unreadable_body(cause: BaseException) -> ApiError:
+    """The 422 of a body FastAPI could not parse for a reason other than broken JSON syntax
+    (which is a validation error): it raises a bare 400 "error parsing the body" from it."""
+    if isinstance(cause, UnicodeDecodeError):
+        why = "is not UTF-8 text"
+    elif isinstance(cause, RecursionError):
+        why = "is nested too deeply"
+    else:  # ValueError: an integer of more digits than Python converts, say
+        why = f"cannot be read as JSON ({type(cause).__name__})"
+    return ApiError(
+        422,
+        "invalid_request",
+        f"the request body {why}: send one JSON object in UTF-8, such as "
+        '{"message": "..."}',
+        details={"problems": [{"location": "body", "message": f"the body {why}"}]},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that turn exceptions into ``ErrorBody`` responses."""
 
@@ -184,6 +202,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400 and exc.__cause__ is not None:
+            return unreadable_body(exc.__cause__).response()
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return ApiError(exc.status_code, code, str(exc.detail), headers=exc.headers).response()
 

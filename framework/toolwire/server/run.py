@@ -3,10 +3,10 @@
 ``serve_asgi`` runs any of toolwire's HTTP applications (``toolwire serve``'s API, ``toolwire mcp
 serve --http``'s endpoint): it binds the socket itself, so ``port=0`` picks a free port, and logs
 one event with the address actually bound (tests and scripts read it). It refuses an address
-other hosts can reach when no API key is set, and bounds what one client can hold: a deadline for
-the request head (``toolwire.server.connections``), an idle timeout between requests, and a
-limit on open connections (503 beyond it). The body's deadline is the application's
-(``toolwire.server.middleware.BodyLimitMiddleware``).
+other hosts can reach when no API key is set, and bounds what one client can hold: a deadline and
+a size limit for the request head (``toolwire.server.connections``; 431 beyond the size), an idle
+timeout between requests, and a limit on open connections (503 beyond it). The body's deadline is
+the application's (``toolwire.server.middleware.BodyLimitMiddleware``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from toolwire.app import App
 from toolwire.errors import ConfigError
 from toolwire.logging import configure_logging
 from toolwire.server.auth import read_api_keys
-from toolwire.server.connections import protocol_class
+from toolwire.server.connections import h11_event_limit, protocol_class
 from toolwire.server.factory import create_app
 from toolwire.server.progress import record_progress
 from toolwire.settings import ServerSettings
@@ -111,7 +111,8 @@ def uvicorn_config(asgi: ASGIApp, settings: ServerSettings) -> uvicorn.Config:
         log_config=None,
         access_log=False,  # RequestContextMiddleware logs http_request events with the request id
         lifespan="on",
-        http=protocol_class(settings.header_timeout_s),
+        http=protocol_class(settings.header_timeout_s, settings.max_header_bytes),
+        h11_max_incomplete_event_size=h11_event_limit(settings.max_header_bytes),
         timeout_keep_alive=settings.keep_alive_s,
         # uvicorn answers 503 once the count (the new connection included) reaches its limit
         limit_concurrency=settings.max_connections + 1,

@@ -7,6 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.catalogue import ToolRecord
+from toolwire.sessions.base import SESSION_ID_MAX_CHARS, SessionIdText
+
+DOMAIN_MAX_CHARS = 128
 
 
 class AskRequest(BaseModel):
@@ -18,11 +21,14 @@ class AskRequest(BaseModel):
         min_length=1, description="The user's message (at most server.max_message_chars)."
     )
     domain: str | None = Field(
-        default=None, description="The domain to ask; the configured default_domain when omitted."
-    )
-    session_id: str | None = Field(
         default=None,
-        description="The session id of an answer that asked a clarifying question, to reply to it.",
+        max_length=DOMAIN_MAX_CHARS,
+        description="The domain to ask; the configured default_domain when omitted.",
+    )
+    session_id: SessionIdText | None = Field(
+        default=None,
+        description="The session id of an answer that asked a clarifying question, to reply to "
+        f"it (printable ASCII, at most {SESSION_ID_MAX_CHARS} characters).",
     )
     stream: bool = Field(
         default=False,

@@ -9,11 +9,12 @@ session cannot both apply it. Every store reads its rows back through :func:`sto
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Callable
-from typing import Literal, Protocol, runtime_checkable
+from typing import Annotated, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, ValidationError
 
 from toolwire.errors import SessionError
 from toolwire.task import TaskInfo
@@ -71,6 +72,28 @@ class SessionStore(Protocol):
 def new_session_id() -> str:
     """A fresh, unguessable session id."""
     return secrets.token_urlsafe(SESSION_ID_BYTES)
+
+
+SESSION_ID_MAX_CHARS = 256
+_SESSION_ID = re.compile(rf"[!-~]{{1,{SESSION_ID_MAX_CHARS}}}")
+
+
+def checked_session_id(value: str) -> str:
+    """A session id a caller sent back, refused unless it has the shape of one: printable ASCII
+    without spaces, at most :data:`SESSION_ID_MAX_CHARS` characters. toolwire's stores issue 32
+    URL-safe characters; a store a plugin registers must issue ids of this shape too. Anything
+    else (control characters, text that is not UTF-8, megabytes) never reaches a store."""
+    if _SESSION_ID.fullmatch(value) is None:
+        raise ValueError(
+            "this is not a session id (a session id is printable ASCII without spaces, at most "
+            f"{SESSION_ID_MAX_CHARS} characters): send back the session_id of the answer that "
+            "asked the clarifying question"
+        )
+    return value
+
+
+SessionIdText = Annotated[str, AfterValidator(checked_session_id)]
+"""A request field carrying a session id (``POST /v1/ask``, the MCP ``<domain>.ask`` tool)."""
 
 
 SESSION_FORMAT = 2
