@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import pytest
 import structlog
@@ -33,6 +34,21 @@ def test_secret_shapes_are_masked(text: str, shown: str) -> None:
     assert shown in redacted
     for secret in ("hunter2", "pw-only", "abcdefgh12345678", "AbCdEfGh", "AKIAAB", "abc123xyz"):
         assert secret not in redacted
+
+
+@pytest.mark.parametrize("unit", ["a.", "a-", "a+"], ids=["dots", "dashes", "pluses"])
+def test_hostile_text_is_redacted_in_linear_time(unit: str) -> None:
+    """Every log event and every error text a caller sees is redacted on the event loop: a URL
+    scheme of unbounded length made 64 KB of ``a.a.a…://`` (a tool's error quoting a page, an
+    MCP server's error text) take 11 s, and 256 KB three minutes, while the server answered
+    nobody. Now a scheme is at most 32 characters and the time grows with the length."""
+    text = unit * 128_000 + "://host"
+    began = time.perf_counter()
+    redacted = redact(text)
+    assert time.perf_counter() - began < 2.0
+    assert redacted == text
+    long_scheme = "postgresql+asyncpg://app:hunter2@db.internal/orders"
+    assert redact(long_scheme) == "postgresql+asyncpg://app:***@db.internal/orders"
 
 
 def test_ordinary_text_is_left_alone() -> None:
