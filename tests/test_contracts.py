@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from pydantic import BaseModel
@@ -103,6 +104,28 @@ def test_validate_tool_class_lists_every_problem() -> None:
     assert "no parameter model" in message
     assert "settings_model must be a pydantic BaseModel" in message
     assert "'Bad-Name' is not lower snake case" in message
+
+
+class Unfillable(BaseModel):
+    callback: Callable[[int], int]
+
+
+def test_a_parameter_model_without_a_json_schema_is_refused_at_registration() -> None:
+    """The model fills parameters from their JSON schema: such a tool used to load, pass
+    ``toolwire check`` and then fail every question that activated it."""
+
+    class Hooked(OrchestratorActivatedTool[Unfillable]):
+        def executable_instruction(self) -> str:
+            return "x"
+
+        def execute_with_result(self, params: Unfillable, text: str) -> ToolExecutionResult:
+            return ToolExecutionResult.context("")
+
+    with pytest.raises(ToolDeclarationError) as raised:
+        validate_tool_class(Hooked, where="register_tools")
+    assert "its parameter model Unfillable has no JSON schema (" in str(raised.value)
+    assert "CallableSchema" in str(raised.value)
+    assert "give its fields JSON types" in str(raised.value)
 
 
 def test_tool_kinds() -> None:

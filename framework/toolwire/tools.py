@@ -262,6 +262,20 @@ def tool_kinds(tool_class: type) -> list[ToolKind]:
     return [kind for kind, base in checks if issubclass(tool_class, base)]
 
 
+def _schema_problems(params: type[BaseModel]) -> list[str]:
+    """The model fills a tool's parameters from their JSON schema: a parameter model that has
+    none (a ``Callable`` field, an arbitrary type) would fail every question that activates it."""
+    try:
+        params.model_json_schema(by_alias=True)
+    except Exception as error:  # pydantic's PydanticInvalidForJsonSchema, or a broken model
+        why = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return [
+            f"its parameter model {params.__qualname__} has no JSON schema ({why}); give its "
+            "fields JSON types (str, int, float, bool, lists, nested models)"
+        ]
+    return []
+
+
 def validate_tool_class(tool_class: object, *, where: str = "") -> type[ChatbotTool[Any]]:
     """Check a tool class when it is registered, so mistakes surface at start, not mid-chat."""
     location = f" ({where})" if where else ""
@@ -280,6 +294,8 @@ def validate_tool_class(tool_class: object, *, where: str = "") -> type[ChatbotT
             "it has no parameter model; declare it as ChatbotTool[MyParams] "
             "or set params_model = MyParams (a pydantic BaseModel)"
         )
+    else:
+        problems.extend(_schema_problems(params))
     settings = tool_class.settings_model
     is_model = isinstance(settings, type) and issubclass(settings, BaseModel)
     if settings is not None and not is_model:
