@@ -197,3 +197,14 @@ def test_an_unknown_yaml_tag_is_located(isolated: Path, write_file: WriteFile) -
     assert problems_of(raised) == [
         f"{path}:3: invalid YAML: could not determine a constructor for the tag '!foo'"
     ]
+
+
+def test_max_depth_stays_within_the_depth_a_task_tree_may_nest(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    path = write_file("app.yaml", "orchestrator:\n  max_depth: 33\n")
+    with pytest.raises(ConfigError) as raised:
+        load_app_config(path)
+    assert problems_of(raised) == [
+        f"{path}:2: orchestrator.max_depth: Input should be less than or equal to 32"
+    ]

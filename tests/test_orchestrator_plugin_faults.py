@@ -6,15 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from orchestration_kit import Coordinator, EchoTool, NoParams, Query, QueryTool, domain, subtask
+from orchestration_kit import (
+    AskingTool,
+    Coordinator,
+    EchoTool,
+    NoParams,
+    Query,
+    QueryTool,
+    domain,
+    subtask,
+)
 from toolwire import TaskInfo, ToolExecutionResult
 from toolwire.errors import PLUGIN_FAILURES
 from toolwire.llm import Purpose
 from toolwire.settings import OrchestratorSettings
+from toolwire.task import MAX_TASK_DEPTH
 from toolwire.testing import ScriptedModel, conversation_for, orchestrator_for
 
 
@@ -246,3 +256,59 @@ async def test_a_coordinator_over_its_time_limit_is_undone_and_recorded(
         "task 1: coordinator demo.planner did not finish within 0.2 s (orchestrator.tool_timeout_s)"
     ]
     assert answer.text.startswith("echoed")
+
+
+# -- a coordinator that nests subtasks without end ----------------------------------------------
+
+
+def nesting(levels: int) -> Callable[[TaskInfo], None]:
+    """A decomposition putting each new subtask inside the previous one, ``levels`` deep."""
+
+    def decompose(task: TaskInfo) -> None:
+        parent = task
+        for level in range(levels):
+            child = TaskInfo(task_prompt=f"level {level}", required_tool_names={"echo"})
+            parent.sub_tasks.append(child)
+            parent = child
+
+    return decompose
+
+
+@pytest.mark.parametrize("levels", [150, 600])
+async def test_subtasks_nested_past_the_task_depth_are_undone_and_the_conversation_resumes(
+    scripted_model: ScriptedModel, levels: int
+) -> None:
+    """Before, 150 levels were stored but could not be read back (the conversation lost at the
+    user's reply), and 600 ended the question with a RecursionError."""
+    asks = AskingTool("asks", "Which city?")
+    echo = EchoTool("echo", "echoed")
+    scripted_model.on_suitability(["asks"]).on_extract(Query, {"query": "Rome"}).on_answer("ok")
+    service = conversation_for(
+        domain(), Coordinator("planner", nesting(levels)), asks, echo, model=scripted_model
+    )
+
+    question = await service.ask("q")
+    answer = await service.ask("Rome", session_id=question.session_id)
+
+    assert question.kind == "clarification" and answer.kind == "answer"
+    assert answer.trace.sub_tasks == [] and echo.texts == []
+    assert answer.failures == [
+        f"task 1: coordinator demo.planner raised ValueError: its subtasks nest {levels} levels "
+        f"deep; a task tree may nest at most {MAX_TASK_DEPTH} (orchestrator.max_depth of them "
+        "are processed): put subtasks side by side in sub_tasks instead of each inside the "
+        "previous one"
+    ]
+
+
+async def test_subtasks_nested_to_the_task_depth_are_kept(scripted_model: ScriptedModel) -> None:
+    scripted_model.on_suitability([]).on_answer("ok")
+    orchestrator = orchestrator_for(
+        domain(), Coordinator("planner", nesting(MAX_TASK_DEPTH)), EchoTool("echo", "echoed"),
+        model=scripted_model,
+    )  # fmt: skip
+    task = TaskInfo(task_prompt="q")
+
+    await orchestrator.run_round(task)
+
+    assert task.levels_below() == MAX_TASK_DEPTH
+    assert not any("coordinator" in failure for failure in task.run.failures)

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolwire.task import MAX_TASK_DEPTH
+
 
 class Section(BaseModel):
     """A configuration section: unknown keys are errors, so a typo never passes silently."""
@@ -125,8 +127,9 @@ class OrchestratorSettings(Section):
     selection: SelectionSettings = Field(default_factory=SelectionSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
 
-    max_depth: int = Field(default=4, ge=1)
-    """Deepest subtask level processed (the root task is depth 0)."""
+    max_depth: int = Field(default=4, ge=1, le=MAX_TASK_DEPTH)
+    """Deepest subtask level processed (the root task is depth 0); at most ``MAX_TASK_DEPTH``,
+    the deepest a task tree may nest."""
     deep_search_max_rounds: int = Field(default=3, ge=1)
     model_attempts: int = Field(default=1, ge=1)
     """Attempts the orchestrator makes per model call (on ``ModelError`` or invalid output) before

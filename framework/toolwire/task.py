@@ -11,6 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.run_state import AgentStatus, TaskRun
 
+MAX_TASK_DEPTH = 32
+"""The deepest a task tree may nest (the user's message is depth 0). Subtasks a coordinator
+nests deeper are refused: a tree hundreds of levels deep could be stored but not read back (the
+conversation lost), or broke the orchestrator's recursive steps. ``orchestrator.max_depth``
+(the levels processed) stays within it."""
+
 AGENT_COORDINATOR_MARKER = "\n\n[[toolwire:coordinator-task]]\n\n"
 """Separates a subtask's prompt context (its parent's text) from its own coordinator-set task."""
 
@@ -112,6 +118,16 @@ class TaskInfo(BaseModel):
         for sub_task in self.sub_tasks:
             tasks.extend(sub_task.walk())
         return tasks
+
+    def levels_below(self) -> int:
+        """How many levels of subtasks nest below this task (0: none). Counted without
+        recursion, so a tree of any depth a coordinator made can be measured."""
+        deepest = 0
+        level: list[TaskInfo] = self.sub_tasks
+        while level:
+            deepest += 1
+            level = [child for sub_task in level for child in sub_task.sub_tasks]
+        return deepest
 
 
 def is_coordinator_requested(text: str) -> bool:

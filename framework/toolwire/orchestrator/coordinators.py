@@ -14,7 +14,7 @@ from toolwire.events import CoordinatorFinished, CoordinatorStarted, emit, opene
 from toolwire.logging import bound
 from toolwire.orchestrator.invoke import describe, failed
 from toolwire.run_state import CoordinatorRunRecord, SubtaskDecision, TaskRun
-from toolwire.task import SPEC_FIELDS, TaskInfo
+from toolwire.task import MAX_TASK_DEPTH, SPEC_FIELDS, TaskInfo
 from toolwire.tool_threads import PluginRunner
 from toolwire.tools import AgentCoordinator, ChatbotTool
 
@@ -79,6 +79,7 @@ async def apply_coordinators(
                     "decompose_into_subtasks must return the TaskInfo instance it received "
                     f"(changed in place), not {type(returned).__name__}"
                 )
+            _check_depth(working)
             new = [sub_task for sub_task in working.sub_tasks if id(sub_task) not in originals]
             number_subtasks(working, new)
         except PLUGIN_FAILURES as error:
@@ -124,6 +125,18 @@ async def apply_coordinators(
     task.applied_coordinator_names = applied
     for sub_task, owner in created:
         _stamp(sub_task, owner, task.execution_text(), applied)
+
+
+def _check_depth(task: TaskInfo) -> None:
+    """Refuse a decomposition whose subtasks nest deeper than ``MAX_TASK_DEPTH`` in the tree
+    (the task's depth is in its number: ``"1.2.1"`` is depth 2)."""
+    depth = task.task_no.count(".") + task.levels_below()
+    if depth > MAX_TASK_DEPTH:
+        raise ValueError(
+            f"its subtasks nest {depth} levels deep; a task tree may nest at most "
+            f"{MAX_TASK_DEPTH} (orchestrator.max_depth of them are processed): put subtasks "
+            "side by side in sub_tasks instead of each inside the previous one"
+        )
 
 
 def spec_dump(task: TaskInfo) -> dict[str, Any]:
