@@ -61,6 +61,25 @@ def test_too_many_aliases_are_refused_at_the_first_one_over_the_budget(
     assert f"more than {MAX_ALIASES} aliases" in problem.message
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["default_domain: shop\nllm: &self {model: tiny, again: *self}\n",
+     "default_domain: shop\nllm: &self\n  - 1\n  - *self\n"],
+    ids=["mapping", "list"],
+)  # fmt: skip
+def test_an_alias_inside_its_own_anchor_is_refused_at_the_anchor(
+    isolated: Path, write_file: WriteFile, text: str
+) -> None:
+    """A recursive value: before, a RecursionError and a traceback."""
+    problem = only_problem(write_file("recursive.yaml", text))
+
+    assert problem.line == 2
+    assert problem.message == (
+        "the anchor (&name) on this line is used inside its own value (*name); a configuration "
+        "cannot be recursive: write the values out"
+    )
+
+
 def test_a_few_aliases_and_merge_keys_still_work(isolated: Path, write_file: WriteFile) -> None:
     path = write_file(
         "anchors.yaml",

@@ -130,6 +130,12 @@ def parse_app_config(
     return parse_file(path, AppConfig)
 
 
+MAX_PROBLEMS_SHOWN = 100
+"""Validation problems listed for one file; the rest are counted. A generated file with
+thousands of wrong keys is read in a moment (locating each took a scan of its mapping: a 600 kB
+file took a minute) and its report stays readable."""
+
+
 def load_file(path: Path, model: type[F]) -> F:
     """Read and validate one YAML file; raise one ``ConfigError`` listing all its problems."""
     validated, problems = parse_file(path, model)
@@ -154,9 +160,14 @@ def validate_node(
     plain = dict(document.data)
     node = document.node
     problems: list[Problem] = []
+    unreported = 0
 
     def report(error: ValidationError, prefix: tuple[str | int, ...] = ()) -> None:
+        nonlocal unreported
         for item in error.errors():
+            if len(problems) >= MAX_PROBLEMS_SHOWN:
+                unreported += 1
+                continue
             loc = (*prefix, *item["loc"])
             problems.append(Problem(_describe(model, item, loc), path, line_of(node, loc)))
 
@@ -192,6 +203,10 @@ def validate_node(
         validated.mcp_servers = [e for e in servers if isinstance(e, McpServerEntry)]
     validated._source = SourceLocation(path, 1)
     validated._node = node
+    if unreported:
+        problems.append(
+            Problem(f"… and {unreported} more problem(s) in this file; fix these first", path)
+        )
     return validated, problems
 
 

@@ -199,14 +199,26 @@ def _check_alias_expansion(root: Node, where: str, first_alias_line: int) -> Non
     """Refuse a document whose aliases would multiply it (nested aliases, "billion laughs").
 
     The composed tree shares an aliased node wherever it is referenced; its expanded size is
-    counted once per node (memoised), so the count itself costs one visit per distinct node.
+    counted once per node (memoised), so the count itself costs one visit per distinct node. An
+    alias inside the collection it names (``&x [*x]``) would expand for ever: refused too.
     """
     expanded: dict[int, int] = {}
+    counting: set[int] = set()
 
     def size(node: Node) -> int:
         known = expanded.get(id(node))
         if known is not None:
             return known
+        if id(node) in counting:
+            raise ConfigError(
+                Problem(
+                    "the anchor (&name) on this line is used inside its own value (*name); a "
+                    "configuration cannot be recursive: write the values out",
+                    where,
+                    node.start_mark.line + 1,
+                )
+            )
+        counting.add(id(node))
         total = 1
         if isinstance(node, SequenceNode):
             total += sum(size(item) for item in node.value)
