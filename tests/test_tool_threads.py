@@ -10,11 +10,16 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from orchestration_kit import NoParams, plugin_of
+from toolwire import App, OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.errors import ToolThreadsExhaustedError, ToolTimeoutError
-from toolwire.tool_threads import PluginRunner
+from toolwire.registry import DomainSpec
+from toolwire.testing import ScriptedModel
+from toolwire.tool_threads import IDLE_EXIT_S, PluginRunner
 
 
 @pytest.fixture
@@ -139,3 +144,65 @@ def test_a_tool_stuck_for_good_does_not_keep_the_process_from_exiting() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "timed out"  # after the plugin_call_timed_out event
+
+
+async def wait_for_no_thread_of(runner: PluginRunner, within_s: float) -> None:
+    """Poll until the runner's threads have ended; well under ``IDLE_EXIT_S``, so only a
+    release (not the idle timeout) can pass this."""
+    assert within_s < IDLE_EXIT_S
+    deadline = time.monotonic() + within_s
+    while runner.threads.alive:
+        assert time.monotonic() < deadline, f"{runner.threads.alive} thread(s) still alive"
+        await asyncio.sleep(0.02)
+
+
+async def test_released_threads_end_at_once_and_a_later_call_starts_them_again(
+    release: threading.Event,
+) -> None:
+    runner = PluginRunner(threads=3, timeout_s=None)
+    assert await asyncio.gather(*(runner.call(time.sleep, 0.05) for _ in range(3))) == [None] * 3
+    stuck = asyncio.ensure_future(runner.call(release.wait, 30))
+    await asyncio.sleep(0.05)
+    assert runner.threads.alive == 3
+
+    runner.release_threads()
+    await asyncio.sleep(0.2)
+    assert runner.threads.busy == 1 and runner.threads.alive == 1  # a running call keeps its own
+
+    release.set()
+    assert await stuck is True
+    runner.release_threads()
+    await wait_for_no_thread_of(runner, within_s=2)
+    assert await runner.call(lambda: "runs again") == "runs again"
+
+
+async def test_a_closed_app_leaves_no_tool_thread_behind(tmp_path: Path) -> None:
+    """An app built and closed in a loop (tests, a reload) kept each app's idle tool threads
+    for ``IDLE_EXIT_S``: 50 apps, 50 threads and more."""
+    (tmp_path / "toolwire.yaml").write_text("sessions:\n  store: memory\n", encoding="utf-8")
+    for _ in range(3):
+        model = ScriptedModel().on_suitability(["echo"]).on_answer()
+        app = App.load(
+            tmp_path / "toolwire.yaml",
+            plugins=[plugin_of(DomainSpec(name="demo"), PlainEcho)],
+            load_entry_points=False,
+            llm=model,
+        )
+        answer = await app.ask("q", domain="demo")
+        assert answer.text.startswith("echoed from a tool thread")
+        assert app.plugin_runner.threads.alive >= 1
+        await app.aclose()
+        await wait_for_no_thread_of(app.plugin_runner, within_s=2)
+
+
+class PlainEcho(OrchestratorActivatedTool[NoParams]):
+    """A plain (blocking) method: it runs in a tool thread."""
+
+    name = "echo"
+
+    def executable_instruction(self) -> str:
+        return "echo: always"
+
+    def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
+        assert threading.current_thread().name.startswith("toolwire-tool-")
+        return ToolExecutionResult.context("echoed from a tool thread")

@@ -261,9 +261,11 @@ class App:
         return self.mcp_discovery.problems
 
     async def aclose(self) -> None:
-        """Release the model and the session store this app created (not ones passed in), and
-        close the connections to MCP servers (stopping the ones started as commands)."""
+        """Release the model and the session store this app created (not ones passed in), close
+        the connections to MCP servers (stopping the ones started as commands), and end the idle
+        tool threads. The app can still answer: what it needs is started again."""
         await self.mcp.aclose()
+        self.plugin_runner.release_threads()
         if self._owns_llm and self._llm is not None:
             await self._llm.aclose()
             self._llm = None

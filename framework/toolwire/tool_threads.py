@@ -9,7 +9,8 @@ are joined when the interpreter exits, so one tool stuck for good would keep ``t
 stopping server from ever exiting. These threads are daemons: an abandoned call (its caller timed
 out) occupies its thread until it returns, never more than ``size`` threads, and never blocks exit.
 Once every thread is held by such a call, new calls fail at once instead of queueing for ever.
-Idle threads end by themselves, so the pool needs no closing.
+Idle threads end by themselves after a while; :meth:`ToolThreads.release` ends them at once (an
+app that is closed does), and a later call starts threads again.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from toolwire.settings import OrchestratorSettings
 
 log = structlog.get_logger(__name__)
 
-_Work = tuple[Future[Any], Callable[[], Any]]
+_Work = tuple[Future[Any], Callable[[], Any]] | None
+"""A call and its future; None tells the thread that takes it to end if it is not needed."""
 
 IDLE_EXIT_S = 10.0
 """A thread with nothing to do for this long ends (a new one starts when work comes)."""
@@ -64,6 +66,12 @@ class ToolThreads:
         """Threads running a call right now (including calls whose caller gave up)."""
         return self._busy
 
+    @property
+    def alive(self) -> int:
+        """Threads of the pool that have not ended (running a call or waiting for one)."""
+        with self._lock:
+            return sum(thread.is_alive() for thread in self._threads)
+
     def submit(self, call: Callable[[], Any]) -> Future[Any]:
         """Queue ``call``; its future holds the result or whatever it raised."""
         future: Future[Any] = Future()
@@ -90,6 +98,14 @@ class ToolThreads:
             self._abandoned += 1
         future.add_done_callback(self._returned)  # runs at once if it has returned meanwhile
 
+    def release(self) -> None:
+        """End the idle threads now instead of after ``IDLE_EXIT_S`` (a running call keeps its
+        thread until it returns); a later :meth:`submit` starts threads again."""
+        with self._lock:
+            threads = len(self._threads)
+        for _ in range(threads):  # a thread that takes one while it is needed goes on
+            self._queue.put(None)
+
     def _returned(self, _future: Future[Any]) -> None:
         with self._lock:
             self._abandoned -= 1
@@ -101,6 +117,12 @@ class ToolThreads:
             except queue.Empty:
                 with self._lock:  # submit() decides under this lock whether to start a thread
                     if self._queue.empty():
+                        self._threads.discard(threading.current_thread())
+                        return
+                continue
+            if work is None:  # release(): end unless calls submitted since need this thread
+                with self._lock:
+                    if self._outstanding < len(self._threads):
                         self._threads.discard(threading.current_thread())
                         return
                 continue
@@ -143,6 +165,10 @@ class PluginRunner:
         """The runner ``orchestrator.tool_threads`` and ``orchestrator.tool_timeout_s`` ask for
         (no thread starts before the first plain method runs)."""
         return cls(threads=settings.tool_threads, timeout_s=settings.tool_timeout_s)
+
+    def release_threads(self) -> None:
+        """Let the idle tool threads end now (:meth:`ToolThreads.release`)."""
+        self.threads.release()
 
     async def call(self, method: Callable[..., Any], *args: Any) -> Any:
         """``method(*args)``, awaited if needed, with the caller's context variables (structlog's
