@@ -191,24 +191,23 @@ def test_an_empty_or_comment_only_file_is_the_defaults(
     assert config.tools == [] and config.domains == [] and config.default_domain is None
 
 
-def test_an_unknown_yaml_tag_is_located(isolated: Path, write_file: WriteFile) -> None:
-    path = write_file("tagged.yaml", "default_domain: shop\ntools:\n  - !foo {name: x}\n")
-    with pytest.raises(ConfigError) as raised:
-        load_app_config(path)
-    assert problems_of(raised) == [
-        f"{path}:3: invalid YAML: could not determine a constructor for the tag '!foo'"
-    ]
-
-
-def test_max_depth_stays_within_the_depth_a_task_tree_may_nest(
-    isolated: Path, write_file: WriteFile
+@pytest.mark.parametrize(
+    ("text", "located"),
+    [
+        ("default_domain: shop\ntools:\n  - !foo {name: x}\n",
+         "3: invalid YAML: could not determine a constructor for the tag '!foo'"),
+        ("orchestrator:\n  max_depth: 33\n",  # beyond toolwire.task.MAX_TASK_DEPTH
+         "2: orchestrator.max_depth: Input should be less than or equal to 32"),
+    ],
+    ids=["unknown-tag", "max-depth-beyond-the-task-depth"],
+)  # fmt: skip
+def test_a_problem_is_located(
+    isolated: Path, write_file: WriteFile, text: str, located: str
 ) -> None:
-    path = write_file("app.yaml", "orchestrator:\n  max_depth: 33\n")
+    path = write_file("app.yaml", text)
     with pytest.raises(ConfigError) as raised:
         load_app_config(path)
-    assert problems_of(raised) == [
-        f"{path}:2: orchestrator.max_depth: Input should be less than or equal to 32"
-    ]
+    assert problems_of(raised) == [f"{path}:{located}"]
 
 
 def test_a_file_with_thousands_of_problems_lists_the_first_and_counts_the_rest(
