@@ -4,7 +4,8 @@ Logs are written to stderr so that command output on stdout (``toolwire tools --
 clean. ``TOOLWIRE_LOG_LEVEL`` (default ``warning``) sets the threshold; build steps
 (``plugin_loaded``, ``tool_registered``, ``tool_wired``) are ``info`` events. Every event is
 redacted before it is rendered (``toolwire.redaction``): secret shapes and known secret values
-are masked.
+are masked. On a terminal, control characters in values are shown escaped
+(``toolwire.printable``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from toolwire.printable import printable_event
 from toolwire.redaction import redact_event
 
 LOG_LEVEL_ENV = "TOOLWIRE_LOG_LEVEL"
@@ -42,8 +44,10 @@ def configure_logging(
     level_name = os.environ.get(LOG_LEVEL_ENV, default_level).upper()
     level = logging.getLevelNamesMapping().get(level_name, logging.WARNING)
     renderer: structlog.typing.Processor
+    shown: list[structlog.typing.Processor] = []
     if stream.isatty():
         renderer = structlog.dev.ConsoleRenderer()
+        shown = [printable_event]  # JSON escapes control characters; a terminal would run them
     else:
         renderer = structlog.processors.JSONRenderer()
     structlog.configure(
@@ -54,6 +58,7 @@ def configure_logging(
             structlog.processors.format_exc_info,
             *extra_processors,
             redact_event,
+            *shown,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),

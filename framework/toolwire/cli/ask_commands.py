@@ -7,16 +7,17 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.tree import Tree
 
 from toolwire.app import App
 from toolwire.cli.live import LiveView, watch
 from toolwire.cli.state import load_app_or_exit
+from toolwire.cli.text import literal, not_utf8, session_id_problem
 from toolwire.disclosure import disclosed_answer
 from toolwire.errors import ToolwireError
 from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.orchestrator import Answer, TaskTrace
+from toolwire.printable import printable
 from toolwire.run_state import SelectionRecord
 from toolwire.selection.routing import RoutingRecord
 
@@ -57,6 +58,9 @@ def ask(
     json_output: Annotated[bool, typer.Option("--json", help="Print the Answer as JSON.")] = False,
 ) -> None:
     """Ask one question; a clarifying question prints the session id to reply with."""
+    problem = not_utf8(message, "the message") or (session and session_id_problem(session))
+    if problem:
+        _refuse(problem)
     app = load_app(ctx)
     console = Console(highlight=False)
     view = LiveView(console, Console(stderr=True, highlight=False), stream_text=not json_output)
@@ -83,10 +87,16 @@ def chat(ctx: typer.Context, domain: DomainOption = None, trace: TraceFlag = Fal
             _fail(error)
     console = Console(highlight=False)
     console.print("[dim]Ask away; an empty line, 'exit' or Ctrl-D ends the chat.[/dim]")
-    try:
-        asyncio.run(_chat(app, console, domain, trace))
-    except ToolwireError as error:
-        _fail(error)
+    # One event loop for every question, the prompt read in the main thread between them: a
+    # Ctrl-C at the prompt ends the chat at once (read in a worker thread, it left the process
+    # waiting for that thread's line at exit).
+    with asyncio.Runner() as runner:
+        try:
+            _chat(runner, app, console, domain, trace)
+        except ToolwireError as error:
+            _fail(error)
+        finally:
+            runner.run(app.aclose())
 
 
 async def _ask_once(
@@ -98,26 +108,28 @@ async def _ask_once(
         await app.aclose()
 
 
-async def _chat(app: App, console: Console, domain: str | None, trace: bool) -> None:
+def _chat(
+    runner: asyncio.Runner, app: App, console: Console, domain: str | None, trace: bool
+) -> None:
     session_id: str | None = None
-    try:
-        while True:
-            prompt = "reply> " if session_id else "you> "
-            try:
-                line = (await asyncio.to_thread(console.input, prompt)).strip()
-            except EOFError:
-                break
-            if not line or line.lower() in EXIT_WORDS:
-                break
-            ask_domain = None if session_id else domain
-            view = LiveView(console, Console(stderr=True, highlight=False), stream_text=True)
-            answer = disclosed_answer(
-                await watch(app, line, ask_domain, session_id, view), verbose=trace
-            )
-            session_id = answer.session_id if answer.kind == "clarification" else None
-            show_answer(console, answer, trace=trace, streamed=view.text)
-    finally:
-        await app.aclose()
+    while True:
+        prompt = "reply> " if session_id else "you> "
+        try:
+            line = console.input(prompt).strip()
+        except EOFError:
+            return
+        if not line or line.lower() in EXIT_WORDS:
+            return
+        problem = not_utf8(line, "that line")
+        if problem:
+            console.print(problem, markup=False)
+            continue
+        ask_domain = None if session_id else domain
+        view = LiveView(console, Console(stderr=True, highlight=False), stream_text=True)
+        answered = runner.run(watch(app, line, ask_domain, session_id, view))
+        answer = disclosed_answer(answered, verbose=trace)
+        session_id = answer.session_id if answer.kind == "clarification" else None
+        show_answer(console, answer, trace=trace, streamed=view.text)
 
 
 def show_answer(console: Console, answer: Answer, *, trace: bool, streamed: str = "") -> None:
@@ -128,19 +140,19 @@ def show_answer(console: Console, answer: Answer, *, trace: bool, streamed: str 
     (the composition failed) is printed whole."""
     shown = streamed.strip()
     if answer.kind == "clarification":
-        console.print(f"[bold yellow]?[/bold yellow] {escape(answer.text)}")
+        console.print(f"[bold yellow]?[/bold yellow] {literal(answer.text)}")
     elif shown and shown in answer.text:
         console.print()  # ends the streamed text's line
     else:
         if shown:
             console.print("\n[dim](the answer, as it stands:)[/dim]")
-        console.print(escape(answer.text))
+        console.print(literal(answer.text))
     written = shown if shown and shown in answer.text else answer.text
     for text in answer.guaranteed_contexts:
         if text not in written:
-            console.print(f"[green]▌[/green] {escape(text)}")
+            console.print(f"[green]▌[/green] {literal(text)}")
     for failure in answer.failures:
-        console.print(f"[red]failed:[/red] {escape(failure)}")
+        console.print(f"[red]failed:[/red] {literal(failure)}")
     if trace:
         if answer.routing is not None:
             console.print(routing_line(answer.routing))
@@ -151,7 +163,7 @@ def show_answer(console: Console, answer: Answer, *, trace: bool, streamed: str 
                 f"prompt ({_cached(call.cached_prompt_tokens, call.prompt_tokens)}, "
                 f"{call.shared_prefix_chars} chars of prefix shared), {call.completion_tokens} "
                 f"completion{' (cut off at the limit)' if call.truncated else ''}"
-                f"{'' if call.ok else ' — failed: ' + escape(call.error or '')}[/dim]"
+                f"{'' if call.ok else ' — failed: ' + literal(call.error or '')}[/dim]"
             )
         usage = answer.usage
         console.print(
@@ -170,9 +182,9 @@ def routing_line(routing: RoutingRecord) -> str:
     """How a message that named no domain was routed: the domain, who decided, the scores."""
     scores = ", ".join(f"{s.domain} {s.score:.2f}" for s in routing.scores) or "no match"
     where = routing.domain or "no domain fits (the default domain answers)"
-    line = f"[cyan]routed[/cyan] to {escape(where)} by {routing.decided_by} [dim]({scores})[/dim]"
+    line = f"[cyan]routed[/cyan] to {literal(where)} by {routing.decided_by} [dim]({scores})[/dim]"
     if routing.failure:
-        line += f" [red]{escape(routing.failure)}[/red]"
+        line += f" [red]{literal(routing.failure)}[/red]"
     return line
 
 
@@ -182,24 +194,24 @@ def trace_tree(task: TaskTrace, tree: Tree | None = None) -> Tree:
     if task.decision is not None:
         label += f" [cyan](conditional: {task.decision.value})[/cyan]"
     if task.prompt_type:
-        label += f" [dim]type={escape(task.prompt_type)}[/dim]"
+        label += f" [dim]type={literal(task.prompt_type)}[/dim]"
     question = task.user_message or task.task_prompt
-    label += f"  {escape(_short(question))}"
+    label += f"  {literal(_short(question))}"
     node = tree.add(label) if tree is not None else Tree(label)
     if question != task.task_prompt:
-        rewritten = escape(_short(task.task_prompt))
+        rewritten = literal(_short(task.task_prompt))
         node.add(f"[dim]task prompt after the coordinators: {rewritten}[/dim]")
     if task.owner_coordinator_name:
         required = ", ".join(task.required_tool_names)
         node.add(
-            f"[dim]owner {escape(task.owner_coordinator_name)}"
-            + (f", required {escape(required)}" if required else "")
+            f"[dim]owner {literal(task.owner_coordinator_name)}"
+            + (f", required {literal(required)}" if required else "")
             + "[/dim]"
         )
     for run in task.coordinators:
-        detail = f": {escape(run.detail)}" if run.detail else ""
+        detail = f": {literal(run.detail)}" if run.detail else ""
         node.add(
-            f"[magenta]coordinator[/magenta] {escape(run.coordinator_name)} {run.outcome}{detail}"
+            f"[magenta]coordinator[/magenta] {literal(run.coordinator_name)} {run.outcome}{detail}"
         )
     for sub_task in task.sub_tasks:
         trace_tree(sub_task, node)
@@ -207,17 +219,17 @@ def trace_tree(task: TaskTrace, tree: Tree | None = None) -> Tree:
         _selection_node(node, task.selection)
     for tool in task.tools:
         style = "red" if tool.outcome == "error" else "blue"
-        detail = f" — {escape(_short(tool.detail))}" if tool.detail else ""
+        detail = f" — {literal(_short(tool.detail))}" if tool.detail else ""
         node.add(
-            f"[{style}]tool[/{style}] {escape(tool.tool_name)} ({tool.reason}) "
+            f"[{style}]tool[/{style}] {literal(tool.tool_name)} ({tool.reason}) "
             f"{tool.outcome}{detail}"
         )
     for note in task.notes:
-        node.add(f"[dim]{escape(note)}[/dim]")
+        node.add(f"[dim]{literal(note)}[/dim]")
     shown = {tool.detail for tool in task.tools if tool.outcome == "error"}
     for failure in task.failures:
         if failure not in shown:
-            node.add(f"[red]failed: {escape(failure)}[/red]")
+            node.add(f"[red]failed: {literal(failure)}[/red]")
     return node
 
 
@@ -228,15 +240,15 @@ def _selection_node(parent: Tree, selection: SelectionRecord) -> None:
     how = "retrieved" if selection.retrieved else "all"
     node = parent.add(
         f"[cyan]selection[/cyan] {selection.mode}: {len(selection.candidates)} candidate(s) "
-        f"({how}) → {escape(activated)}"
+        f"({how}) → {literal(activated)}"
     )
     for candidate in selection.candidates:
         node.add(
-            f"[dim]{escape(candidate.tool_name)} (score {candidate.score:.2f}): "
-            f"{escape(selection.why(candidate.tool_name))}[/dim]"
+            f"[dim]{literal(candidate.tool_name)} (score {candidate.score:.2f}): "
+            f"{literal(selection.why(candidate.tool_name))}[/dim]"
         )
     if selection.ignored:
-        node.add(f"[dim]not candidates, ignored: {escape(', '.join(selection.ignored))}[/dim]")
+        node.add(f"[dim]not candidates, ignored: {literal(', '.join(selection.ignored))}[/dim]")
 
 
 def _status_style(task: TaskTrace) -> str:
@@ -251,8 +263,16 @@ def _short(text: str, limit: int = 100) -> str:
 
 
 def _fail(error: ToolwireError) -> NoReturn:
-    Console(stderr=True, highlight=False, soft_wrap=True).print(str(error), markup=False)
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        printable(str(error)), markup=False
+    )
     raise typer.Exit(1)
+
+
+def _refuse(problem: str) -> NoReturn:
+    """A command line that cannot be used as given: say why, exit 2 (as for a usage error)."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(problem, markup=False)
+    raise typer.Exit(2)
 
 
 @hookimpl

@@ -17,6 +17,7 @@ from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.logging import configure_logging
 from toolwire.mcp.discovery import McpListing
 from toolwire.plugins import PluginInfo, discover
+from toolwire.printable import printable
 from toolwire.registry import to_wire_name
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -123,7 +124,7 @@ def check(
     if connect:
         for server, offered in app.mcp_discovery.listed.items():
             names = ", ".join(tool.name for tool in offered) or "no tools"
-            typer.echo(f"mcp server {server!r} offers: {names}")
+            typer.echo(printable(f"mcp server {server!r} offers: {names}"))  # the server's names
     if failed or app.mcp_problems:
         raise typer.Exit(1)
     servers = len(app.config.mcp_servers)

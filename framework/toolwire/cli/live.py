@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.markup import escape
 from rich.status import Status
 
 from toolwire.app import App
+from toolwire.cli.text import literal
 from toolwire.events import (
     AnswerDelta,
     CoordinatorStarted,
@@ -31,6 +31,7 @@ from toolwire.events import (
 )
 from toolwire.orchestrator import Answer
 from toolwire.orchestrator.streaming import Answered
+from toolwire.printable import printable
 
 MB = 1_000_000
 
@@ -98,14 +99,15 @@ class LiveView:
         self.line = text
         if self.status is not None:
             elapsed = time.monotonic() - self.started
-            self.status.update(f"{escape(text)} [dim]{elapsed:.1f} s[/dim]")
+            self.status.update(f"{literal(text)} [dim]{elapsed:.1f} s[/dim]")
 
     def _answer_piece(self, text: str) -> None:
         self.streamed.append(text)
         if not self.stream_text:
             return
         self._stop_status()  # the answer owns the terminal from here on
-        self.out.print(escape(text), end="", soft_wrap=True, highlight=False)
+        # no markup at all: a piece ending in a backslash would get a second one from escape()
+        self.out.print(printable(text), end="", soft_wrap=True, highlight=False, markup=False)
         self.out.file.flush()
 
     def _model_progress(self, event: ModelProgress) -> None:
@@ -118,7 +120,7 @@ class LiveView:
             done = "assembled" if event.stage == "assembled" else "ready"
             size = f" ({event.bytes_total // MB} MB)" if event.stage == "assembled" else ""
             self.err.print(
-                f"[dim]embedded model {escape(event.model)} {done}{size} in "
+                f"[dim]embedded model {literal(event.model)} {done}{size} in "
                 f"{event.seconds:.1f} s[/dim]"
             )
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from toolwire.app import App
 from toolwire.errors import ConfigError, PluginError, Problem
 from toolwire.mcp.discovery import McpListing
+from toolwire.printable import printable
 from toolwire.settings import ServerSettings
 
 
@@ -54,7 +55,7 @@ def report_problems(problems: Sequence[Problem | str]) -> None:
     """Each problem as one plain line on stderr."""
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     for problem in problems:
-        err.print(str(problem), markup=False)
+        err.print(printable(str(problem)), markup=False)  # may quote an MCP server's stderr
 
 
 PIPED_WIDTH = 100_000
