@@ -129,6 +129,21 @@ async def test_unknown_and_expired_sessions_are_clear_errors(make_store) -> None
         await store.load(created.session_id)
 
 
+async def test_the_memory_store_forgets_expired_conversations_nobody_asks_for() -> None:
+    """Expired rows were dropped only when their own id was asked for: every unanswered
+    clarification of a long-running server stayed in memory for the life of the process."""
+    clock = Clock()
+    store = MemorySessionStore(ttl_s=10, clock=clock)
+    for _ in range(1_000):
+        await store.create("demo", TaskInfo(task_prompt="q"))
+    clock.now += 11
+    live = [await store.create("demo", TaskInfo(task_prompt="q")) for _ in range(100)]
+
+    assert len(store._rows) <= 2 * len(live)
+    for session in live:  # the ones within their time are all still there
+        assert (await store.load(session.session_id)).version == 1
+
+
 def damage(store: SessionStore, session_id: str, column: str, value: object) -> None:
     """Overwrite one stored column (``task`` or ``version``) behind the store's back."""
     if isinstance(store, MemorySessionStore):

@@ -26,18 +26,27 @@ class _MemoryRow:
     owner: str | None
 
 
+PURGE_FLOOR = 64
+"""Rows the store holds before it first looks for expired ones."""
+
+
 class MemorySessionStore:
     """Sessions in this process's memory (tests, one-shot scripts); gone when the process ends.
 
     Tasks are stored as JSON, so a caller changing a loaded task never changes the stored one.
+    Expired rows are purged when a new session finds the store twice as full as after the last
+    purge: conversations nobody answers cost memory for ``ttl_s``, not for the process's life.
     """
 
     def __init__(self, ttl_s: float = 86_400, *, clock: Clock = time.monotonic) -> None:
         self.ttl_s = ttl_s
         self._clock = clock
         self._rows: dict[str, _MemoryRow] = {}
+        self._purge_at = PURGE_FLOOR
 
     async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
+        if len(self._rows) >= self._purge_at:
+            self._purge_expired()
         session_id = new_session_id()
         row = _MemoryRow(domain, task_payload(task), 1, self._expiry(), owner)
         self._rows[session_id] = row
@@ -67,6 +76,12 @@ class MemorySessionStore:
 
     def _expiry(self) -> float:
         return self._clock() + self.ttl_s
+
+    def _purge_expired(self) -> None:
+        """Drop every expired row (one pass; amortised over the creates that filled the store)."""
+        now = self._clock()
+        self._rows = {key: row for key, row in self._rows.items() if row.expires > now}
+        self._purge_at = max(PURGE_FLOOR, 2 * len(self._rows))
 
     def _row(self, session_id: str) -> _MemoryRow:
         row = self._rows.get(session_id)
