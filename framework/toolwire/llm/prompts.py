@@ -206,6 +206,10 @@ def render_contexts(contexts: Sequence[PromptAndContext]) -> str:
     )
 
 
+_ANY_OWN_TAG = re.compile(r"<(?=\s*/?\s*(?:task|external_content|status)\b)", re.IGNORECASE)
+_STATUS_TAG = re.compile(r"<(?=\s*/?\s*status\b)", re.IGNORECASE)
+
+
 def status_block(
     *,
     calls_made: int,
@@ -215,19 +219,33 @@ def status_block(
 ) -> str:
     """The agent status block appended at the very end of a long loop's prompt (SPEC §5).
 
-    It goes last because it changes every round; everything before it stays cacheable.
+    It goes last because it changes every round; everything before it stays cacheable. The
+    missing items and notes (the gatekeeper's words, which read retrieved pages; page names) are
+    each one line, with toolwire's own tags escaped: they cannot end the block or add a line of
+    budget to it.
     """
     lines = ["<status>", f"Model calls made: {calls_made} of {call_budget}."]
     remaining = max(call_budget - calls_made, 0)
     lines.append(f"Calls remaining: {remaining}.")
     if missing:
         lines.append("Still missing:")
-        lines.extend(f"- {item}" for item in missing)
+        lines.extend(f"- {_status_line(item)}" for item in missing)
     else:
         lines.append("Still missing: nothing.")
-    lines.extend(notes)
+    lines.extend(_status_line(note) for note in notes)
     lines.append("</status>")
     return "\n".join(lines)
+
+
+def _status_line(text: str) -> str:
+    return _ANY_OWN_TAG.sub("&lt;", " ".join(text.split()))
+
+
+def with_agent_status(text: str, status: AgentStatus) -> str:
+    """``text`` followed by the deep search round's status block, last (SPEC §5). Only toolwire
+    writes a status block: ``<status`` in the text (the user's words, a coordinator's prompt
+    context) is escaped, so no one else's block can pass for it."""
+    return f"{_STATUS_TAG.sub('&lt;', text)}\n\n{agent_status_block(status)}"
 
 
 @lru_cache(maxsize=256)

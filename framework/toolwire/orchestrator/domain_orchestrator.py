@@ -46,7 +46,7 @@ from toolwire.llm.base import (
     domain_prompt,
     retrieval_place,
 )
-from toolwire.llm.prompts import agent_status_block
+from toolwire.llm.prompts import with_agent_status
 from toolwire.logging import bound
 from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
 from toolwire.orchestrator.answer import answer_cut_off
@@ -329,7 +329,7 @@ class DomainOrchestrator:
         if run.state is ToolRunState.WAITING:
             text = clarified_text(text, task.run.clarifications)
         if execution_text.status is not None:  # for the model, after everything else (SPEC §5)
-            text = f"{text}\n\n{agent_status_block(execution_text.status)}"
+            text = with_agent_status(text, execution_text.status)
         try:
             instruction = tool.parameter_instruction()
         except PLUGIN_FAILURES as error:
