@@ -34,6 +34,7 @@ from mcp_support.serving import (
 from server_support.plugin import NOTHING
 from toolwire import App, OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.errors import ModelError
+from toolwire.llm import Purpose
 from toolwire.testing import ScriptedModel
 
 TOKEN = "mcp-test-token"
@@ -260,6 +261,33 @@ async def test_a_failing_tool_is_an_error_result_with_secrets_masked(
     offered = "unknown tool 'demo.nope'; this server offers: demo.ask, demo.boom"
     with pytest.raises(MCPError, match=re.escape(offered)):
         await served.call("demo.nope", {})
+
+
+async def test_domain_ask_refuses_what_post_v1_ask_refuses(toolwire_app_factory: Any) -> None:
+    """The message limit of the HTTP service held for ``<domain>.ask`` too: a 2 MB message over
+    stdio ran the whole orchestrator. Over the SDK's client (in process)."""
+    from toolwire.mcp.server import DomainMcpServer
+
+    demo = make_plugin("demo", domains=("demo",))
+    config = DEMO_CONFIG + "server: {max_message_chars: 50}\n"
+    model = ScriptedModel().on_answer("fine")
+    app = toolwire_app_factory(plugins=[demo], config=config, llm=model)
+    async with Client(DomainMcpServer(app, "demo").server) as client:
+        too_long = await client.call_tool("demo.ask", {"message": "x" * 51})
+        not_a_session = await client.call_tool(
+            "demo.ask", {"message": "Paris", "session_id": "a b\u0000"}
+        )
+        fine = await client.call_tool("demo.ask", {"message": "x" * 50})
+
+    assert too_long.is_error and not_a_session.is_error and not fine.is_error
+    assert too_long.content[0].text == (  # type: ignore[union-attr]
+        "invalid arguments for demo.ask: the message has 51 characters; the limit is 50 "
+        "(server.max_message_chars); shorten it"
+    )
+    assert "session_id: Value error, this is not a session id" in (
+        not_a_session.content[0].text  # type: ignore[union-attr]
+    )
+    assert len(model.calls_for(Purpose.ANSWER)) == 1  # only the message within the limit ran
 
 
 def refuse_with_the_key(_question: str, _contexts: object) -> str:

@@ -37,7 +37,8 @@ from toolwire.mcp.callers import caller_of
 from toolwire.orchestrator.execution import execute
 from toolwire.orchestrator.invoke import describe, failed
 from toolwire.redaction import redact
-from toolwire.server.problems import api_error_for
+from toolwire.server.problems import ApiError, api_error_for
+from toolwire.server.questions import check_message
 from toolwire.sessions.base import SessionIdText
 from toolwire.tools import ChatbotTool, OrchestratorActivatedTool, ResultKind
 
@@ -198,6 +199,10 @@ class DomainMcpServer:
             request = AskArguments.model_validate(arguments)
         except ValidationError as error:
             return _error(f"invalid arguments for {self.ask_name}: {_validation_message(error)}")
+        try:
+            check_message(request.message, self.app.config.server)
+        except ApiError as error:
+            return _error(f"invalid arguments for {self.ask_name}: {error.message}")
         resumes = request.session_id is not None
         log.info("mcp_ask", domain=self.domain, resumes=resumes, caller=caller)
         verbose = self.app.config.server.expose_error_details

@@ -212,7 +212,7 @@ def _api_router() -> APIRouter:
         then the same ``Answer`` (docs/server.md, "Streaming")."""
         state = _state(request)
         app, settings = state.ready_app(), state.ready_settings()
-        check_message(body, settings)
+        check_message(body.message, settings)
         if body.stream or SSE_MEDIA_TYPE in request.headers.get("accept", ""):
             return event_stream_response(app, body, caller, settings)
         limit = settings.request_timeout_s

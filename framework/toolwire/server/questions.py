@@ -18,15 +18,16 @@ from toolwire.settings import ServerSettings
 log = structlog.get_logger(__name__)
 
 
-def check_message(body: AskRequest, settings: ServerSettings) -> None:
-    """A message over ``server.max_message_chars`` is refused (422) before anything runs."""
-    if len(body.message) > settings.max_message_chars:
+def check_message(message: str, settings: ServerSettings) -> None:
+    """A message over ``server.max_message_chars`` is refused (422) before anything runs
+    (``POST /v1/ask`` and the MCP ``<domain>.ask`` tool)."""
+    if len(message) > settings.max_message_chars:
         raise ApiError(
             422,
             "message_too_long",
-            f"the message has {len(body.message)} characters; the limit is "
+            f"the message has {len(message)} characters; the limit is "
             f"{settings.max_message_chars} (server.max_message_chars); shorten it",
-            details={"length": len(body.message), "limit": settings.max_message_chars},
+            details={"length": len(message), "limit": settings.max_message_chars},
         )
 
 
