@@ -251,6 +251,53 @@ async def test_a_server_that_died_is_started_again() -> None:
         await server.aclose()
 
 
+CHATTING_STAND_IN = """
+import http.server, json, os, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def reply(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def do_GET(self):
+        self.reply({"status": "ok"})
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        message = {"role": "assistant", "content": f"served by {os.getpid()}"}
+        self.reply({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+async def test_the_model_answers_again_after_its_server_died() -> None:
+    """The server killed (out of memory, a crash) between two questions: the next call starts
+    it again and goes to the new one, instead of failing on the dead port for ever."""
+    server = StandInServer(CHATTING_STAND_IN)
+    settings = LLMSettings(model="m", max_retries=0, timeout_s=10)
+    gateway = OpenAIGateway(
+        settings, model="m", base_url_provider=server.ensure_started, on_close=server.aclose
+    )
+    try:
+        answer = await gateway.answer("q", [])
+        first = server.process
+        assert first is not None and answer == f"served by {first.pid}"
+        first.kill()
+        first.wait()
+
+        answer = await gateway.answer("q", [])
+
+        assert server.process is not None and server.process is not first
+        assert answer == f"served by {server.process.pid}"
+    finally:
+        await gateway.aclose()
+
+
 async def test_a_start_failure_reports_the_exit_code_and_the_output_tail() -> None:
     script = "import sys; print('loading model', file=sys.stderr); print('bad magic', file=sys.stderr); sys.exit(3)"  # noqa: E501
     server = StandInServer(script)

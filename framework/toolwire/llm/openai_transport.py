@@ -113,6 +113,8 @@ class OpenAITransport:
         self._api_key = api_key
         self._model = model
         self._base_url_provider = base_url_provider
+        self._provided_url: str | None = None
+        """What ``base_url_provider`` answered for the current client."""
         self._client = client
         self._client_lock = asyncio.Lock()
         self._structured: StructuredMode = cast(
@@ -232,11 +234,21 @@ class OpenAITransport:
         return reply.result()
 
     async def _connect(self, request: ChatRequest, deadline: float) -> AsyncOpenAI:
+        """The client for this call. A ``base_url_provider`` is asked before every call, not
+        only the first: the embedded model's server that died (killed, out of memory) is started
+        again there, on another port, and the client follows it."""
         async with self._client_lock:
+            base_url = self._base_url
+            if self._base_url_provider is not None:
+                base_url = await self._base_url_provider()
+                if self._client is not None and base_url != self._provided_url:
+                    log.info("llm_server_moved", purpose=request.purpose, base_url=base_url)
+                    await self._client.close()
+                    self._client = None
+                self._provided_url = base_url
             if self._client is None:
-                base_url = await self._base_url_provider() if self._base_url_provider else None
                 self._client = AsyncOpenAI(
-                    base_url=base_url or self._base_url,
+                    base_url=base_url,
                     api_key=self._api_key or "not-needed",
                     max_retries=0,  # retries are ours, bounded by the request's time
                 )
