@@ -222,3 +222,26 @@ async def test_an_answer_cut_off_at_its_length_limit_is_listed_as_a_failure(
     assert [call.truncated for call in answer.model_calls if call.purpose == "answer"] == [cut_off]
     # a caller who sees no error details (HTTP, MCP) still learns that the text is not whole
     assert disclosed_answer(answer, verbose=False).failures == expected
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""Valid JSON nested deeper than Python's json reader can follow (it raised RecursionError)."""
+
+
+async def test_json_nested_too_deeply_is_a_model_error_or_a_bad_output_not_a_crash() -> None:
+    async with FakeOpenAIServer() as server:
+        server.script(
+            FakeReply(raw_body=b'{"choices": ' + DEEP.encode() + b"}"),
+            FakeReply(text=DEEP),
+            FakeReply(text=DEEP),
+        )
+        settings = LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0)
+        gateway = OpenAIGateway(settings, api_key="k")
+        with pytest.raises(ModelError, match="the server's reply is JSON nested too deeply"):
+            await gateway.answer("q", [])
+        # as structured output: an invalid output, told to the model once, then None
+        assert await gateway.extract(Query, "find Rome") is None
+        await gateway.aclose()
+
+    corrective = server.chat_requests[-1].messages[-1]["content"]
+    assert "the output is JSON nested too deeply to read" in corrective

@@ -297,6 +297,9 @@ def _reply(request: ChatRequest, body: bytes, model: str) -> ChatReply:
     except json.JSONDecodeError as error:
         message = f"the server's reply is not JSON ({error.msg} at position {error.pos})"
         raise ModelError(request.purpose, message) from error
+    except RecursionError:
+        message = "the server's reply is JSON nested too deeply to read"
+        raise ModelError(request.purpose, message) from None
     except ValidationError as error:
         message = f"the server's reply is not an OpenAI chat completion ({_problems(error)})"
         raise ModelError(request.purpose, message) from error

@@ -71,6 +71,8 @@ def parse_output(schema: type[M], raw: str) -> M:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ValueError(f"the output is not valid JSON ({exc.msg} at position {exc.pos})") from exc
+    except RecursionError:  # "[[[[…" thousands deep: no schema of ours nests like that
+        raise ValueError("the output is JSON nested too deeply to read") from None
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
