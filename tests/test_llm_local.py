@@ -6,7 +6,9 @@ runs them. They keep to unambiguous questions a small model gets right.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
 import signal
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -171,6 +174,49 @@ def test_assembly_refuses_parts_of_the_wrong_size_and_keeps_no_partial_file(
     with pytest.raises(ConfigError, match=f"size {len(whole)} .* expected {len(whole) + 1}"):
         assemble_model(spec, cache)
     assert list(cache.iterdir()) == []
+
+
+def test_a_cache_directory_that_cannot_be_written_is_a_model_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a raw NotADirectoryError (or PermissionError) ended the first question with a
+    500 and a traceback."""
+    whole = fake_parts(tmp_path, monkeypatch)
+    spec = replace(SPEC, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+
+    with pytest.raises(ModelError) as raised:
+        assemble_model(spec, blocker / "models")
+
+    assert raised.value.detail == (
+        f"cannot write the embedded model 'test-model' into {blocker / 'models'}: Not a "
+        f"directory; it needs {len(whole):,} bytes free there: make room, or set "
+        "TOOLWIRE_CACHE_DIR to a writable directory with room (docs/models.md)"
+    )
+
+
+def test_a_disk_that_fills_up_during_assembly_is_a_model_error_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = fake_parts(tmp_path, monkeypatch)
+    spec = replace(SPEC, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    opened = local_module.os.fdopen
+
+    class FullDisk(io.BufferedWriter):
+        def write(self, data: Any) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def fdopen(fd: int, mode: str) -> Any:
+        return FullDisk(opened(fd, mode + "b" if "b" not in mode else mode, buffering=0))
+
+    monkeypatch.setattr(local_module.os, "fdopen", fdopen)
+    cache = tmp_path / "cache"
+
+    with pytest.raises(ModelError, match="No space left on device; it needs 15,012 bytes free"):
+        assemble_model(spec, cache)
+
+    assert list(cache.iterdir()) == []  # the partial file is gone
 
 
 # -- the server process, with a stand-in for llama.cpp's server --------------------------------

