@@ -318,6 +318,7 @@ class ChatModel:
         on_text: Callable[[str], None] | None,
     ) -> _Sent:
         timeout = call_time(purpose, self.settings.timeout_s, is_answer=purpose is Purpose.ANSWER)
+        messages = prompts.sendable(messages)
         serialised = prompts.canonical(messages)
         shared = prompts.shared_prefix_length(self._last_prompt, serialised)
         self._last_prompt = serialised

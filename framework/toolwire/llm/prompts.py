@@ -510,6 +510,24 @@ def corrective_messages(messages: list[Message], rejected: str, error: str) -> l
     ]
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def sendable(messages: list[Message]) -> list[Message]:
+    """``messages`` with every lone surrogate replaced by U+FFFD: Python keeps bytes that were
+    not UTF-8 (a file name listed with ``surrogateescape``, a page decoded so) as lone
+    surrogates, a request to a model server must be UTF-8, and one such character in a tool's
+    output failed the whole question with a ``UnicodeEncodeError``."""
+    if not any(_LONE_SURROGATE.search(str(message.get("content") or "")) for message in messages):
+        return messages
+    return [
+        {**message, "content": _LONE_SURROGATE.sub("\ufffd", message["content"])}
+        if isinstance(message.get("content"), str)
+        else message
+        for message in messages
+    ]
+
+
 def canonical(value: Any) -> str:
     """Deterministic serialisation of a request, to compare prefixes byte for byte."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
