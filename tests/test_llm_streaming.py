@@ -5,6 +5,7 @@ failure paths (a stream that breaks off, one that is too slow)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from toolwire.errors import ModelError
 from toolwire.events import AnswerDelta, Event, ModelCallFinished, ModelCallStarted, observing
 from toolwire.llm import ChatModel, ChatReply, ChatRequest, OpenAIGateway, collect_calls
 from toolwire.settings import LLMSettings
+from toolwire.testing import fake_openai
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply
 
 CONTEXT = [PromptAndContext(prompt="q", context="Ibuprofen: 400 mg.", tool_name="t", task_no="1")]
@@ -90,6 +92,28 @@ async def test_a_stream_that_breaks_off_is_a_model_error_with_a_failed_record(
     (record,) = calls
     assert not record.ok
     assert "stream broke off" in (record.error or "")
+
+
+async def test_a_streamed_chunk_nested_too_deeply_is_a_model_error(
+    server: FakeOpenAIServer, gateway: OpenAIGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk of valid JSON thousands deep (before: a RecursionError out of the stream)."""
+    streamed = fake_openai._Stream.of
+
+    def with_a_deep_chunk(*args: Any) -> Any:
+        stream = streamed(*args)
+        stream.events.insert(1, "[" * 100_000 + "]" * 100_000)
+        return stream
+
+    monkeypatch.setattr(fake_openai._Stream, "of", with_a_deep_chunk)
+    server.script(FakeReply(text="one two three"))
+    seen: list[Event] = []
+
+    with observing(seen.append), pytest.raises(ModelError) as raised:
+        await gateway.answer("q", CONTEXT)
+
+    assert raised.value.detail == "a streamed chunk is JSON nested too deeply to read"
+    assert [e.text for e in seen if isinstance(e, AnswerDelta)] == ["one"]
 
 
 async def test_a_stream_slower_than_the_calls_time_is_a_timeout(server: FakeOpenAIServer) -> None:

@@ -226,6 +226,9 @@ class OpenAITransport:
         except ValidationError as error:
             message = f"a streamed chunk is not a chat completion chunk ({_problems(error)})"
             raise ModelError(request.purpose, message) from error
+        except RecursionError:  # the SDK reads each chunk with json.loads
+            message = "a streamed chunk is JSON nested too deeply to read"
+            raise ModelError(request.purpose, message) from None
         except (openai.APIError, httpx.HTTPError) as error:
             message = f"the stream broke off: {self._quote(str(error) or type(error).__name__)}"
             raise ModelError(request.purpose, message) from error
