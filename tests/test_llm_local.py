@@ -344,6 +344,77 @@ async def test_the_model_answers_again_after_its_server_died() -> None:
         await gateway.aclose()
 
 
+MAGIC_CHECKING_STAND_IN = """
+import http.server, sys
+if open(sys.argv[2], "rb").read(4) != b"GGUF":
+    print("invalid magic characters", file=sys.stderr)
+    sys.exit(2)
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+class AssemblingStandIn(LocalModelServer):
+    """LocalModelServer serving its assembled spec with a script that reads the file's magic."""
+
+    def _command(self, model_path: Path, port: int) -> list[str]:
+        return [sys.executable, "-c", MAGIC_CHECKING_STAND_IN, str(port), str(model_path)]
+
+
+async def test_a_cached_model_damaged_since_it_was_verified_is_assembled_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same size, other bytes (a disk error, a careless copy): the verified marker made every
+    start fail the same way until someone deleted the cache by hand."""
+    whole = fake_parts(tmp_path, monkeypatch)
+    spec = replace(SPEC, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    monkeypatch.setenv("TOOLWIRE_CACHE_DIR", str(tmp_path / "cache"))
+    cached = tmp_path / "cache" / "models" / spec.file
+    server = AssemblingStandIn(spec, startup_timeout_s=20)
+    try:
+        await server.ensure_started()
+        await server.aclose()
+        with cached.open("r+b") as model:
+            model.write(b"XXXX")
+
+        with pytest.raises(ModelError) as raised:
+            await server.ensure_started()
+        assert "exited with code 2" in raised.value.detail
+        assert raised.value.detail.endswith(
+            f"The cached model {cached} was damaged (sha256 "
+            f"{hashlib.sha256(b'XXXX' + whole[4:]).hexdigest()}, expected {spec.sha256}): it "
+            "was removed, and the next call assembles it again."
+        )
+        assert not cached.exists()
+
+        await server.ensure_started()
+        assert cached.read_bytes() == whole
+    finally:
+        await server.aclose()
+
+
+async def test_a_start_failure_of_an_intact_cached_model_says_nothing_of_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = b"NOPE" + fake_parts(tmp_path, monkeypatch)[4:]  # parts the launcher refuses
+    monkeypatch.setattr(local_module, "part_paths", lambda spec: [tmp_path / "refused.bin"])
+    (tmp_path / "refused.bin").write_bytes(whole)
+    spec = replace(SPEC, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    monkeypatch.setenv("TOOLWIRE_CACHE_DIR", str(tmp_path / "cache"))
+    server = AssemblingStandIn(spec, startup_timeout_s=20)
+
+    with pytest.raises(ModelError) as raised:
+        await server.ensure_started()
+
+    assert raised.value.detail.endswith("invalid magic characters")
+    assert (tmp_path / "cache" / "models" / spec.file).read_bytes() == whole  # kept
+
+
 async def test_a_start_failure_reports_the_exit_code_and_the_output_tail() -> None:
     script = "import sys; print('loading model', file=sys.stderr); print('bad magic', file=sys.stderr); sys.exit(3)"  # noqa: E501
     server = StandInServer(script)

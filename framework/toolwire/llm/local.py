@@ -210,6 +210,25 @@ def assemble_model(
     return target
 
 
+def _discard_if_damaged(spec: LocalModelSpec, path: Path) -> str | None:
+    """After a failed start: hash the cached model again (seconds, only then). A file damaged
+    since it was verified (same size, other bytes) is removed with its marker, so that the next
+    call assembles it again instead of failing the same way for ever; says so, else None."""
+    digest = hashlib.sha256()
+    with path.open("rb") as model:
+        while chunk := model.read(_CHUNK):
+            digest.update(chunk)
+    if digest.hexdigest() == spec.sha256:
+        return None
+    path.unlink(missing_ok=True)
+    _verified_marker(path).unlink(missing_ok=True)
+    log.warning("local_model_damaged", model=spec.name, path=str(path))
+    return (
+        f"The cached model {path} was damaged (sha256 {digest.hexdigest()}, expected "
+        f"{spec.sha256}): it was removed, and the next call assembles it again."
+    )
+
+
 def _cannot_assemble(spec: LocalModelSpec, directory: Path, error: OSError) -> ModelError:
     """The cache directory cannot take the model (not writable, not a directory, full): what
     failed, how much room the model needs, and where else to put it."""
@@ -322,9 +341,16 @@ class LocalModelServer:
                     return self._base_url
                 log.warning("local_model_server_died", returncode=self._process.returncode)
                 self._stop()
-            if self._model_path is None:
-                self._model_path = await asyncio.to_thread(assemble_model, self.spec)
-            return await self._start(self._model_path)
+            if self._model_path is not None:
+                return await self._start(self._model_path)
+            assembled = await asyncio.to_thread(assemble_model, self.spec)
+            try:
+                return await self._start(assembled)
+            except ModelError as error:
+                damage = await asyncio.to_thread(_discard_if_damaged, self.spec, assembled)
+                if damage is None:
+                    raise
+                raise ModelError("local", f"{error.detail}\n{damage}") from error
 
     def _command(self, model_path: Path, port: int) -> list[str]:
         """Our launcher around xllamacpp on ``port``; ConfigError naming the extra when absent."""
