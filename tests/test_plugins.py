@@ -126,6 +126,42 @@ def test_entry_points_load_and_a_broken_one_is_reported(
     assert ("plugin_loaded", "good") in events
 
 
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        ("import sys\nsys.exit('no licence key')\n",
+         "failed to import: SystemExit: no licence key"),
+        ("import toolwire\n@toolwire.hookimpl\ndef register_domains(register):\n"
+         "    raise SystemExit(3)\n", "raised SystemExit: 3"),
+    ],
+    ids=["at-import", "in-a-hook"],
+)  # fmt: skip
+def test_a_plugin_calling_sys_exit_is_reported_and_the_others_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, error: str
+) -> None:
+    """Before, ``sys.exit()`` in a plugin ended every toolwire command (check, ask, serve)."""
+    write_module(tmp_path, monkeypatch, "exiting_plugin", source)
+    write_module(tmp_path, monkeypatch, "calm_plugin", (
+        "import toolwire\n"
+        "@toolwire.hookimpl\n"
+        "def register_domains(register):\n"
+        "    register(toolwire.DomainSpec(name='calm'))\n"
+    ))  # fmt: skip
+    monkeypatch.delitem(sys.modules, "exiting_plugin", raising=False)
+    fake_entry_points(
+        monkeypatch,
+        EntryPoint("exiting", "exiting_plugin", "toolwire"),
+        EntryPoint("calm", "calm_plugin", "toolwire"),
+    )
+
+    found = discover()
+
+    by_name = {info.name: info for info in found.plugins}
+    assert by_name["exiting"].error == error
+    assert by_name["calm"].error is None
+    assert [d.name for d in found.domains] == ["calm"]
+
+
 def test_toolwire_plugins_limits_entry_points(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,6 +28,7 @@ import structlog
 from toolwire import hookspecs
 from toolwire.config import PluginConfigFile, parse_file
 from toolwire.errors import (
+    PLUGIN_FAILURES,
     ConfigError,
     PluginError,
     Problem,
@@ -274,7 +275,7 @@ def _load_entry_points(result: PluginSet, allowed: set[str] | None) -> list[_Can
             continue
         try:
             plugin = entry_point.load()
-        except Exception as error:  # any import-time failure is the plugin's, not ours
+        except PLUGIN_FAILURES as error:  # any import-time failure (sys.exit too) is the plugin's
             _fail(result, name, version, f"failed to import: {_describe(error)}", error)
             continue
         loaded.append(_Candidate(name, version, plugin))
@@ -362,7 +363,7 @@ def _collect(
                 kwargs = {"register": callbacks[hook_name]}
                 impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
         tools = _place_tools(contribution, candidate.name)
-    except Exception as error:  # a plugin's bug must not stop the other plugins
+    except PLUGIN_FAILURES as error:  # a plugin's bug (sys.exit too) must not stop the others
         _fail(result, candidate.name, candidate.version, f"raised {_describe(error)}", error)
         pm.unregister(name=candidate.name)
         return
