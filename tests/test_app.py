@@ -110,6 +110,29 @@ def test_app_yaml_declares_new_tools_and_domains(isolated: Path, write_file: Wri
     assert app.tool("answer").lookup is app.tool("finder")  # type: ignore[attr-defined]
 
 
+def test_a_class_whose_module_calls_sys_exit_is_located(
+    isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_file("exiting_tools.py", "import sys\nsys.exit('no licence key')\n")
+    monkeypatch.syspath_prepend(str(isolated))
+    monkeypatch.delitem(sys.modules, "exiting_tools", raising=False)
+    path = write_file("app.yaml", (
+        "default_domain: shop\n"
+        "tools:\n"
+        "  - name: a\n"
+        "    class: exiting_tools:Tool\n"
+    ))  # fmt: skip
+
+    with pytest.raises(ConfigError) as raised:
+        load(path)
+
+    assert problems(raised)[0] == (
+        f"{path}:4: class 'exiting_tools:Tool': cannot import module 'exiting_tools' "
+        "(SystemExit: no licence key); correct the module path or install the package that "
+        "provides it"
+    )
+
+
 def test_missing_class_and_wrong_type_are_located(isolated: Path, write_file: WriteFile) -> None:
     path = write_file("app.yaml", (
         "default_domain: shop\n"
@@ -560,11 +583,20 @@ async def test_every_domain_orchestrator_is_built_with_the_app_and_used_by_quest
     assert app._conversation_service().orchestrators == built  # the same objects, not rebuilt
 
 
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [
+        (TypeError("'<' not supported between instances of 'str' and 'int'"),
+         "TypeError: '<' not supported between instances of 'str' and 'int'"),
+        (SystemExit("no licence key"), "SystemExit: no licence key"),  # plugin code's sys.exit()
+    ],
+    ids=["TypeError", "SystemExit"],
+)  # fmt: skip
 def test_a_domain_whose_orchestrator_cannot_be_built_fails_the_load(
-    isolated: Path, monkeypatch: pytest.MonkeyPatch
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException, shown: str
 ) -> None:
     def broken(*args: object) -> object:
-        raise TypeError("'<' not supported between instances of 'str' and 'int'")
+        raise error
 
     monkeypatch.setattr(
         "toolwire.orchestrator.domain_orchestrator.DomainTools.build", staticmethod(broken)
@@ -572,8 +604,8 @@ def test_a_domain_whose_orchestrator_cannot_be_built_fails_the_load(
     with pytest.raises(ConfigError) as raised:
         load()
     assert problems(raised) == [
-        "domain 'shop': its orchestrator cannot be built (TypeError: '<' not supported between "
-        "instances of 'str' and 'int'); check the domain's tools and their priorities"
+        f"domain 'shop': its orchestrator cannot be built ({shown}); check the domain's tools "
+        "and their priorities"
     ]
 
 

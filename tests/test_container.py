@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -137,6 +138,11 @@ class SettingsTool(_Tool):
 class BrokenTool(_Tool):
     def __init__(self) -> None:
         raise RuntimeError("database unreachable")
+
+
+class ExitingTool(_Tool):
+    def __init__(self) -> None:
+        sys.exit("no licence key")
 
 
 class BrokenUserTool(_Tool):
@@ -557,6 +563,17 @@ def test_a_constructor_that_raises_is_reported_at_build_time_with_its_cause() ->
         f"({__name__}.BrokenTool) failed: RuntimeError: database unreachable"
     ]
     assert isinstance(caught.value.__cause__, RuntimeError)
+
+
+def test_a_constructor_calling_sys_exit_is_reported_like_any_failure() -> None:
+    """Before, the SystemExit ended App.load (every toolwire command) with no location."""
+    with pytest.raises(WiringError) as caught:
+        ToolContainer.build(registry(reg(ExitingTool, "exiting", line=2)))
+
+    assert [str(problem) for problem in caught.value.problems] == [
+        f"{YAML}:2: pharma.exiting: building tool 'pharma.exiting' "
+        f"({__name__}.ExitingTool) failed: SystemExit: no licence key"
+    ]
 
 
 def test_graph_lists_who_is_injected_into_whom() -> None:

@@ -312,3 +312,21 @@ async def test_subtasks_nested_to_the_task_depth_are_kept(scripted_model: Script
 
     assert task.levels_below() == MAX_TASK_DEPTH
     assert not any("coordinator" in failure for failure in task.run.failures)
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), *ABORTS], ids=type)
+def test_a_retrieval_tool_whose_description_raises_is_left_out_of_the_domain_words(
+    scripted_model: ScriptedModel, error: BaseException
+) -> None:
+    """Routing reads what the domain covers from its tools; a retrieval tool that cannot
+    describe itself leaves its words out, nothing else (``SystemExit`` ended the build)."""
+
+    class Silent(EchoTool):
+        def description(self) -> str:
+            raise error
+
+    orchestrator = orchestrator_for(
+        domain(rag_tool="rag"), EchoTool("fine"), Silent("rag"), model=scripted_model
+    )
+
+    assert [tool.qualified_name for tool in orchestrator.describing_tools()] == ["demo.fine"]

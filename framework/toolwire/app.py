@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from toolwire.build import build
 from toolwire.config import AppConfig, parse_app_config
 from toolwire.container import ToolContainer
-from toolwire.errors import ConfigError, Problem, UnknownDomainError
+from toolwire.errors import PLUGIN_FAILURES, ConfigError, Problem, UnknownDomainError
 from toolwire.llm.base import LanguageModel
 from toolwire.logging import configure_logging
 from toolwire.mcp.connections import McpConnections
@@ -314,7 +314,7 @@ def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]
             )
         except ConfigError as error:
             problems += error.problems
-        except Exception as error:  # a plugin's tool broke it: report it, located by domain
+        except PLUGIN_FAILURES as error:  # a plugin's tool broke it: report it, by domain
             problems.append(
                 Problem(
                     f"domain {name!r}: its orchestrator cannot be built "

@@ -32,7 +32,13 @@ import structlog
 from dependency_injector import providers
 from pydantic import BaseModel, ValidationError
 
-from toolwire.errors import Problem, ToolNameError, UnknownToolError, WiringError
+from toolwire.errors import (
+    PLUGIN_FAILURES,
+    Problem,
+    ToolNameError,
+    UnknownToolError,
+    WiringError,
+)
 from toolwire.registry import ToolRegistration, ToolRegistry, located
 from toolwire.tools import ChatbotTool
 
@@ -133,7 +139,7 @@ class ToolContainer:
         dependency's failure is the cause).
         """
         problems: list[Problem] = []
-        causes: list[Exception] = []
+        causes: list[BaseException] = []
         failed: set[str] = set()
         for name in _dependency_order(self._graph):
             if any(target in failed for target in self._graph[name]):
@@ -141,7 +147,8 @@ class ToolContainer:
                 continue
             try:
                 self.get(name)
-            except Exception as error:  # any constructor failure is the author's to see, located
+            except PLUGIN_FAILURES as error:  # any constructor failure (sys.exit() too) is the
+                # author's to see, located
                 # the cause stays chained to the WiringError; a log line carries no traceback
                 log.error("tool_build_failed", tool=name, error=f"{type(error).__name__}: {error}")
                 failed.add(name)

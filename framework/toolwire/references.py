@@ -7,6 +7,8 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from toolwire.errors import PLUGIN_FAILURES
+
 
 class UnresolvedReference(Exception):
     """Why a reference cannot be imported; ``module`` is set when only the name is missing."""
@@ -23,7 +25,7 @@ def import_reference(reference: str) -> Any:
         raise UnresolvedReference(f"{reference!r} must be written 'package.module:ClassName'")
     try:
         module = importlib.import_module(module_name)
-    except Exception as error:
+    except PLUGIN_FAILURES as error:  # sys.exit() at import too
         raise UnresolvedReference(
             f"{reference!r}: cannot import module {module_name!r} "
             f"({type(error).__name__}: {error}); correct the module path or install the "

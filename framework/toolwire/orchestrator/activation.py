@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from toolwire.errors import ModelError, ToolNameError, UnknownToolError
+from toolwire.errors import PLUGIN_FAILURES, ModelError, ToolNameError, UnknownToolError
 from toolwire.llm.base import LanguageModel, Purpose
 from toolwire.orchestrator.invoke import call_model
 from toolwire.registry import DomainSpec, ToolRegistry
@@ -128,7 +128,7 @@ class DomainTools:
         examples = self.registry.resolve(self.rag.qualified_name, self.domain).examples
         try:
             return [SelectableTool.of(self.rag.qualified_name, self.rag.tool, examples)]
-        except Exception:  # its words are then missing from routing, nothing else
+        except PLUGIN_FAILURES:  # its words are then missing from routing, nothing else
             return []
 
     def activatable(self) -> list[Candidate]:
