@@ -342,6 +342,48 @@ async def test_a_tool_whose_question_raises_is_left_out_and_reported_on_every_ta
     assert (await service.ask("again")).failures == answer.failures
 
 
+class Answering(EchoTool):
+    """A tool whose question or description is not text."""
+
+    def __init__(
+        self, name: str, question: object = "Does it fit?", description: object = ""
+    ) -> None:
+        super().__init__(name)
+        self._question, self._description = question, description
+
+    def executable_instruction(self) -> str:
+        return self._question  # type: ignore[return-value]
+
+    def description(self) -> str:
+        return self._description  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("tool", "problem"),
+    [
+        (
+            Answering("broken", question=None),
+            "executable_instruction() returned NoneType, not a str",
+        ),
+        (Answering("broken", question="  "), "executable_instruction() returned an empty question"),
+        (Answering("broken", description=3), "description() returned int, not a str"),
+    ],
+    ids=["question-none", "question-blank", "description-int"],
+)
+async def test_a_tool_whose_question_is_not_text_is_left_out_and_the_domain_works(
+    tool: EchoTool, problem: str
+) -> None:
+    kept = EchoTool("kept", "k")
+    model = ScriptedModel().on_suitability(["kept"]).on_answer()
+
+    answer = await selecting(model, tool, kept).ask("q")
+
+    assert kept.texts == ["q"] and tool.texts == []
+    assert answer.failures == [
+        f"task 1: tool demo.broken left out of selection: TypeError: {problem}"
+    ]
+
+
 # -- the yes/no modes -------------------------------------------------------------------------
 
 

@@ -43,7 +43,8 @@ class SelectableTool:
         cls, qualified_name: str, tool: ChatbotTool[Any], examples: Sequence[str] = ()
     ) -> SelectableTool:
         """A tool's entry. Calls ``executable_instruction()`` and ``description()``: a tool whose
-        methods raise is reported by the caller and left out of selection."""
+        methods raise or return what is not text (``None``, an empty question) is reported by
+        the caller and left out of selection."""
         fields = tool.params_model.model_fields
         parameters = " ".join(
             f"{name.replace('_', ' ')} {field.description or ''}".strip()
@@ -52,10 +53,10 @@ class SelectableTool:
         return cls(
             qualified_name=qualified_name,
             short_name=tool.name,
-            description=tool.description(),
-            question=tool.executable_instruction(),
+            description=_text(tool.description(), "description()", blank=True),
+            question=_text(tool.executable_instruction(), "executable_instruction()", blank=False),
             parameters=parameters,
-            examples=tuple(examples),
+            examples=tuple(_text(example, "an example", blank=True) for example in examples),
             tool=tool,
         )
 
@@ -77,6 +78,16 @@ class SelectableTool:
 
     def suitability_question(self) -> SuitabilityQuestion:
         return SuitabilityQuestion(tool_name=self.qualified_name, question=self.question)
+
+
+def _text(value: object, source: str, *, blank: bool) -> str:
+    """``value`` if it is text selection can use; a ``TypeError`` saying what came instead (the
+    caller leaves the tool out of selection and reports it, as for a method that raised)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{source} returned {type(value).__name__}, not a str")
+    if not blank and not value.strip():
+        raise TypeError(f"{source} returned an empty question")
+    return value
 
 
 def tool_index(entries: Sequence[SelectableTool]) -> LexicalIndex:
