@@ -61,8 +61,10 @@ async def main(count: int) -> None:
     print(f"App.load without MCP servers     {load_without * 1000:8.1f} ms")
     print(f"App.load with one stdio server   {load_with * 1000:8.1f} ms  (starts it, lists, stops)")
     print(f"first call (starts the server)   {first * 1000:8.1f} ms")
-    print(f"later calls, median of {count:<4}     {median * 1000:8.2f} ms  "
-          f"(p90 {statistics.quantiles(later, n=10)[-1] * 1000:.2f} ms)")
+    print(
+        f"later calls, median of {count:<4}     {median * 1000:8.2f} ms  "
+        f"(p90 {statistics.quantiles(later, n=10)[-1] * 1000:.2f} ms)"
+    )
     print(f"ratio first call / later call    {first / median:8.0f} x")
 
 

@@ -30,44 +30,22 @@ import logging
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import structlog
-from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "selection"))
 
 from labelled import LabelledMessage, load_labelled, selectable_tools, selection_app
+from scoring import Case, evaluate_modes, print_kinds, warm_up
 
 from toolwire.app import App
-from toolwire.llm import (
-    LanguageModel,
-    SuitabilityQuestion,
-    collect_calls,
-    create_language_model,
-)
+from toolwire.llm import LanguageModel, collect_calls, create_language_model
 from toolwire.orchestrator import DomainOrchestrator
-from toolwire.orchestrator.execution import extract_params
 from toolwire.selection.routing import DomainRouter
-from toolwire.settings import LLMSettings, OrchestratorSettings, RoutingSettings, SelectionSettings
-from toolwire.tools import ChatbotTool
+from toolwire.settings import LLMSettings, OrchestratorSettings, RoutingSettings
 
 KINDS = ("one tool", "two tools", "no tool", "off-topic", "pydocs")
-
-
-def selection_settings(spec: str) -> SelectionSettings:
-    """``choose``, ``choose/off``, ``choose/batched:k=5``, ``batched``, ``per_tool``."""
-    name, _, options = spec.partition(":")
-    mode, _, confirm = name.partition("/")
-    values: dict[str, Any] = {"mode": mode}
-    if confirm:
-        values["confirm"] = confirm
-    for option in filter(None, options.split(",")):
-        key, _, value = option.partition("=")
-        values[{"k": "top_k"}.get(key, key)] = int(value)
-    return SelectionSettings(**values)
 
 
 def kind_of(message: LabelledMessage) -> str:
@@ -78,134 +56,20 @@ def kind_of(message: LabelledMessage) -> str:
     return {0: "no tool", 1: "one tool"}.get(len(message.tools), "two tools")
 
 
-@dataclass
-class Tally:
-    """What one mode did on the set."""
-
-    mode: str
-    messages: int = 0
-    exact: int = 0
-    true_positives: int = 0
-    false_positives: int = 0
-    false_negatives: int = 0
-    refusals: int = 0
-    no_tool_messages: int = 0
-    calls: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    failures: int = 0
-    seconds: float = 0.0
-    by_kind: Counter[str] = field(default_factory=Counter)
-    right_by_kind: Counter[str] = field(default_factory=Counter)
-    carried: int = 0
-    """Tools whose parameters came with their confirmation (``with_parameters``)…"""
-    carried_as_extracted: int = 0
-    """…and of them, those equal to what the tool's own extraction gives."""
-
-    def add(
-        self, message: LabelledMessage, chosen: set[str], calls: list[Any], seconds: float
-    ) -> bool:
-        expected = set(message.tools)
-        kind = kind_of(message)
-        right = chosen == expected
-        self.by_kind[kind] += 1
-        self.right_by_kind[kind] += right
-        if kind == "pydocs":
-            return right
-        self.messages += 1
-        self.exact += right
-        self.true_positives += len(chosen & expected)
-        self.false_positives += len(chosen - expected)
-        self.false_negatives += len(expected - chosen)
-        if not expected:
-            self.no_tool_messages += 1
-            self.refusals += not chosen
-        self.calls += len(calls)
-        self.prompt_tokens += sum(call.prompt_tokens for call in calls)
-        self.cached_tokens += sum(call.cached_prompt_tokens for call in calls)
-        self.failures += sum(not call.ok for call in calls)
-        self.seconds += seconds
-        return right
-
-    def row(self) -> str:
-        n = max(self.messages, 1)
-        precision = self.true_positives / max(self.true_positives + self.false_positives, 1)
-        recall = self.true_positives / max(self.true_positives + self.false_negatives, 1)
-        refusal = self.refusals / max(self.no_tool_messages, 1)
-        cached = self.cached_tokens / max(self.prompt_tokens, 1)
-        return (
-            f"{self.mode:<22} {self.exact / n:>5.2f} {precision:>9.2f} {recall:>6.2f} "
-            f"{refusal:>7.2f} {self.calls / n:>7.2f} {self.prompt_tokens / n:>8.0f} "
-            f"{cached:>6.0%} {self.seconds / n:>6.2f} {self.failures:>5}"
+def cases_of(messages: list[LabelledMessage], rotation: list[str]) -> list[Case]:
+    """Each message in its labelled domain; an off-topic one in a domain with selectable tools,
+    in rotation. pydocs messages (nothing to choose) are counted by kind only."""
+    return [
+        Case(
+            id=message.id,
+            text=message.message,
+            domain=message.domain or rotation[index % len(rotation)],
+            expected=frozenset(message.tools),
+            kind=kind_of(message),
+            scored=kind_of(message) != "pydocs",
         )
-
-    def kinds_row(self) -> str:
-        cells = [
-            f"{kind} {self.right_by_kind[kind]}/{self.by_kind[kind]}"
-            for kind in KINDS
-            if self.by_kind[kind]
-        ]
-        if self.carried:
-            cells.append(
-                f"(parameters carried by the confirmation equal to the tool's own extraction: "
-                f"{self.carried_as_extracted}/{self.carried})"
-            )
-        return f"{self.mode:<22} " + "  ".join(cells)
-
-
-HEADER = (
-    f"{'mode':<22} {'exact':>5} {'precision':>9} {'recall':>6} {'refusal':>7} "
-    f"{'calls/m':>7} {'prompt/m':>8} {'cached':>6} {'s/m':>6} {'fails':>5}"
-)
-
-
-async def evaluate(
-    spec: str,
-    messages: list[LabelledMessage],
-    llm: LanguageModel,
-    orchestrators: dict[str, DomainOrchestrator],
-    rotation: list[str],
-    verbose: bool,
-) -> Tally:
-    tally = Tally(spec)
-    tools = {
-        entry.qualified_name: entry.tool
-        for orchestrator in orchestrators.values()
-        for entry in orchestrator.selector.tools
-    }
-    for index, message in enumerate(messages):
-        domain = message.domain or rotation[index % len(rotation)]
-        orchestrator = orchestrators[domain]
-        started = time.perf_counter()
-        with collect_calls() as calls:
-            selection = await orchestrator.selector.select(message.message, llm, attempts=2)
-        record = selection.record
-        seconds = time.perf_counter() - started
-        chosen = set(record.activated)
-        right = tally.add(message, chosen, list(calls), seconds)
-        for name, carried in selection.parameters.items():  # measured, not counted as calls
-            extracted = await own_extraction(llm, tools[name], message.message)
-            tally.carried += 1
-            tally.carried_as_extracted += carried == extracted
-            if verbose and carried != extracted:
-                print(
-                    f"  [{spec}] {message.id}: {name} carried {carried!r}, extracted {extracted!r}",
-                    flush=True,
-                )
-        if verbose and not right:
-            print(
-                f"  [{spec}] {message.id}: chose {sorted(chosen)} (named {record.chosen}), "
-                f"expected {sorted(message.tools)}; {message.message[:80]!r}",
-                flush=True,
-            )
-    return tally
-
-
-async def own_extraction(llm: LanguageModel, tool: ChatbotTool[Any], text: str) -> BaseModel:
-    """The parameters the orchestrator's own extraction gives for ``tool``: what parameters a
-    confirmation carried (``confirm: with_parameters``) are compared with."""
-    instruction = tool.parameter_instruction()
-    return await extract_params(llm, tool.params_model, instruction, text, attempts=1)
+        for index, message in enumerate(messages)
+    ]
 
 
 async def evaluate_routing(
@@ -292,26 +156,10 @@ async def main() -> None:
         f"{sum(len(t) for t in selectable_tools(app).values())} selectable tools"
     )
     try:
-        warm_up = SuitabilityQuestion(tool_name="warm.up", question="Is this a test?")
-        await llm.suitability("warm-up", [warm_up])  # the server's start is not measured
-        tallies = []
-        for spec in args.modes:
-            settings_for_mode = OrchestratorSettings(selection=selection_settings(spec))
-            orchestrators = {
-                name: DomainOrchestrator(domain, app.registry, app.tools, llm, settings_for_mode)
-                for name, domain in app.domains.items()
-            }
-            tallies.append(
-                await evaluate(spec, messages, llm, orchestrators, rotation, args.verbose)
-            )
-            print(
-                tallies[-1].row() if len(tallies) > 1 else f"{HEADER}\n{tallies[-1].row()}",
-                flush=True,
-            )
-        if tallies:
-            print("\nexact-set accuracy by kind of message")
-        for tally in tallies:
-            print(tally.kinds_row())
+        await warm_up(llm)
+        cases = cases_of(messages, rotation)
+        tallies = await evaluate_modes(args.modes, cases, llm, app, KINDS, args.verbose)
+        print_kinds(tallies)
         if not args.no_routing:
             await evaluate_routing(messages, llm, app, args.verbose)
     finally:

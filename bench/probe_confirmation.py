@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "selection"))
 
-from eval_selection import own_extraction
 from labelled import LabelledMessage, load_labelled, selectable_tools
 from probes import YesNoTally, embedded_probing, split_argument
+from scoring import own_extraction
 
 from toolwire.llm import LanguageModel
 from toolwire.orchestrator import DomainOrchestrator

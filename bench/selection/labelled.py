@@ -23,12 +23,11 @@ from typing import Any, Literal
 import toolwire_pharma.plugin
 import toolwire_pydocs.plugin
 import toolwire_selection_bench.plugin
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from entries import Entry, read_entries
+from pydantic import Field
 
 from toolwire import App, OrchestratorActivatedTool
-from toolwire.config import format_loc, line_of
-from toolwire.errors import ConfigError, Problem
-from toolwire.yaml_file import read_yaml
+from toolwire.errors import Problem
 
 DEFAULT_PATH = Path(__file__).with_name("labelled.yaml")
 Split = Literal["dev", "test"]
@@ -42,10 +41,8 @@ SELECTION_PLUGINS: tuple[object, ...] = (
 """The plugins the set is labelled against, loaded as plugin objects (no entry points)."""
 
 
-class LabelledMessage(BaseModel):
+class LabelledMessage(Entry):
     """One user message and the exact set of tools that should take it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str = Field(min_length=1)
     message: str = Field(min_length=1)
@@ -56,13 +53,6 @@ class LabelledMessage(BaseModel):
     split: Split
     """``dev``: prompts may be tuned on it; ``test``: reported, never tuned on."""
 
-    _line: int | None = PrivateAttr(default=None)
-
-    @property
-    def line(self) -> int | None:
-        """Where the entry starts in the file it was read from."""
-        return self._line
-
 
 def load_labelled(
     path: str | os.PathLike[str] | None = None, split: Split | None = None
@@ -70,47 +60,9 @@ def load_labelled(
     """The messages of the set (``labelled.yaml`` next to this module by default), in file order,
     only those of ``split`` when given. Raises one ``ConfigError`` listing every malformed entry."""
     where = Path(path) if path is not None else DEFAULT_PATH
-    document = read_yaml(where)
-    problems: list[Problem] = []
-    unknown = sorted(set(document.data) - {"messages"})
-    if unknown:
-        problems.append(
-            Problem(
-                f"unknown top-level key(s) {', '.join(unknown)}; only 'messages' is read",
-                str(where),
-                line_of(document.node, [unknown[0]]),
-            )
-        )
-    entries = document.data.get("messages")
-    if not isinstance(entries, list):
-        problems.append(
-            Problem(
-                "'messages' must be a list of entries ({id, message, domain, tools, split})",
-                str(where),
-                line_of(document.node, ["messages"]),
-            )
-        )
-        raise ConfigError(problems)
-    messages: list[LabelledMessage] = []
-    for index, entry in enumerate(entries):
-        line = line_of(document.node, ["messages", index])
-        try:
-            message = LabelledMessage.model_validate(entry)
-        except ValidationError as error:
-            for item in error.errors():
-                key = format_loc(["messages", index, *item["loc"]])
-                problems.append(
-                    Problem(
-                        f"{key}: {item['msg']}",
-                        str(where),
-                        line_of(document.node, ["messages", index, *item["loc"]]),
-                    )
-                )
-            continue
-        message._line = line
-        messages.append(message)
-    if problems:
-        raise ConfigError(problems)
+    messages = read_entries(
+        where, "messages", LabelledMessage, "{id, message, domain, tools, split}"
+    )
     return [message for message in messages if split is None or message.split == split]
 
 

@@ -1,0 +1,77 @@
+"""What the labelled sets of ``bench/selection`` share: a YAML file holding one list of entries,
+each validated by a pydantic model that remembers the line it starts at, every malformed entry
+reported at once with its ``path:line``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
+
+from toolwire.config import format_loc, line_of
+from toolwire.errors import ConfigError, Problem
+from toolwire.yaml_file import read_yaml
+
+
+class Entry(BaseModel):
+    """One entry of a set; ``line`` is where it starts in the file it was read from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    _line: int | None = PrivateAttr(default=None)
+
+    @property
+    def line(self) -> int | None:
+        """Where the entry starts in the file it was read from."""
+        return self._line
+
+
+E = TypeVar("E", bound=Entry)
+
+
+def read_entries(path: Path, key: str, model: type[E], shape: str) -> list[E]:
+    """The entries listed under ``key`` in the YAML file ``path``, in file order. Raises one
+    ``ConfigError`` listing every problem: an unknown top-level key, ``key`` that is not a list
+    (``shape`` says what an entry holds), every field of every malformed entry."""
+    document = read_yaml(path)
+    problems: list[Problem] = []
+    unknown = sorted(set(document.data) - {key})
+    if unknown:
+        problems.append(
+            Problem(
+                f"unknown top-level key(s) {', '.join(unknown)}; only {key!r} is read",
+                str(path),
+                line_of(document.node, [unknown[0]]),
+            )
+        )
+    listed = document.data.get(key)
+    if not isinstance(listed, list):
+        problems.append(
+            Problem(
+                f"{key!r} must be a list of entries ({shape})",
+                str(path),
+                line_of(document.node, [key]),
+            )
+        )
+        raise ConfigError(problems)
+    entries: list[E] = []
+    for index, data in enumerate(listed):
+        try:
+            entry = model.model_validate(data)
+        except ValidationError as error:
+            for item in error.errors():
+                where = [key, index, *item["loc"]]
+                problems.append(
+                    Problem(
+                        f"{format_loc(where)}: {item['msg']}",
+                        str(path),
+                        line_of(document.node, where),
+                    )
+                )
+            continue
+        entry._line = line_of(document.node, [key, index])
+        entries.append(entry)
+    if problems:
+        raise ConfigError(problems)
+    return entries
