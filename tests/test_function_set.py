@@ -146,8 +146,12 @@ def test_a_malformed_item_is_reported_at_its_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_functions(path)
     problems = [str(problem) for problem in caught.value.problems]
-    assert problems[0].startswith(f"{path}:5: items[0].functions: Tuple should have at least 1")
-    assert problems[1].startswith(f"{path}:7: items[0].split: Input should be 'dev' or 'test'")
+    assert any(
+        p.startswith(f"{path}:5: items[0].functions: Tuple should have at") for p in problems
+    )
+    assert any(
+        p.startswith(f"{path}:7: items[0].split: Input should be 'dev' or") for p in problems
+    )
     assert any(
         p.startswith(f"{path}:8: items[1].kind: Input should be 'multiple'") for p in problems
     )

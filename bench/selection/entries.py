@@ -5,7 +5,7 @@ reported at once with its ``path:line``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
@@ -13,11 +13,17 @@ from toolwire.config import format_loc, line_of
 from toolwire.errors import ConfigError, Problem
 from toolwire.yaml_file import read_yaml
 
+Split = Literal["dev", "test"]
+SPLITS: tuple[Split, ...] = ("dev", "test")
+
 
 class Entry(BaseModel):
     """One entry of a set; ``line`` is where it starts in the file it was read from."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    split: Split
+    """``dev``: prompts may be tuned on it; ``test``: reported, never tuned on."""
 
     _line: int | None = PrivateAttr(default=None)
 
@@ -30,8 +36,11 @@ class Entry(BaseModel):
 E = TypeVar("E", bound=Entry)
 
 
-def read_entries(path: Path, key: str, model: type[E], shape: str) -> list[E]:
-    """The entries listed under ``key`` in the YAML file ``path``, in file order. Raises one
+def read_entries(
+    path: Path, key: str, model: type[E], shape: str, split: Split | None = None
+) -> list[E]:
+    """The entries listed under ``key`` in the YAML file ``path``, in file order, only those of
+    ``split`` when given. Raises one
     ``ConfigError`` listing every problem: an unknown top-level key, ``key`` that is not a list
     (``shape`` says what an entry holds), every field of every malformed entry."""
     document = read_yaml(path)
@@ -74,4 +83,4 @@ def read_entries(path: Path, key: str, model: type[E], shape: str) -> list[E]:
         entries.append(entry)
     if problems:
         raise ConfigError(problems)
-    return entries
+    return [entry for entry in entries if split is None or entry.split == split]

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from entries import Entry, read_entries
-from labelled import SPLITS, Split
+from entries import SPLITS, Entry, Split, read_entries
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire import App
@@ -62,8 +61,6 @@ class FunctionItem(Entry):
     functions: tuple[FunctionSpec, ...] = Field(min_length=1)
     expected: str | None
     """The name of the function that does what the question asks; None: no function does."""
-    split: Split
-    """``dev``: prompts and derivations may be tuned on it; ``test``: reported, never tuned on."""
 
     @property
     def domain(self) -> str:
@@ -85,11 +82,8 @@ def load_functions(
 ) -> list[FunctionItem]:
     """The items of the set (``functions.yaml`` next to this module by default), in file order,
     only those of ``split`` when given. Raises one ``ConfigError`` listing every malformed entry."""
-    where = Path(path) if path is not None else DEFAULT_PATH
-    items = read_entries(
-        where, "items", FunctionItem, "{id, kind, question, functions, expected, split}"
-    )
-    return [item for item in items if split is None or item.split == split]
+    shape = "{id, kind, question, functions, expected, split}"
+    return read_entries(Path(path or DEFAULT_PATH), "items", FunctionItem, shape, split)
 
 
 def check_functions(

@@ -18,20 +18,18 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import toolwire_pharma.plugin
 import toolwire_pydocs.plugin
 import toolwire_selection_bench.plugin
-from entries import Entry, read_entries
+from entries import SPLITS, Entry, Split, read_entries
 from pydantic import Field
 
 from toolwire import App, OrchestratorActivatedTool
 from toolwire.errors import Problem
 
 DEFAULT_PATH = Path(__file__).with_name("labelled.yaml")
-Split = Literal["dev", "test"]
-SPLITS: tuple[Split, ...] = ("dev", "test")
 
 SELECTION_PLUGINS: tuple[object, ...] = (
     toolwire_pharma.plugin,
@@ -50,8 +48,6 @@ class LabelledMessage(Entry):
     """The domain the message belongs to (or sounds like); None: off-topic for every domain."""
     tools: tuple[str, ...] = ()
     """Prefixed names of the orchestrator-activated tools that should run; empty: none."""
-    split: Split
-    """``dev``: prompts may be tuned on it; ``test``: reported, never tuned on."""
 
 
 def load_labelled(
@@ -59,11 +55,8 @@ def load_labelled(
 ) -> list[LabelledMessage]:
     """The messages of the set (``labelled.yaml`` next to this module by default), in file order,
     only those of ``split`` when given. Raises one ``ConfigError`` listing every malformed entry."""
-    where = Path(path) if path is not None else DEFAULT_PATH
-    messages = read_entries(
-        where, "messages", LabelledMessage, "{id, message, domain, tools, split}"
-    )
-    return [message for message in messages if split is None or message.split == split]
+    shape = "{id, message, domain, tools, split}"
+    return read_entries(Path(path or DEFAULT_PATH), "messages", LabelledMessage, shape, split)
 
 
 def selection_app(config_path: str | os.PathLike[str] | None = None, **kwargs: Any) -> App:
