@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 import time
@@ -230,8 +231,28 @@ async def _native_call(
         completion_tokens=usage.completion_tokens if usage else 0,
         cached_prompt_tokens=(details.cached_tokens or 0) if details else 0,
     )
-    calls = response.choices[0].message.tool_calls or []
-    return record, [call.function.name for call in calls if call.type == "function"]
+    message = response.choices[0].message
+    calls = [call.function.name for call in message.tool_calls or [] if call.type == "function"]
+    return record, calls or calls_in_text(message.content or "")
+
+
+def calls_in_text(text: str) -> list[str]:
+    """The function names of the calls a model wrote into its text instead of the server's
+    ``tool_calls`` (``<tool_call>{"name": …, "arguments": …}</tool_call>`` or bare JSON objects
+    with a ``name``), as a lenient client would read them."""
+    decoder = json.JSONDecoder()
+    names: list[str] = []
+    position = text.find("{")
+    while position != -1:
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except ValueError:
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(value, dict) and isinstance(value.get("name"), str):
+            names.append(value["name"])
+        position = text.find("{", end)
+    return names
 
 
 async def main() -> None:
@@ -242,7 +263,13 @@ async def main() -> None:
     parser.add_argument("--split", choices=["dev", "test", "all"], default="test")
     parser.add_argument("--modes", nargs="*", default=DEFAULT_MODES, help="none: native only")
     parser.add_argument("--native", action="store_true", help="also the native tool calling")
-    parser.add_argument("--question", choices=sorted(QUESTIONS), default="derived")
+    parser.add_argument(
+        "--question",
+        nargs="+",
+        choices=sorted(QUESTIONS),
+        default=["derived"],
+        help="one or more wordings, each run with every mode",
+    )
     parser.add_argument("--local-model", default=None, help="e.g. qwen2.5-coder-0.5b")
     parser.add_argument("--verbose", action="store_true", help="print every wrong selection")
     args = parser.parse_args()
@@ -250,23 +277,30 @@ async def main() -> None:
     items = load_functions(split=None if args.split == "all" else args.split)
     settings = LLMSettings(**({"local_model": args.local_model} if args.local_model else {}))
     llm = create_language_model(settings, environ={})
-    app = function_set_app(items, QUESTIONS[args.question], llm=llm)
     counts = {kind: sum(item.kind == kind for item in items) for kind in KINDS}
     print(f"== Tool selection on function specs, embedded model ({settings.local_model}) ==")
     print(
         f"{len(items)} items ({args.split} split): {counts['multiple']} multiple, "
-        f"{counts['irrelevance']} irrelevance; questions: {args.question}"
+        f"{counts['irrelevance']} irrelevance"
     )
     try:
         await warm_up(llm)
-        tallies = await evaluate_modes(args.modes, cases_of(items), llm, app, KINDS, args.verbose)
+        for question in args.question:
+            print(f"\n-- questions: {question}")
+            app = function_set_app(items, QUESTIONS[question], llm=llm)
+            try:
+                tallies = await evaluate_modes(
+                    args.modes, cases_of(items), llm, app, KINDS, args.verbose
+                )
+            finally:
+                await app.aclose()
+            print_kinds(tallies)
         if args.native:
-            tallies.append(await evaluate_native(items, settings, args.verbose))
-            print_row(tallies)
-        print_kinds(tallies)
+            native = await evaluate_native(items, settings, args.verbose)
+            print_row([native])
+            print_kinds([native])
     finally:
         await llm.aclose()
-        await app.aclose()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from toolwire.errors import ConfigError
+from toolwire.mcp.tool import derived_question
 from toolwire.orchestrator import DomainOrchestrator
 
 SELECTION_DIR = Path(__file__).resolve().parents[1] / "bench" / "selection"
@@ -174,7 +175,7 @@ def test_every_item_becomes_a_domain_of_its_functions_as_tools(isolated: Path) -
         for function in item.functions:
             tool = tools[item.tool_name(function.name)]
             assert tool.description == function.description
-            assert tool.question.startswith("Does the question ask for what the tool")
+            assert tool.question == derived_question(function.description, tool.short_name)
             fields = tool.tool.params_model.model_fields
             assert {f.alias or n for n, f in fields.items()} == set(
                 function.parameters["properties"]
