@@ -4,10 +4,11 @@ reported at once with its ``path:line``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from toolwire.config import format_loc, line_of
 from toolwire.errors import ConfigError, Problem
@@ -22,6 +23,7 @@ class Entry(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    id: str = Field(min_length=1)
     split: Split
     """``dev``: prompts may be tuned on it; ``test``: reported, never tuned on."""
 
@@ -84,3 +86,21 @@ def read_entries(
     if problems:
         raise ConfigError(problems)
     return [entry for entry in entries if split is None or entry.split == split]
+
+
+def repeated(entries: Sequence[E], text_of: Callable[[E], str], what: str) -> list[tuple[E, str]]:
+    """Each entry whose id, or whose text (``text_of``, compared without case and surrounding
+    space; ``what`` names it), an earlier entry has already, with the problem to report."""
+    first_of_id: dict[str, E] = {}
+    first_of_text: dict[str, E] = {}
+    found: list[tuple[E, str]] = []
+    for entry in entries:
+        earlier = first_of_id.setdefault(entry.id, entry)
+        if earlier is not entry:
+            found.append(
+                (entry, f"the id is used again (first at line {earlier.line}); ids are unique")
+            )
+        same = first_of_text.setdefault(text_of(entry).strip().casefold(), entry)
+        if same is not entry:
+            found.append((entry, f"the same {what} as {same.id}; remove one of them"))
+    return found

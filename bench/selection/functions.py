@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from entries import SPLITS, Entry, Split, read_entries
+from entries import SPLITS, Entry, Split, read_entries, repeated
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire import App
@@ -55,7 +55,6 @@ class FunctionSpec(BaseModel):
 class FunctionItem(Entry):
     """One question, its candidate functions and the one that should take it (or none)."""
 
-    id: str = Field(min_length=1)
     kind: Kind
     question: str = Field(min_length=1)
     functions: tuple[FunctionSpec, ...] = Field(min_length=1)
@@ -99,15 +98,9 @@ def check_functions(
     def report(item: FunctionItem, text: str) -> None:
         problems.append(Problem(f"{item.id}: {text}", where, item.line))
 
-    first_of_id: dict[str, FunctionItem] = {}
-    first_of_question: dict[str, FunctionItem] = {}
+    for item, text in repeated(items, lambda item: item.question, "question"):
+        report(item, text)
     for item in items:
-        earlier = first_of_id.setdefault(item.id, item)
-        if earlier is not item:
-            report(item, f"the id is used again (first at line {earlier.line}); ids are unique")
-        same = first_of_question.setdefault(item.question.strip().casefold(), item)
-        if same is not item:
-            report(item, f"the same question as {same.id}; remove one of them")
         for text in _item_problems(item):
             report(item, text)
     return problems

@@ -23,7 +23,7 @@ from typing import Any
 import toolwire_pharma.plugin
 import toolwire_pydocs.plugin
 import toolwire_selection_bench.plugin
-from entries import SPLITS, Entry, Split, read_entries
+from entries import SPLITS, Entry, Split, read_entries, repeated
 from pydantic import Field
 
 from toolwire import App, OrchestratorActivatedTool
@@ -42,7 +42,6 @@ SELECTION_PLUGINS: tuple[object, ...] = (
 class LabelledMessage(Entry):
     """One user message and the exact set of tools that should take it."""
 
-    id: str = Field(min_length=1)
     message: str = Field(min_length=1)
     domain: str | None
     """The domain the message belongs to (or sounds like); None: off-topic for every domain."""
@@ -107,15 +106,11 @@ def check_labelled(
         prefix = f"{message.id}: " if message is not None else ""
         problems.append(Problem(prefix + text, where, message.line if message else None))
 
-    first_of_id: dict[str, LabelledMessage] = {}
+    for message, text in repeated(messages, lambda message: message.message, "message"):
+        report(message, text)
     first_of_text: dict[str, LabelledMessage] = {}
     for message in messages:
-        earlier = first_of_id.setdefault(message.id, message)
-        if earlier is not message:
-            report(message, f"the id is used again (first at line {earlier.line}); ids are unique")
-        same_text = first_of_text.setdefault(message.message.strip().casefold(), message)
-        if same_text is not message:
-            report(message, f"the same message as {same_text.id}; remove one of them")
+        first_of_text.setdefault(message.message.strip().casefold(), message)
         if message.domain is not None and message.domain not in app.domains:
             report(
                 message,
