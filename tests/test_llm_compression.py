@@ -17,6 +17,12 @@ from toolwire.llm.compression import (
     ContextCompressor,
     identifiers,
 )
+from toolwire.llm.context_limits import (
+    CompressionFailure,
+    PartCut,
+    collect_context_issues,
+    estimate_tokens,
+)
 
 LONG = (
     "Warfarin (ATC B01AA03) interacts with ibuprofen; see https://example.org/warfarin?x=1. "
@@ -143,3 +149,67 @@ async def test_a_summary_copied_from_the_escaped_prompt_is_unescaped_once() -> N
     (compressed,) = await compressor(model).fit("dose?", [part("1", text), part("2", text)])
     assert f"Dosing: {url} (B01AA03 <5 mg>)" in compressed.context
     assert KEPT_IDENTIFIERS_LABEL not in compressed.context
+
+
+async def test_a_part_longer_than_one_call_is_cut_to_fit_the_call_and_the_cut_is_reported() -> None:
+    model = FakeCompressingModel("Warfarin (B01AA03) interacts with ibuprofen.")
+    comp = compressor(model, reserved_tokens=200)  # 800 tokens of a 1,000-token window to send
+    with collect_context_issues() as issues:
+        (compressed,) = await comp.fit("q", [part("1", LONG * 100)])
+    (sent,) = model.texts
+    assert estimate_tokens(sent) <= 800
+    assert "[cut by toolwire: the last " in sent
+    assert compressed.context.startswith(f"{COMPRESSED_MARKER} sources: 1:pharma.drug_info")
+    (cut,) = issues
+    assert isinstance(cut, PartCut) and cut.original_chars == len(LONG) * 100
+    assert cut.limit == "what fits one compression call"
+
+
+async def test_parts_that_do_not_fit_one_call_are_compressed_in_as_few_calls_as_fit() -> None:
+    model = FakeCompressingModel("first summary", "second summary")
+    comp = compressor(model, reserved_tokens=300)  # 700 tokens a call; each part ~260
+    contexts = [part(n, LONG[:1000]) for n in ("1", "2", "3")]
+    with collect_context_issues() as issues:
+        result = await comp.fit("q", contexts)
+    assert [text.count("<external_content") for text in model.texts] == [2, 1]
+    assert all(estimate_tokens(text) <= 700 for text in model.texts)
+    assert [ctx.context.split("\n")[0] for ctx in result] == [
+        f"{COMPRESSED_MARKER} sources: 1:pharma.drug_info, 2:pharma.drug_info",
+        f"{COMPRESSED_MARKER} sources: 3:pharma.drug_info",
+    ]
+    assert issues == []
+
+
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        (RuntimeError("server down"), "server down"),
+        (None, "the model gave no valid summary"),
+        (LONG * 3, "was not shorter than the context"),
+    ],
+)
+async def test_a_failed_compression_is_reported_with_its_parts_and_why(
+    output: Exception | str | None, reason: str
+) -> None:
+    model = FakeCompressingModel(output)
+    contexts = [part("1"), part("2", tool="pharma.leaflet")]
+    with collect_context_issues() as issues:
+        assert await compressor(model).fit("q", contexts) == contexts
+    (failure,) = issues
+    assert isinstance(failure, CompressionFailure)
+    assert failure.task_no == "1" and failure.sources == ("1:pharma.drug_info", "2:pharma.leaflet")
+    assert reason in failure.reason
+    assert failure.describe().startswith(
+        "context compression failed, sent uncompressed (1:pharma.drug_info, 2:pharma.leaflet): "
+    )
+
+
+async def test_an_open_breaker_is_reported_too() -> None:
+    model = FakeCompressingModel(None)
+    comp = compressor(model, max_failures=1, cooldown_s=60, clock=lambda: 0.0)
+    await comp.fit("q", [part("1"), part("2")])
+    with collect_context_issues() as issues:
+        await comp.fit("q", [part("1"), part("2")])
+    (skipped,) = issues
+    assert isinstance(skipped, CompressionFailure)
+    assert skipped.reason == "skipped for 60 s after repeated failures"

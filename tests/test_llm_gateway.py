@@ -701,7 +701,7 @@ BULKY = [
 async def test_contexts_past_the_threshold_are_compressed_before_the_call(
     server: FakeOpenAIServer, purpose: str
 ) -> None:
-    gateway = make_gateway(server, context_window_tokens=300, compression_threshold=0.75)
+    gateway = make_gateway(server, context_window_tokens=2048, compression_threshold=0.1)
     server.script(FakeReply(text=json.dumps({"summary": "Orders AB-1001 and AB-2001 shipped."})))
     if purpose == "gatekeeper":
         await gateway.judge_context("Where are my orders?", BULKY)

@@ -110,18 +110,22 @@ async def server() -> AsyncIterator[FakeOpenAIServer]:
         yield fake
 
 
+WINDOW = 8192
+
+
 def gateway_for(
-    server: FakeOpenAIServer, layout: str = "shared_prefix", window: int = 200
+    server: FakeOpenAIServer, layout: str = "shared_prefix", compress_above: int = 180
 ) -> OpenAIGateway:
-    """``window`` 200: small enough that two contexts of ~400 characters are compressed."""
+    """``compress_above`` 180 tokens: two contexts of ~400 characters are compressed (in one
+    call: the window is a real one)."""
     settings = LLMSettings(
         base_url=server.base_url,
         model="fake-model",
         max_retries=0,
         structured_output="json_schema",
         prompt_layout=layout,  # type: ignore[arg-type]
-        context_window_tokens=window,
-        compression_threshold=0.9,
+        context_window_tokens=WINDOW,
+        compression_threshold=compress_above / WINDOW,
     )
     return OpenAIGateway(settings, api_key="k", concurrency=1)
 
@@ -233,7 +237,7 @@ async def test_every_call_of_a_question_shares_the_rules_and_the_context_calls_s
     None
 ):
     async with FakeOpenAIServer(keep_odd) as server:
-        gateway = gateway_for(server, window=8192)
+        gateway = gateway_for(server, compress_above=int(0.9 * WINDOW))
         with domain_prompt("Medicines:  interactions\n and dosage."), collect_calls() as calls:
             kept = await one_question(gateway)
         await gateway.aclose()
@@ -295,7 +299,7 @@ async def test_every_call_of_a_question_shares_the_rules_and_the_context_calls_s
 async def test_the_old_per_purpose_layout_shares_nothing_between_purposes(
     server: FakeOpenAIServer,
 ) -> None:
-    gateway = gateway_for(server, layout="per_purpose", window=8192)
+    gateway = gateway_for(server, layout="per_purpose", compress_above=int(0.9 * WINDOW))
     with collect_calls() as calls:
         await one_question(gateway)
     await gateway.aclose()
@@ -350,7 +354,7 @@ async def test_the_orchestrator_puts_the_domains_text_in_every_calls_prefix() ->
 
     spec = DomainSpec(name="demo", description="A shop's stock.", prompt_types=["lookup", "other"])
     async with FakeOpenAIServer(reply) as server:
-        gateway = gateway_for(server, window=8192)
+        gateway = gateway_for(server, compress_above=int(0.9 * WINDOW))
         service = conversation_for(spec, QueryTool("finder"), model=gateway)
         answer = await service.ask("Where are the widgets?")
         await gateway.aclose()

@@ -23,6 +23,8 @@ from toolwire.cli import app as cli
 from toolwire.errors import ConfigError, McpServerError
 from toolwire.mcp import McpTool
 from toolwire.testing import ScriptedModel
+from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest
+from windowed_model import ANSWER, assert_every_request_fits, gateway, windowed
 
 NOTES_SERVER = Path(__file__).parent / "mcp_support" / "notes_server.py"
 NOTES_COMMAND = json.dumps([sys.executable, str(NOTES_SERVER)])
@@ -484,3 +486,33 @@ async def test_a_declared_server_that_cannot_start_fails_at_its_first_call(load:
     assert ") did not start: " in failure
     assert failure.endswith("its stderr ended with: cannot open notes.db")
     assert app.mcp.connected() == []
+
+
+async def test_a_huge_mcp_result_is_cut_for_the_prompts_and_the_answer_names_the_cut(
+    toolwire_app_factory: Factory,
+) -> None:
+    """5 MB from an MCP tool (300 times the window) is context like any tool's result: the
+    prompts get the part the window allows, with a marker, and the answer lists the cut."""
+    command = json.dumps([sys.executable, str(NOTES_SERVER.with_name("report_server.py"))])
+    servers = f"  - name: reports\n    command: {command}\n"
+    answers = windowed()
+
+    def reply(request: FakeRequest) -> FakeReply:
+        if "megabytes" in (request.output_schema or {}).get("properties", {}):
+            return FakeReply(text='{"megabytes": 5}')
+        return answers(request)
+
+    async with FakeOpenAIServer(reply) as server:
+        app = toolwire_app_factory(config=config(servers), llm=gateway(server))
+        answer = await app.ask("Show me the full sales report")
+        await app.aclose()
+
+    assert answer.kind == "answer" and answer.text.startswith(ANSWER)
+    assert_every_request_fits(server)
+    assert [(run.tool_name, run.outcome) for run in answer.trace.tools] == [
+        ("office.full_report", "context")
+    ]
+    (cut,) = answer.failures
+    assert cut.startswith("task 1: the context of full_report was cut for the model: 16,")
+    assert " of 5,000,000 characters sent (llm.max_part_tokens: " in cut
+    assert "[cut by toolwire: the last " in server.chat_requests[-1].messages[1]["content"]

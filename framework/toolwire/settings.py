@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolwire.task import MAX_TASK_DEPTH
 
@@ -91,6 +91,21 @@ class LLMSettings(Section):
     context_window_tokens: int = Field(default=8192, gt=0)
     compression_threshold: float = Field(default=0.75, gt=0, le=1)
     """Compress accumulated context once it fills this share of the context window."""
+    max_part_tokens: int | None = Field(default=None, gt=0)
+    """Most tokens one retrieved part (a tool's result, an MCP tool's result, a page) may take in
+    a prompt; a longer part is cut there, with a marker, and the cut is listed in the answer's
+    failures (the tool's whole result is kept). None: half of ``context_window_tokens``."""
+
+    @model_validator(mode="after")
+    def _part_fits_the_window(self) -> LLMSettings:
+        if self.max_part_tokens is not None and self.max_part_tokens >= self.context_window_tokens:
+            raise ValueError(
+                f"max_part_tokens ({self.max_part_tokens}) must be less than "
+                f"context_window_tokens ({self.context_window_tokens}): a part must leave room "
+                "for the prompt's rules, the task and the reply; lower it or leave it unset "
+                "(half the window)"
+            )
+        return self
 
 
 class SelectionSettings(Section):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 from pydantic import BaseModel
@@ -38,6 +38,7 @@ from toolwire.llm.base import (
 )
 from toolwire.llm.budget import call_time
 from toolwire.llm.compression import ContextCompressor
+from toolwire.llm.context_limits import PartLimit
 from toolwire.llm.prompts import Layout, Prompt
 from toolwire.llm.relevance import judge_pages_alone
 from toolwire.llm.structured import (
@@ -53,6 +54,10 @@ from toolwire.registry import to_wire_name
 from toolwire.settings import LLMSettings
 
 log = structlog.get_logger(__name__)
+
+PROMPT_ALLOWANCE_TOKENS = 512
+"""What a call's fixed text takes besides its data: the rules, the domain's text, the purpose's
+instruction and the output format (about 300 tokens with a short domain text)."""
 
 
 @dataclass
@@ -85,10 +90,16 @@ class ChatModel:
         self._slots = asyncio.Semaphore(concurrency)
         self.layout = Layout(self.settings.prompt_layout)
         self._last_prompt = ""
+        self.part_limit = PartLimit.of(
+            self.settings.context_window_tokens, self.settings.max_part_tokens
+        )
+        """How much of one retrieved part (a tool's result, a page) a prompt may carry."""
         self.compressor = ContextCompressor(
             self,
             window_tokens=self.settings.context_window_tokens,
             threshold=self.settings.compression_threshold,
+            reserved_tokens=self.settings.max_completion_tokens.compression
+            + PROMPT_ALLOWANCE_TOKENS,
         )
 
     # -- the purposes ---------------------------------------------------------------------------
@@ -194,10 +205,12 @@ class ChatModel:
         (:func:`~toolwire.llm.base.retrieval_place`): a page is evaluated once, and the gatekeeper
         and the answer reuse everything up to the last page kept. In ``per_purpose`` each page is
         checked on its own, side by side."""
-        if self.layout is Layout.PER_PURPOSE:
-            return await judge_pages_alone(self, question, pages)
         # outside the orchestrator no answer will read the pages: they stand after the task
         place = current_retrieval_place() or RetrievalPlace(question, (), "search", "1")
+        pages = [self._bounded_page(page, place.task_no) for page in pages]
+        if self.layout is Layout.PER_PURPOSE:
+            return await judge_pages_alone(self, question, pages)
+        place = replace(place, earlier=tuple(self.part_limit.bound(place.earlier)))
         kept: list[str] = []
         verdicts: list[bool | None] = []
         for page in pages:
@@ -211,15 +224,28 @@ class ChatModel:
                 kept.append(page.text)
         return verdicts
 
+    def _bounded_page(self, page: PageToJudge, task_no: str) -> PageToJudge:
+        source = f"page {page.ref.doc_id}#{page.ref.page_no}"
+        text = self.part_limit.cut(page.text, source=source, task_no=task_no)
+        return page if text is page.text else page.model_copy(update={"text": text})
+
+    async def _fitted(
+        self, question: str, contexts: Sequence[PromptAndContext]
+    ) -> list[PromptAndContext]:
+        """The contexts a prompt carries: each part within :attr:`part_limit`, compressed when
+        together they near the window, and cut to share one call when they still exceed it."""
+        fitted = await self.compressor.fit(question, self.part_limit.bound(contexts))
+        return self.compressor.within_call(question, fitted)
+
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]
     ) -> GatekeeperVerdict:
-        contexts = await self.compressor.fit(question, contexts)
+        contexts = await self._fitted(question, contexts)
         prompt = prompts.gatekeeper_prompt(question, contexts, GatekeeperVerdict)
         return await self._required_structured_call(prompt, GatekeeperVerdict)
 
     async def answer(self, question: str, contexts: Sequence[PromptAndContext]) -> str:
-        contexts = await self.compressor.fit(question, contexts)
+        contexts = await self._fitted(question, contexts)
         limits = self.settings.max_completion_tokens
         limit = limits.answer if contexts else limits.answer_without_context
         prompt = prompts.answer_prompt(question, contexts)

@@ -1,11 +1,15 @@
 """Question-aware batch compression of accumulated context (SPEC §5, seed 004).
 
 When the contexts sent with a question fill more than ``compression_threshold`` of the model's
-window, every part not yet compressed is compressed in one model call that knows the question.
-Identifiers (URLs, numbers, ids, capitalised names) must survive verbatim: any the model dropped
-are re-inserted in a marked line, and a compression that is not shorter after that is refused.
-A compressed part is marked and never compressed again. After ``max_failures`` failures in a row
-a breaker opens and the contexts pass uncompressed until ``cooldown_s`` has passed.
+window, every part not yet compressed is compressed in one model call that knows the question,
+or, when they do not fit one call's window, in as few calls as fit (a part too long for a call
+on its own is cut first, :class:`~toolwire.llm.context_limits.PartLimit`). Identifiers (URLs,
+numbers, ids, capitalised names) must survive verbatim: any the model dropped are re-inserted in
+a marked line, and a compression that is not shorter after that is refused. A compressed part is
+marked and never compressed again. A failed compression leaves its parts uncompressed and is
+reported (:class:`~toolwire.llm.context_limits.CompressionFailure`: the answer lists it). After
+``max_failures`` failures in a row a breaker opens and the contexts pass uncompressed until
+``cooldown_s`` has passed.
 """
 
 from __future__ import annotations
@@ -20,6 +24,12 @@ from pydantic import BaseModel
 
 from toolwire.context_buffer import PromptAndContext
 from toolwire.llm.base import LanguageModel, Purpose
+from toolwire.llm.context_limits import (
+    CompressionFailure,
+    PartLimit,
+    estimate_tokens,
+    report_context_issue,
+)
 from toolwire.llm.prompts import render_contexts
 
 log = structlog.get_logger(__name__)
@@ -49,11 +59,6 @@ class CompressedContext(BaseModel):
     summary: str
 
 
-def estimate_tokens(text: str) -> int:
-    """A cheap token estimate (about four characters a token for English and code)."""
-    return len(text) // 4 + 1
-
-
 def identifiers(text: str) -> list[str]:
     """Identifiers, numbers, names and URLs that compression must keep verbatim, in order."""
     found: dict[str, None] = {}
@@ -67,7 +72,12 @@ def is_compressed(context: PromptAndContext) -> bool:
 
 
 class ContextCompressor:
-    """Compresses a question's contexts in one batch when they near the model's window."""
+    """Compresses a question's contexts in one batch when they near the model's window.
+
+    ``reserved_tokens``: what a compression call needs besides the contexts and the question
+    (the rules, the instruction, the output format and the reply); the rest of the window is
+    what one call may send.
+    """
 
     def __init__(
         self,
@@ -75,12 +85,14 @@ class ContextCompressor:
         *,
         window_tokens: int,
         threshold: float,
+        reserved_tokens: int = 0,
         max_failures: int = 3,
         cooldown_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._llm = llm
         self._budget_tokens = int(window_tokens * threshold)
+        self._call_tokens = max(window_tokens - reserved_tokens, 1)
         self._max_failures = max_failures
         self._cooldown_s = cooldown_s
         self._clock = clock
@@ -106,37 +118,87 @@ class ContextCompressor:
     ) -> list[PromptAndContext]:
         """The contexts to send: unchanged when they fit, else with the fresh parts compressed.
 
-        The compressed part takes the place of the first part it replaces, so the order of
-        everything else stays as it was. On failure the contexts pass unchanged.
+        A compressed part takes the place of the first part it replaces, so the order of
+        everything else stays as it was. Parts whose compression failed pass unchanged.
         """
         contexts = list(contexts)
         if not self.needs_compression(question, contexts):
             return contexts
-        fresh = [ctx for ctx in contexts if not is_compressed(ctx)]
+        fresh = [index for index, ctx in enumerate(contexts) if not is_compressed(ctx)]
         if not fresh:
             log.warning("compression_nothing_left", parts=len(contexts))
             return contexts
-        if self.breaker_open:
-            log.warning("compression_breaker_open", failures=self._failures)
-            return contexts
-        compressed = await self._compress(question, fresh)
-        if compressed is None:
-            self._fail()
-            return contexts
-        self._failures = 0
+        # a part's index → the compressed part in its place (None: compressed into another)
+        replaced: dict[int, PromptAndContext | None] = {}
+        for batch in self._batches(question, contexts, fresh):
+            parts = [contexts[index] for index in batch]
+            if self.breaker_open:
+                log.warning("compression_breaker_open", failures=self._failures)
+                _report(parts, f"skipped for {self._cooldown_s:g} s after repeated failures")
+                continue
+            compressed = await self._compress(question, parts)
+            if isinstance(compressed, str):
+                self._fail()
+                _report(parts, compressed)
+                continue
+            self._failures = 0
+            replaced.update(dict.fromkeys(batch[1:]))
+            replaced[batch[0]] = compressed
         result: list[PromptAndContext] = []
-        for ctx in contexts:
-            if is_compressed(ctx):
+        for index, ctx in enumerate(contexts):
+            if index not in replaced:
                 result.append(ctx)
-            elif ctx is fresh[0]:
-                result.append(compressed)
+            elif (compressed_part := replaced[index]) is not None:
+                result.append(compressed_part)
         return result
+
+    def within_call(
+        self, question: str, contexts: Sequence[PromptAndContext]
+    ) -> list[PromptAndContext]:
+        """The contexts, each part cut to an equal share of one call when together they still
+        do not fit one (compression failed or was not enough): the call is then made with less
+        context rather than refused by the server."""
+        contexts = list(contexts)
+        # the task is read twice (before the context and last); each part has its tags
+        room = self._room(question) - estimate_tokens(question) - _tags_tokens(contexts)
+        if not contexts or estimate_tokens(render_contexts(contexts)) <= room:
+            return contexts
+        share = PartLimit(
+            max(room // len(contexts), 1),
+            "an equal share of one call: together the contexts exceed it",
+        )
+        return share.bound(contexts)
+
+    def _room(self, question: str) -> int:
+        """Tokens one compression call may spend on the contexts."""
+        return max(self._call_tokens - estimate_tokens(_keep_line(question)), 1)
+
+    def _batches(
+        self, question: str, contexts: list[PromptAndContext], fresh: list[int]
+    ) -> list[list[int]]:
+        """The fresh parts (indexes) in order, grouped into as few calls as fit one call each."""
+        room = self._room(question)
+        batches: list[list[int]] = []
+        used = 0
+        for index in fresh:
+            size = estimate_tokens(render_contexts([contexts[index]]))
+            if not batches or used + size > room:
+                batches.append([])
+                used = 0
+            batches[-1].append(index)
+            used += size
+        return batches
 
     async def _compress(
         self, question: str, fresh: list[PromptAndContext]
-    ) -> PromptAndContext | None:
+    ) -> PromptAndContext | str:
+        """The compressed part, or why there is none."""
+        room = PartLimit(
+            max(self._room(question) - _tags_tokens(fresh), 1), "what fits one compression call"
+        )
+        fresh = room.bound(fresh)
         original = render_contexts(fresh)
-        text = f"{original}\n\nKeep what this question needs: {question}"
+        text = f"{original}\n\n{_keep_line(question)}"
         try:
             output = await self._llm.extract(
                 CompressedContext,
@@ -146,10 +208,10 @@ class ContextCompressor:
             )
         except Exception as exc:  # the breaker counts any failure; the answer goes on uncompressed
             log.warning("compression_failed", error=str(exc))
-            return None
+            return str(exc) or type(exc).__name__
         if output is None or not output.summary.strip():
             log.warning("compression_failed", error="no valid output")
-            return None
+            return "the model gave no valid summary"
         # The model read the contexts HTML-escaped (external content); undo that once so that a
         # copied "&amp;" neither hides an identifier nor is escaped twice when rendered again.
         summary = html.unescape(output.summary.strip())
@@ -163,7 +225,7 @@ class ContextCompressor:
             log.warning(
                 "compression_refused", original_chars=len(original), compressed_chars=len(body)
             )
-            return None
+            return f"the summary ({len(body):,} characters) was not shorter than the context"
         log.info(
             "context_compressed",
             parts=len(fresh),
@@ -184,3 +246,21 @@ class ContextCompressor:
         if self._failures >= self._max_failures and self._opened_at is None:
             self._opened_at = self._clock()
             log.warning("compression_breaker_opened", failures=self._failures)
+
+
+def _keep_line(question: str) -> str:
+    return f"Keep what this question needs: {question}"
+
+
+def _report(parts: list[PromptAndContext], reason: str) -> None:
+    sources = tuple(ctx.completion_key for ctx in parts)
+    report_context_issue(
+        CompressionFailure(task_no=parts[0].task_no, sources=sources, reason=reason)
+    )
+
+
+def _tags_tokens(contexts: Sequence[PromptAndContext]) -> int:
+    """What the contexts' tags take, rendered without their text."""
+    return estimate_tokens(
+        render_contexts([ctx.model_copy(update={"context": ""}) for ctx in contexts])
+    )

@@ -46,6 +46,7 @@ from toolwire.llm.base import (
     domain_prompt,
     retrieval_place,
 )
+from toolwire.llm.context_limits import ContextIssue, collect_context_issues
 from toolwire.llm.prompts import with_agent_status
 from toolwire.logging import bound
 from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
@@ -205,17 +206,23 @@ class DomainOrchestrator:
         Every event logged meanwhile, by toolwire or by a plugin's tool, carries the lineage of
         the step it belongs to: ``domain``, ``task_no``, ``coordinator`` (the one decomposing, or
         the one that created the task) and ``tool``. Every model call of the round, tools'
-        included, shares the domain's fixed text.
+        included, shares the domain's fixed text. What the model's prompts left out (a part cut
+        to fit, a compression that failed) is filed on its task as a failure.
         """
-        with bound(domain=self.domain.name), domain_prompt(self.domain.description):
+        with (
+            bound(domain=self.domain.name),
+            domain_prompt(self.domain.description),
+            collect_context_issues() as issues,
+        ):
             stop = await self.process(root, depth=0)
+            file_context_issues(root, issues)
             if stop is not None and stop.kind == "clarification":
                 return RoundResult("clarification", stop.text, failures=root_failures(root))
             results = subtree_results(root)
             guaranteed = [result.context for result in results if result.guaranteed]
             if stop is not None:
                 return RoundResult("answer", stop.text, guaranteed, root_failures(root))
-            text = await self._compose(root, results, guaranteed)
+            text = await self._compose(root, results, guaranteed, issues)
             return RoundResult("answer", text, guaranteed, root_failures(root))
 
     async def process(self, task: TaskInfo, depth: int) -> Stop | None:
@@ -536,6 +543,7 @@ class DomainOrchestrator:
         root: TaskInfo,
         results: list[PromptAndContext],
         guaranteed: list[str],
+        issues: list[ContextIssue],
     ) -> str:
         """The answer text (SPEC §3 step 9). Guaranteed contexts are finished answers: they lead
         the text verbatim. The model composes only when the root task itself holds ordinary
@@ -566,6 +574,7 @@ class DomainOrchestrator:
                 composed = ""
             if composed and _answer_cut_off(current_calls()[calls_before:]):
                 root.run.failures.append(answer_cut_off(with_context=bool(contexts)))
+            file_context_issues(root, issues)
             leading = [exact for exact in dict.fromkeys(guaranteed) if exact not in composed]
             text = "\n\n".join([*leading, composed] if composed else leading)
         failures = root_failures(root)
@@ -615,6 +624,18 @@ def _cannot_resume(tool: ChatbotTool[Any]) -> bool:
         and not isinstance(tool, ClarifiableContextConsumerTool)
         and type(tool).execute_with_clarification is ChatbotTool.execute_with_clarification
     )
+
+
+def file_context_issues(root: TaskInfo, issues: list[ContextIssue]) -> None:
+    """Move what the prompts left out onto the tasks the parts belong to (the root when the
+    task is not in the tree), each described once: a part cut for the gatekeeper and again for
+    the answer is one failure."""
+    tasks = {task.task_no: task for task in root.walk()}
+    for issue in issues:
+        failures = tasks.get(issue.task_no, root).run.failures
+        if issue.describe() not in failures:
+            failures.append(issue.describe())
+    issues.clear()
 
 
 def root_failures(root: TaskInfo) -> list[str]:

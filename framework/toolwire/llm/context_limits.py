@@ -1,0 +1,147 @@
+"""How much of one retrieved part may enter a prompt, and what the prompts left out (SPEC §5).
+
+A *part* is one piece of retrieved context: a tool's result (an MCP tool's included) or a page a
+search tool judges. :class:`PartLimit` is the one place that decides how much of a part the
+model's prompts may carry: ``llm.max_part_tokens``, or half of ``llm.context_window_tokens``, so
+that a part alone leaves room for the rules, the task and the reply of any call, compression's
+included. A longer part is cut in the prompts only, with a marker saying what was left out and
+how much; the tool's whole result stays in the context buffer (tools that consume the context,
+guaranteed contexts, the stored conversation get it whole).
+
+What a prompt left out is reported as data to the question's collector
+(:func:`collect_context_issues`): a :class:`PartCut`, or a :class:`CompressionFailure` (the parts
+then went uncompressed). The orchestrator files each on its task, so it is listed in the answer's
+``failures`` and in the trace, not only in the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+from toolwire.context_buffer import PromptAndContext
+
+CHARS_PER_TOKEN = 4
+"""The estimate behind every token count here: about four characters a token (English, code)."""
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap token estimate (:data:`CHARS_PER_TOKEN` characters a token)."""
+    return len(text) // CHARS_PER_TOKEN + 1
+
+
+class PartCut(BaseModel):
+    """A part cut to fit the prompts: where it came from and how much of it was sent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task_no: str
+    source: str
+    """The tool that returned the part (``pharma.drug_info``) or the page (``page doc#3``)."""
+    original_chars: int
+    kept_chars: int
+    limit: str
+    """The setting the limit comes from."""
+
+    def describe(self) -> str:
+        return (
+            f"the context of {self.source} was cut for the model: {self.kept_chars:,} of "
+            f"{self.original_chars:,} characters sent ({self.limit}); the whole result is kept"
+        )
+
+
+class CompressionFailure(BaseModel):
+    """Parts that were to be compressed and went to the model uncompressed, and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task_no: str
+    sources: tuple[str, ...]
+    """The parts' completion keys (``"1:pharma.drug_info"``)."""
+    reason: str
+
+    def describe(self) -> str:
+        return f"context compression failed, sent uncompressed ({', '.join(self.sources)}): " + (
+            self.reason
+        )
+
+
+ContextIssue = PartCut | CompressionFailure
+
+_issues: ContextVar[list[ContextIssue] | None] = ContextVar("toolwire_context_issues", default=None)
+
+
+@contextmanager
+def collect_context_issues() -> Iterator[list[ContextIssue]]:
+    """Collect what the prompts of model calls made inside the block left out."""
+    issues: list[ContextIssue] = []
+    token = _issues.set(issues)
+    try:
+        yield issues
+    finally:
+        _issues.reset(token)
+
+
+def report_context_issue(issue: ContextIssue) -> None:
+    """Add an issue to the open collector, if any."""
+    issues = _issues.get()
+    if issues is not None:
+        issues.append(issue)
+
+
+def cut_marker(left_out: int, original: int, limit: str) -> str:
+    """What the model reads where a part was cut."""
+    return (
+        f"\n[cut by toolwire: the last {left_out:,} of {original:,} characters of this context "
+        f"are left out ({limit})]"
+    )
+
+
+@dataclass(frozen=True)
+class PartLimit:
+    """The most tokens one part may take in a prompt, and the setting that says so."""
+
+    tokens: int
+    setting: str
+
+    @classmethod
+    def of(cls, context_window_tokens: int, max_part_tokens: int | None) -> PartLimit:
+        if max_part_tokens is not None:
+            return cls(max_part_tokens, "llm.max_part_tokens")
+        return cls(context_window_tokens // 2, "llm.max_part_tokens: half the context window")
+
+    @property
+    def chars(self) -> int:
+        return self.tokens * CHARS_PER_TOKEN
+
+    def cut(self, text: str, *, source: str, task_no: str) -> str:
+        """``text``, or its beginning and a marker when it is longer than the limit (the cut is
+        reported)."""
+        if len(text) <= self.chars:
+            return text
+        marker = cut_marker(len(text), len(text), self.setting)  # the longest it can be
+        kept = max(self.chars - len(marker), 0)
+        cut = PartCut(
+            task_no=task_no,
+            source=source,
+            original_chars=len(text),
+            kept_chars=kept,
+            limit=self.setting,
+        )
+        report_context_issue(cut)
+        return text[:kept] + cut_marker(len(text) - kept, len(text), self.setting)
+
+    def bound(self, contexts: Sequence[PromptAndContext]) -> list[PromptAndContext]:
+        """The contexts with every part longer than the limit cut."""
+        return [
+            ctx
+            if len(ctx.context) <= self.chars
+            else ctx.model_copy(
+                update={"context": self.cut(ctx.context, source=ctx.tool_name, task_no=ctx.task_no)}
+            )
+            for ctx in contexts
+        ]

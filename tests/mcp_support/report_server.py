@@ -1,0 +1,26 @@
+"""An MCP server whose one tool returns a result as large as asked, for tests of huge results.
+
+Run as ``python report_server.py`` (stdio). Its tool: ``full_report`` (``megabytes`` of text).
+"""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+server = MCPServer("reports")
+
+LINE = "sales row 0123456789 north region, widgets, 12 units\n"
+
+
+@server.tool()
+def full_report(
+    megabytes: int = Field(description="How many megabytes of report text to return"),
+) -> str:
+    """Return the full sales report, as many megabytes of text as asked."""
+    size = megabytes * 1_000_000
+    return (LINE * (size // len(LINE) + 1))[:size]
+
+
+if __name__ == "__main__":
+    server.run()
