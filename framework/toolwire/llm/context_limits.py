@@ -21,9 +21,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+import structlog
 from pydantic import BaseModel, ConfigDict
 
 from toolwire.context_buffer import PromptAndContext
+
+log = structlog.get_logger(__name__)
 
 CHARS_PER_TOKEN = 4
 """The estimate behind every token count here: about four characters a token (English, code)."""
@@ -132,6 +135,7 @@ class PartLimit:
             kept_chars=kept,
             limit=self.setting,
         )
+        log.info("context_part_cut", **cut.model_dump())
         report_context_issue(cut)
         return text[:kept] + cut_marker(len(text) - kept, len(text), self.setting)
 
