@@ -159,12 +159,11 @@ class ContextCompressor:
         do not fit one (compression failed or was not enough): the call is then made with less
         context rather than refused by the server."""
         contexts = list(contexts)
-        # the task is read twice (before the context and last); each part has its tags
-        room = self._room(question) - estimate_tokens(question) - _tags_tokens(contexts)
+        room = self._room(question) - estimate_tokens(question)  # the task is read twice
         if not contexts or estimate_tokens(render_contexts(contexts)) <= room:
             return contexts
         share = PartLimit(
-            max(room // len(contexts), 1),
+            max((room - _tags_tokens(contexts)) // len(contexts), 1),
             "an equal share of one call: together the contexts exceed it",
         )
         return share.bound(contexts)
