@@ -150,6 +150,11 @@ def test_text_that_cannot_be_used_is_refused_with_a_sentence(
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+def _interruptible() -> None:
+    """In the child before exec: SIGINT back to its default disposition."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path: Path) -> None:
     """The prompt was read in a worker thread: Ctrl-C stopped the chat, but the process then
     waited for that thread, i.e. for the user to press Enter."""
@@ -174,6 +179,9 @@ def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path: Path) -> None
         stderr=subprocess.PIPE,
         env=env,
         cwd=tmp_path,
+        # As at a terminal: a test run started in the background (`cmd &` in a script) hands its
+        # children SIGINT ignored, and Python then never turns it into KeyboardInterrupt.
+        preexec_fn=_interruptible,
     )
     try:
         assert chat.stdout is not None
