@@ -200,3 +200,36 @@ def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path: Path) -> None
     assert code != 0
     assert chat.stderr is not None
     assert b"Traceback" not in chat.stderr.read()
+
+
+def test_a_line_at_the_chat_prompt_that_is_not_utf8_is_refused_and_the_chat_goes_on(
+    tmp_path: Path,
+) -> None:
+    script = shutil.which("toolwire", path=str(Path(sys.executable).parent))
+    assert script is not None, "run scripts/setup.sh: the toolwire console script is missing"
+    config = tmp_path / "toolwire.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "default_domain": "pharma",
+                "sessions": {"store": "memory"},
+                "llm": {"base_url": "http://127.0.0.1:9/v1", "model": "none"},  # never asked
+            }
+        ),
+        encoding="utf-8",
+    )
+    env = {**os.environ, "TOOLWIRE_PLUGINS": "pharma", "OPENAI_API_KEY": "unused"}
+
+    chat = subprocess.run(
+        [script, "--config", str(config), "chat"],
+        input=b"\xff\xfe hello\n",  # then end of input: the chat ends
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+
+    shown = " ".join(chat.stdout.decode("utf-8", "replace").split())
+    assert "that line is not UTF-8 text (byte 0xff at character 1)" in shown, shown
+    assert shown.count("you>") == 2  # asked again after the refusal
+    assert chat.returncode == 0 and b"Traceback" not in chat.stderr
