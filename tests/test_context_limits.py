@@ -178,7 +178,11 @@ async def test_a_failed_compression_is_listed_and_the_answer_still_fits_the_wind
         "task 1: context compression failed, sent uncompressed (1:one)",
         "task 1: context compression failed, sent uncompressed (1:two)",
     ]
-    assert all("HTTP 500: compression service unavailable" in f for f in failed)
+    assert all(
+        f.endswith("): the model call failed (model call for 'compression' failed: HTTP 500: "
+        "compression service unavailable)")
+        for f in failed
+    )
     assert [call.purpose for call in answer.model_calls if not call.ok] == ["compression"] * 2
     # uncompressed, the two parts were cut to share the answer's call
     assert any("an equal share of one call" in f for f in answer.failures)
@@ -189,4 +193,5 @@ def test_an_issue_of_a_task_not_in_the_tree_is_filed_on_the_root_once() -> None:
     root = TaskInfo(task_no="1", task_prompt="q")
     issue = CompressionFailure(task_no="7", sources=("7:x",), reason="down")
     file_context_issues(root, [issue, issue])
-    assert root.run.failures == [issue.describe()]
+    assert root.run.notices == [issue.notice().model_copy(update={"task_no": "1"})]
+    assert root.run.reported() == ["context compression failed, sent uncompressed (7:x): down"]

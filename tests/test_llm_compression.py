@@ -183,7 +183,7 @@ async def test_parts_that_do_not_fit_one_call_are_compressed_in_as_few_calls_as_
 @pytest.mark.parametrize(
     ("output", "reason"),
     [
-        (RuntimeError("server down"), "server down"),
+        (RuntimeError("server down"), "the model call failed"),
         (None, "the model gave no valid summary"),
         (LONG * 3, "was not shorter than the context"),
     ],
@@ -191,6 +191,7 @@ async def test_parts_that_do_not_fit_one_call_are_compressed_in_as_few_calls_as_
 async def test_a_failed_compression_is_reported_with_its_parts_and_why(
     output: Exception | str | None, reason: str
 ) -> None:
+    """Why, in toolwire's words; what the model call raised apart (a server's words)."""
     model = FakeCompressingModel(output)
     contexts = [part("1"), part("2", tool="pharma.leaflet")]
     with collect_context_issues() as issues:
@@ -199,8 +200,12 @@ async def test_a_failed_compression_is_reported_with_its_parts_and_why(
     assert isinstance(failure, CompressionFailure)
     assert failure.task_no == "1" and failure.sources == ("1:pharma.drug_info", "2:pharma.leaflet")
     assert reason in failure.reason
-    assert failure.describe().startswith(
+    assert failure.error == ("server down" if isinstance(output, Exception) else None)
+    notice = failure.notice()
+    assert (notice.kind, notice.detail) == ("compression_failed", failure.error)
+    assert notice.message == (
         "context compression failed, sent uncompressed (1:pharma.drug_info, 2:pharma.leaflet): "
+        + failure.reason
     )
 
 

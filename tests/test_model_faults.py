@@ -217,11 +217,18 @@ async def test_an_answer_cut_off_at_its_length_limit_is_listed_as_a_failure(
     assert answer.kind == "answer"
     assert answer.text.startswith("Tables are free at 8 pm, and")
     # nothing was retrieved: the limit to raise is the short one of such answers
-    expected = ["task 1: " + answer_cut_off(with_context=False)] if cut_off else []
+    notice = answer_cut_off(with_context=False)
+    expected = [f"task 1: {notice.message}"] if cut_off else []
     assert answer.failures == expected
+    assert answer.notices == ([notice] if cut_off else [])
+    assert notice.kind == "answer_cut_off" and notice.message == (
+        "the answer reached its length limit and was cut off "
+        "(llm.max_completion_tokens.answer_without_context)"
+    )
     assert [call.truncated for call in answer.model_calls if call.purpose == "answer"] == [cut_off]
     # a caller who sees no error details (HTTP, MCP) still learns that the text is not whole
-    assert disclosed_answer(answer, verbose=False).failures == expected
+    shown = disclosed_answer(answer, verbose=False)
+    assert (shown.failures, shown.notices) == (expected, answer.notices)
 
 
 DEEP = "[" * 100_000 + "]" * 100_000

@@ -11,8 +11,11 @@ operator finds it from the id. Identical texts share an id.
 The verbose form (``verbose=True``: every detail, secret shapes still masked) is an explicit
 choice: ``toolwire ask --trace`` locally, ``server.expose_error_details`` for a deployment whose
 callers are trusted. What tools answered (the text, guaranteed contexts, a tool's result) is the
-answer itself and passes unchanged either way, and so do the few failures toolwire words itself
-(``answer.PUBLIC_FAILURES``: an answer cut off at its length limit).
+answer itself and passes unchanged either way, and so do an answer's notices
+(:class:`~toolwire.run_state.Notice`: a part of the context cut for the model, a compression that
+failed, the answer cut off at its length limit), which toolwire words itself: their ``message``
+is shown, in ``notices`` and as their lines of ``failures``, and only their ``detail`` (a
+server's error, a document's name) is withheld (``error id …``).
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ from toolwire.events import (
     ToolsChosen,
 )
 from toolwire.llm.base import CallRecord
-from toolwire.orchestrator.answer import PUBLIC_FAILURES, Answer, TaskTrace
+from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.redaction import redact
-from toolwire.run_state import CoordinatorRunRecord, SelectionRecord, ToolRunRecord
+from toolwire.run_state import CoordinatorRunRecord, Notice, SelectionRecord, ToolRunRecord
 from toolwire.selection.routing import RoutingRecord
 
 log = structlog.get_logger(__name__)
@@ -64,9 +67,21 @@ class Disclosure:
     def failure(self, text: str, step: str | None = None, **where: str) -> str:
         """One line of a task's failures (``step``: what failed, such as ``tool shop.lookup``,
         when it is known)."""
-        if self.verbose or text in PUBLIC_FAILURES:
+        if self.verbose:
             return redact(text)
         return f"{step or 'a step'} failed (error id {self._id_for(text, where)})"
+
+    def notice(self, notice: Notice) -> Notice:
+        """A notice: its message as it is (secret shapes masked), its detail withheld."""
+        detail = notice.detail
+        if detail is not None:
+            where = {"task_no": notice.task_no, "notice": notice.kind}
+            detail = (
+                redact(detail)
+                if self.verbose
+                else f"error id {self._id_for(detail, where)}"
+            )
+        return notice.model_copy(update={"message": redact(notice.message), "detail": detail})
 
     def _id_for(self, text: str, where: dict[str, str]) -> str:
         error_id = self.ids.get(text)
@@ -91,6 +106,7 @@ def disclosed_answer(
         update={
             # the answer's failures are its tasks' failures, each after its task number
             "failures": [shown.get(f) or disclosure.failure(f) for f in answer.failures],
+            "notices": [disclosure.notice(notice) for notice in answer.notices],
             "trace": trace,
             "model_calls": [_disclosed_call(call, disclosure) for call in answer.model_calls],
             "routing": _disclosed_routing(answer.routing, disclosure),
@@ -125,6 +141,12 @@ def _disclosed_trace(task: TaskTrace, disclosure: Disclosure) -> TaskTrace:
     steps = {run.detail: f"tool {run.tool_name}" for run in task.tools if run.outcome == "error"}
     if task.selection is not None and task.selection.failure is not None:
         steps.setdefault(task.selection.failure, "tool selection")
+    notices = [disclosure.notice(notice) for notice in task.notices]
+    # a notice's line among the failures is shown as the notice is
+    shown = {
+        notice.describe(): seen.describe()
+        for notice, seen in zip(task.notices, notices, strict=True)
+    }
     return task.model_copy(
         update={
             "selection": _disclosed_selection(task.selection, disclosure, where),
@@ -134,9 +156,10 @@ def _disclosed_trace(task: TaskTrace, disclosure: Disclosure) -> TaskTrace:
                 for run in task.coordinators
             ],
             "failures": [
-                disclosure.failure(failure, steps.get(failure), **where)
+                shown.get(failure) or disclosure.failure(failure, steps.get(failure), **where)
                 for failure in task.failures
             ],
+            "notices": notices,
             "notes": [redact(note) for note in task.notes],
             "sub_tasks": [_disclosed_trace(sub_task, disclosure) for sub_task in task.sub_tasks],
         }

@@ -249,6 +249,36 @@ class SelectionRecord(BaseModel):
         )
 
 
+# -- notices ------------------------------------------------------------------------------
+
+NoticeKind = Literal["context_cut", "compression_failed", "answer_cut_off"]
+
+
+class Notice(BaseModel):
+    """Something every caller should know about how an answer was made, as a typed record.
+
+    ``context_cut``: a retrieved part was cut for the model's prompts (``llm.max_part_tokens``);
+    ``compression_failed``: parts went to the model uncompressed; ``answer_cut_off``: the answer
+    reached its length limit. ``message`` is toolwire's own words (tool names, counts, the
+    setting to change), so HTTP and MCP callers see it as it is; ``detail``, when there is one,
+    may hold what a server or a document said (why a model call failed, the page that was cut)
+    and is withheld from them like a failed tool's error (``detail`` then reads ``error id …``,
+    :mod:`toolwire.disclosure`).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: NoticeKind
+    task_no: str
+    """The task it happened on."""
+    message: str
+    detail: str | None = None
+
+    def describe(self) -> str:
+        """Its line among the task's ``failures``."""
+        return self.message if self.detail is None else f"{self.message} ({self.detail})"
+
+
 # -- the run state --------------------------------------------------------------------------
 
 
@@ -281,6 +311,19 @@ class TaskRun(BaseModel):
     failures: list[str] = Field(default_factory=list)
     """What went wrong on this task (a tool, a coordinator or a conditional decision raised, a
     model call failed, the depth limit was reached); the answer reports them."""
+    notices: list[Notice] = Field(default_factory=list)
+    """What callers are told about how the task's context reached the model (each once); the
+    answer lists them after ``failures`` (:meth:`reported`)."""
+
+    def reported(self) -> list[str]:
+        """What the answer lists for the task: its failures, then its notices' lines."""
+        return [*self.failures, *(notice.describe() for notice in self.notices)]
+
+    def notify(self, notice: Notice) -> None:
+        """File a notice on the task, once (a part cut for the gatekeeper and again for the
+        answer is one notice)."""
+        if notice not in self.notices:
+            self.notices.append(notice)
 
     @property
     def pending_clarification(self) -> Clarification | None:

@@ -226,7 +226,7 @@ class ChatModel:
 
     def _bounded_page(self, page: PageToJudge, task_no: str) -> PageToJudge:
         source = f"page {page.ref.doc_id}#{page.ref.page_no}"
-        text = self.part_limit.cut(page.text, source=source, task_no=task_no)
+        text = self.part_limit.cut(page.text, source=source, task_no=task_no, page=page.ref)
         return page if text is page.text else page.model_copy(update={"text": text})
 
     async def _fitted(

@@ -134,12 +134,13 @@ class ContextCompressor:
             parts = [contexts[index] for index in batch]
             if self.breaker_open:
                 log.warning("compression_breaker_open", failures=self._failures)
-                _report(parts, f"skipped for {self._cooldown_s:g} s after repeated failures")
+                reason = f"skipped for {self._cooldown_s:g} s after repeated failures"
+                report_context_issue(_failure(parts, reason))
                 continue
             compressed = await self._compress(question, parts)
-            if isinstance(compressed, str):
+            if isinstance(compressed, CompressionFailure):
                 self._fail()
-                _report(parts, compressed)
+                report_context_issue(compressed)
                 continue
             self._failures = 0
             replaced.update(dict.fromkeys(batch[1:]))
@@ -190,7 +191,7 @@ class ContextCompressor:
 
     async def _compress(
         self, question: str, fresh: list[PromptAndContext]
-    ) -> PromptAndContext | str:
+    ) -> PromptAndContext | CompressionFailure:
         """The compressed part, or why there is none."""
         room = PartLimit(
             max(self._room(question) - _tags_tokens(fresh), 1), "what fits one compression call"
@@ -207,10 +208,10 @@ class ContextCompressor:
             )
         except Exception as exc:  # the breaker counts any failure; the answer goes on uncompressed
             log.warning("compression_failed", error=str(exc))
-            return str(exc) or type(exc).__name__
+            return _failure(fresh, "the model call failed", str(exc) or type(exc).__name__)
         if output is None or not output.summary.strip():
             log.warning("compression_failed", error="no valid output")
-            return "the model gave no valid summary"
+            return _failure(fresh, "the model gave no valid summary")
         # The model read the contexts HTML-escaped (external content); undo that once so that a
         # copied "&amp;" neither hides an identifier nor is escaped twice when rendered again.
         summary = html.unescape(output.summary.strip())
@@ -224,7 +225,8 @@ class ContextCompressor:
             log.warning(
                 "compression_refused", original_chars=len(original), compressed_chars=len(body)
             )
-            return f"the summary ({len(body):,} characters) was not shorter than the context"
+            reason = f"the summary ({len(body):,} characters) was not shorter than the context"
+            return _failure(fresh, reason)
         log.info(
             "context_compressed",
             parts=len(fresh),
@@ -251,11 +253,11 @@ def _keep_line(question: str) -> str:
     return f"Keep what this question needs: {question}"
 
 
-def _report(parts: list[PromptAndContext], reason: str) -> None:
+def _failure(
+    parts: list[PromptAndContext], reason: str, error: str | None = None
+) -> CompressionFailure:
     sources = tuple(ctx.completion_key for ctx in parts)
-    report_context_issue(
-        CompressionFailure(task_no=parts[0].task_no, sources=sources, reason=reason)
-    )
+    return CompressionFailure(task_no=parts[0].task_no, sources=sources, reason=reason, error=error)
 
 
 def _tags_tokens(contexts: Sequence[PromptAndContext]) -> int:

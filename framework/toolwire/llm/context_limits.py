@@ -10,8 +10,9 @@ guaranteed contexts, the stored conversation get it whole).
 
 What a prompt left out is reported as data to the question's collector
 (:func:`collect_context_issues`): a :class:`PartCut`, or a :class:`CompressionFailure` (the parts
-then went uncompressed). The orchestrator files each on its task, so it is listed in the answer's
-``failures`` and in the trace, not only in the log.
+then went uncompressed). The orchestrator files each on its task as a
+:class:`~toolwire.run_state.Notice`, so every caller (CLI, HTTP, MCP) finds it in the answer's
+``notices`` and ``failures`` and in the trace, not only in the log.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from toolwire.context_buffer import PromptAndContext
+from toolwire.context_buffer import PageRef, PromptAndContext
+from toolwire.run_state import Notice
 
 log = structlog.get_logger(__name__)
 
@@ -49,12 +51,22 @@ class PartCut(BaseModel):
     kept_chars: int
     limit: str
     """The setting the limit comes from."""
+    page: PageRef | None = None
+    """The page, when the part is a page a search tool judges."""
 
-    def describe(self) -> str:
-        return (
-            f"the context of {self.source} was cut for the model: {self.kept_chars:,} of "
-            f"{self.original_chars:,} characters sent ({self.limit}); the whole result is kept"
+    def notice(self) -> Notice:
+        """What the answer tells: the tool's name is the caller's to see, a document's is not
+        (it may be a path on the server)."""
+        sent = f"{self.kept_chars:,} of {self.original_chars:,} characters sent ({self.limit})"
+        if self.page is not None:
+            message = f"a retrieved page was cut for the model: {sent}"
+            return Notice(
+                kind="context_cut", task_no=self.task_no, message=message, detail=self.source
+            )
+        message = (
+            f"the context of {self.source} was cut for the model: {sent}; the whole result is kept"
         )
+        return Notice(kind="context_cut", task_no=self.task_no, message=message)
 
 
 class CompressionFailure(BaseModel):
@@ -66,10 +78,17 @@ class CompressionFailure(BaseModel):
     sources: tuple[str, ...]
     """The parts' completion keys (``"1:pharma.drug_info"``)."""
     reason: str
+    """Why, in toolwire's words (the compression call failed, the summary was not shorter ...)."""
+    error: str | None = None
+    """What the failed model call raised (a server's words, kept from callers)."""
 
-    def describe(self) -> str:
-        return f"context compression failed, sent uncompressed ({', '.join(self.sources)}): " + (
-            self.reason
+    def notice(self) -> Notice:
+        message = (
+            f"context compression failed, sent uncompressed ({', '.join(self.sources)}): "
+            + self.reason
+        )
+        return Notice(
+            kind="compression_failed", task_no=self.task_no, message=message, detail=self.error
         )
 
 
@@ -121,9 +140,9 @@ class PartLimit:
     def chars(self) -> int:
         return self.tokens * CHARS_PER_TOKEN
 
-    def cut(self, text: str, *, source: str, task_no: str) -> str:
+    def cut(self, text: str, *, source: str, task_no: str, page: PageRef | None = None) -> str:
         """``text``, or its beginning and a marker when it is longer than the limit (the cut is
-        reported)."""
+        reported; ``page``: the text is that page's)."""
         if len(text) <= self.chars:
             return text
         marker = cut_marker(len(text), len(text), self.setting)  # the longest it can be
@@ -134,8 +153,9 @@ class PartLimit:
             original_chars=len(text),
             kept_chars=kept,
             limit=self.setting,
+            page=page,
         )
-        log.info("context_part_cut", **cut.model_dump())
+        log.info("context_part_cut", **cut.model_dump(exclude={"page"}))
         report_context_issue(cut)
         return text[:kept] + cut_marker(len(text) - kept, len(text), self.setting)
 

@@ -11,10 +11,11 @@ What a client sees (docs/mcp.md):
   answer in the arguments —, ``terminal``). A tool that raises, or arguments its model rejects,
   give an error result (``isError``), as MCP asks of tool failures;
 - ``<domain>.ask``: the whole orchestrator on a message, returning the answer's text and kind
-  (and ``session_id`` while a clarifying question waits: send the reply with it). It shows of
-  internal errors what ``POST /v1/ask`` shows, by the same code and ``server.expose_error_details``:
-  an answer's failures, and a server-side toolwire error (a failed model call), read
-  ``... (error id ...)``, the text logged under that id.
+  (and ``session_id`` while a clarifying question waits: send the reply with it), its failures
+  and its notices (typed: ``context_cut``, ``compression_failed``, ``answer_cut_off``). It shows
+  of internal errors what ``POST /v1/ask`` shows, by the same code and
+  ``server.expose_error_details``: an answer's failures, and a server-side toolwire error (a
+  failed model call), read ``... (error id ...)``, the text logged under that id.
 
 A tool runs as the orchestrator would run it: the app's singleton with its injected tools; a
 context consumer gets an empty context buffer; its execution text is its arguments as JSON (a
@@ -37,6 +38,7 @@ from toolwire.mcp.callers import caller_of
 from toolwire.orchestrator.execution import execute
 from toolwire.orchestrator.invoke import describe, failed
 from toolwire.redaction import redact
+from toolwire.run_state import Notice
 from toolwire.server.problems import ApiError, api_error_for
 from toolwire.server.questions import check_message
 from toolwire.sessions.base import SessionIdText
@@ -75,6 +77,11 @@ class AskResult(BaseModel):
     )
     guaranteed_contexts: list[str] = Field(default_factory=list)
     failures: list[str] = Field(default_factory=list)
+    notices: list[Notice] = Field(
+        default_factory=list,
+        description="What to know about how the answer was made (context cut for the model, a "
+        "compression that failed, the answer cut off at its length limit), each with its kind",
+    )
 
 
 class ToolResult(BaseModel):
@@ -219,6 +226,7 @@ class DomainMcpServer:
             session_id=answer.session_id,
             guaranteed_contexts=answer.guaranteed_contexts,
             failures=answer.failures,
+            notices=answer.notices,
         )
         text = answer.text
         if answer.kind == "clarification":

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from toolwire.llm.base import CallRecord, Usage
 from toolwire.run_state import (
     CoordinatorRunRecord,
+    Notice,
     SelectionRecord,
     SubtaskDecision,
     TaskRun,
@@ -44,6 +45,9 @@ class TaskTrace(BaseModel):
     tools: list[ToolRunRecord] = Field(default_factory=list)
     """Each tool activated, why (required, suitability, rag, deep_fallback) and its outcome."""
     failures: list[str] = Field(default_factory=list)
+    """What failed on the task, then its notices' lines."""
+    notices: list[Notice] = Field(default_factory=list)
+    """What callers are told about how the task's context reached the model, typed."""
     notes: list[str] = Field(default_factory=list)
     """What the trace tells in words: the conditional decision, the gatekeeper's verdicts and
     the deep search's rounds (rendered from the run state; read the records for data)."""
@@ -68,7 +72,8 @@ class TaskTrace(BaseModel):
             selection=run.selection.model_copy(deep=True) if run.selection else None,
             selection_reasons=run.selection.reasons() if run.selection else {},
             tools=[tool_run.record.model_copy() for tool_run in run.tool_runs],
-            failures=list(run.failures),
+            failures=run.reported(),
+            notices=list(run.notices),
             notes=notes_of(run),
             sub_tasks=[cls.of(sub_task) for sub_task in task.sub_tasks],
         )
@@ -103,17 +108,13 @@ def notes_of(run: TaskRun) -> list[str]:
     return notes
 
 
-def answer_cut_off(with_context: bool) -> str:
-    """The failure listed when the answer reached its completion limit: it names the limit to
-    raise (an answer with nothing retrieved has a shorter one)."""
+def answer_cut_off(with_context: bool) -> Notice:
+    """The notice filed on task 1 when the answer reached its completion limit: it names the
+    limit to raise (an answer with nothing retrieved has a shorter one)."""
     limit = "answer" if with_context else "answer_without_context"
     limit_key = f"llm.max_completion_tokens.{limit}"
-    return f"the answer reached its length limit and was cut off ({limit_key})"
-
-
-PUBLIC_FAILURES = frozenset(answer_cut_off(with_context) for with_context in (True, False))
-"""Failures toolwire words itself, holding nothing from a tool, a server or a file: every caller
-sees them as they are (:mod:`toolwire.disclosure` withholds the text of every other one)."""
+    message = f"the answer reached its length limit and was cut off ({limit_key})"
+    return Notice(kind="answer_cut_off", task_no="1", message=message)
 
 
 class Answer(BaseModel):
@@ -130,7 +131,12 @@ class Answer(BaseModel):
     guaranteed_contexts: list[str] = Field(default_factory=list)
     """Finished answers tools produced, verbatim (seed 6.6)."""
     failures: list[str] = Field(default_factory=list)
-    """What failed while answering (``"task 1.2: tool pharma.lookup raised ..."``)."""
+    """What failed while answering (``"task 1.2: tool pharma.lookup raised ..."``), then the
+    notices' lines."""
+    notices: list[Notice] = Field(default_factory=list)
+    """What the caller should know about how the answer was made, as typed records (a part of
+    the context cut for the model, a compression that failed, the answer cut off at its length
+    limit), every task's in tree order; over HTTP and MCP too."""
     trace: TaskTrace
     routing: RoutingRecord | None = None
     """How the message was routed to ``domain`` when the caller named none (several domains

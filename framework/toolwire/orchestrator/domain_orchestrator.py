@@ -64,6 +64,7 @@ from toolwire.run_state import (
     Clarification,
     DeepSearchProgress,
     GatekeeperRecord,
+    Notice,
     SubtaskDecision,
     TaskRun,
     TaskStatus,
@@ -116,6 +117,7 @@ class RoundResult:
     text: str
     guaranteed_contexts: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
 
 
 class DomainOrchestrator:
@@ -207,7 +209,7 @@ class DomainOrchestrator:
         the step it belongs to: ``domain``, ``task_no``, ``coordinator`` (the one decomposing, or
         the one that created the task) and ``tool``. Every model call of the round, tools'
         included, shares the domain's fixed text. What the model's prompts left out (a part cut
-        to fit, a compression that failed) is filed on its task as a failure.
+        to fit, a compression that failed) is filed on its task as a notice.
         """
         with (
             bound(domain=self.domain.name),
@@ -217,13 +219,16 @@ class DomainOrchestrator:
             stop = await self.process(root, depth=0)
             file_context_issues(root, issues)
             if stop is not None and stop.kind == "clarification":
-                return RoundResult("clarification", stop.text, failures=root_failures(root))
+                return RoundResult(
+                    "clarification", stop.text, [], root_failures(root), root_notices(root)
+                )
             results = subtree_results(root)
             guaranteed = [result.context for result in results if result.guaranteed]
             if stop is not None:
-                return RoundResult("answer", stop.text, guaranteed, root_failures(root))
-            text = await self._compose(root, results, guaranteed, issues)
-            return RoundResult("answer", text, guaranteed, root_failures(root))
+                text = stop.text
+            else:
+                text = await self._compose(root, results, guaranteed, issues)
+            return RoundResult("answer", text, guaranteed, root_failures(root), root_notices(root))
 
     async def process(self, task: TaskInfo, depth: int) -> Stop | None:
         """SPEC §3 steps 1-8 on one task; returns why it stopped, or None once it is closed."""
@@ -573,7 +578,7 @@ class DomainOrchestrator:
                 root.run.failures.append(f"answer composition failed: {error}")
                 composed = ""
             if composed and _answer_cut_off(current_calls()[calls_before:]):
-                root.run.failures.append(answer_cut_off(with_context=bool(contexts)))
+                root.run.notify(answer_cut_off(with_context=bool(contexts)))
             file_context_issues(root, issues)
             leading = [exact for exact in dict.fromkeys(guaranteed) if exact not in composed]
             text = "\n\n".join([*leading, composed] if composed else leading)
@@ -628,18 +633,20 @@ def _cannot_resume(tool: ChatbotTool[Any]) -> bool:
 
 def file_context_issues(root: TaskInfo, issues: list[ContextIssue]) -> None:
     """Move what the prompts left out onto the tasks the parts belong to (the root when the
-    task is not in the tree), each described once: a part cut for the gatekeeper and again for
-    the answer is one failure."""
+    task is not in the tree) as notices, each once: a part cut for the gatekeeper and again for
+    the answer is one notice."""
     tasks = {task.task_no: task for task in root.walk()}
     for issue in issues:
-        failures = tasks.get(issue.task_no, root).run.failures
-        if issue.describe() not in failures:
-            failures.append(issue.describe())
+        task = tasks.get(issue.task_no, root)
+        task.run.notify(issue.notice().model_copy(update={"task_no": task.task_no}))
     issues.clear()
 
 
 def root_failures(root: TaskInfo) -> list[str]:
-    """Every failure recorded in the tree, each prefixed with its task number."""
-    return [
-        f"task {task.task_no}: {failure}" for task in root.walk() for failure in task.run.failures
-    ]
+    """Every failure and notice recorded in the tree, each prefixed with its task number."""
+    return [f"task {task.task_no}: {line}" for task in root.walk() for line in task.run.reported()]
+
+
+def root_notices(root: TaskInfo) -> list[Notice]:
+    """Every notice filed in the tree, in tree order."""
+    return [notice for task in root.walk() for notice in task.run.notices]

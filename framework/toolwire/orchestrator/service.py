@@ -184,6 +184,7 @@ class ConversationService:
             domain=orchestrator.domain.name,
             guaranteed_contexts=result.guaranteed_contexts,
             failures=result.failures,
+            notices=result.notices,
             trace=TaskTrace.of(root),
             routing=routing,
             usage=Usage.of(calls),
