@@ -27,7 +27,14 @@ from toolwire.redaction import redact
 from toolwire.server.auth import ApiKey, authenticated_caller, read_api_keys
 from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
 from toolwire.server.problems import ApiError, api_error_for, install_error_handlers
-from toolwire.server.questions import check_message, question_scope, timeout_error
+from toolwire.server.questions import (
+    ClientGone,
+    check_message,
+    client_gone,
+    question_scope,
+    timeout_error,
+    until_the_client_leaves,
+)
 from toolwire.server.schemas import AskRequest, DomainInfo, ErrorBody, Health, ToolInfo
 from toolwire.server.streaming import SSE_MEDIA_TYPE, event_stream_response
 from toolwire.server.web_page import install_web_page
@@ -218,14 +225,15 @@ def _api_router() -> APIRouter:
         limit = settings.request_timeout_s
         with question_scope(body, caller, limit) as progress:
             timer = asyncio.timeout(limit)
+            question = app.ask(body.message, body.domain, body.session_id, caller=caller)
             try:
                 async with timer:
-                    answer = await app.ask(
-                        body.message, body.domain, body.session_id, caller=caller
-                    )
+                    answer = await until_the_client_leaves(request.receive, question)
                 return disclosed_answer(answer, verbose=settings.expose_error_details)
             except ToolwireError as error:  # logged here, where the session is scrubbed
                 raise api_error_for(error, verbose=settings.expose_error_details) from error
+            except ClientGone:
+                raise client_gone() from None
             except TimeoutError:
                 if not timer.expired():
                     raise

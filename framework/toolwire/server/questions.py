@@ -1,12 +1,17 @@
 """What every ``POST /v1/ask`` does around its question, streamed or not: the request's log
-context and redaction, the progress kept for a timeout's message, and that message."""
+context and redaction, the progress kept for a timeout's message, and that message; and for the
+plain request, what the streamed one gets from its response: the question stops when the client
+goes away."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import structlog
+from starlette.types import Receive
 
 from toolwire.llm.budget import question_budget
 from toolwire.redaction import scrubbing, session_ref
@@ -16,6 +21,8 @@ from toolwire.server.schemas import AskRequest
 from toolwire.settings import ServerSettings
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 
 def check_message(message: str, settings: ServerSettings) -> None:
@@ -74,3 +81,47 @@ def timeout_error(limit: float, progress: RequestProgress) -> ApiError:
         "by sending the message again",
         details=details,
     )
+
+
+def client_gone() -> ApiError:
+    """What a plain request whose client went away ends with (logged as ``request_abandoned``):
+    nobody reads it, but the access log's status (499, as nginx counts it) says what happened."""
+    log.info("request_abandoned", reason="the client went away; the round is dropped")
+    return ApiError(
+        499,
+        "client_closed_request",
+        "the client closed the connection before the answer was ready; nothing was stored for "
+        "this round",
+    )
+
+
+class ClientGone(Exception):
+    """The client closed the connection before the work was done."""
+
+
+async def until_the_client_leaves(receive: Receive, work: Coroutine[Any, Any, T]) -> T:
+    """``work``'s result; the work runs in its own task, cancelled (and waited for, so that a
+    round it interrupts stores nothing) when the client disconnects first (``ClientGone``) or
+    when the caller is cancelled (a time limit).
+
+    ``receive`` is the request's, its body already read: what it returns next is the client's
+    disconnect (the same way Starlette's streaming response listens for it)."""
+    task = asyncio.create_task(work)
+    gone = asyncio.create_task(_disconnect(receive))
+    try:
+        done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.wait([task])  # raises nothing of the task's
+    if task not in done:
+        gone.result()  # a failure to read the connection is raised as it is
+        raise ClientGone
+    return task.result()
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Return once the client has disconnected."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

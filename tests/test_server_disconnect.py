@@ -1,0 +1,163 @@
+"""A plain (not streamed) ``POST /v1/ask`` whose client goes away, over real HTTP on 127.0.0.1
+(uvicorn in the test's loop, ``server_support.live``): the question stops, as a streamed one
+does, instead of running its tools and model calls to the end for nobody; nothing is stored for
+the round, and the access log counts the request as 499.
+
+The tools are async and wait at a gate the test holds, noting whether they were cancelled and
+whether they ever finished (a finished run would have stored its clarifying question).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from orchestration_kit import NoParams, plugin_of
+from server_support.live import serving
+from toolwire import App, Clarification, OrchestratorActivatedTool, ToolExecutionResult
+from toolwire.registry import DomainSpec
+from toolwire.sessions import MemorySessionStore
+from toolwire.testing import ScriptedModel
+
+SPEC = DomainSpec(name="demo", description="Slow things (test domain).")
+
+
+class Gate:
+    """Where a tool waits until the test releases it, noting what became of the wait."""
+
+    def __init__(self) -> None:
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+        self.cancelled = False
+        self.finished = False
+
+    async def wait(self) -> None:
+        self.reached.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        self.finished = True
+
+    async def until_cancelled(self, timeout_s: float = 5.0) -> None:
+        """Wait for the server to notice the closed connection and cancel the wait."""
+        async with asyncio.timeout(timeout_s):
+            while not self.cancelled:
+                await asyncio.sleep(0.02)
+
+
+class Slow(OrchestratorActivatedTool[NoParams]):
+    """Waits at its gate, then asks a question (which a finished round would store)."""
+
+    name = "slow"
+
+    def __init__(self) -> None:
+        self.gate = Gate()
+
+    def executable_instruction(self) -> str:
+        return "Is it slow?"
+
+    async def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
+        await self.gate.wait()
+        return ToolExecutionResult.clarifying_question("Slow enough?")
+
+
+class SlowReply(OrchestratorActivatedTool[NoParams]):
+    """Asks at once; handling the reply waits at its gate."""
+
+    name = "slowreply"
+
+    def __init__(self) -> None:
+        self.gate = Gate()
+
+    def executable_instruction(self) -> str:
+        return "Is the reply slow?"
+
+    def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.clarifying_question("Which one?")
+
+    async def execute_with_clarification(
+        self, params: NoParams, text: str, clarification: Clarification
+    ) -> ToolExecutionResult:
+        await self.gate.wait()
+        return ToolExecutionResult.context(f"Done with {clarification.reply}.")
+
+
+def load(tmp_path: Path, store: MemorySessionStore) -> App:
+    config = tmp_path / "toolwire.yaml"
+    config.write_text(json.dumps({"default_domain": "demo", "sessions": {"store": "memory"}}))
+    model = (
+        ScriptedModel()
+        .on_suitability(lambda prompt, _names: ["slowreply" if "reply" in prompt else "slow"])
+        .on_answer(lambda _question, contexts: " ".join(c.context for c in contexts))
+    )
+    return App.load(
+        config,
+        llm=model,
+        plugins=[plugin_of(SPEC, Slow, SlowReply)],
+        load_entry_points=False,
+        session_store=store,
+    )
+
+
+async def leave_at(gate: Gate, client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> None:
+    """Post ``body`` and close the connection once the question has reached ``gate``."""
+    request = asyncio.create_task(client.post(f"{url}/v1/ask", json=body))
+    await asyncio.wait_for(gate.reached.wait(), 5)
+    request.cancel()  # httpx closes the connection
+    with pytest.raises(asyncio.CancelledError):
+        await request
+
+
+@pytest.mark.usefixtures("info_logs")
+async def test_a_plain_question_whose_client_goes_away_is_cancelled(tmp_path: Path) -> None:
+    store = MemorySessionStore()
+    app = load(tmp_path, store)
+    slow = app.tool("slow")
+    assert isinstance(slow, Slow)
+    with capture_logs() as logs:
+        async with serving(app) as url, httpx.AsyncClient(timeout=10) as client:
+            await leave_at(slow.gate, client, url, {"message": "slow please"})
+            await slow.gate.until_cancelled()
+            slow.gate.release.set()  # too late: nothing waits there any more
+            await asyncio.sleep(0.1)
+    await app.aclose()
+
+    assert slow.gate.cancelled and not slow.gate.finished
+    assert store._rows == {}  # the question it would have asked is not kept
+    events = [entry["event"] for entry in logs]
+    assert "request_abandoned" in events and "question_answered" not in events
+    (access,) = [entry for entry in logs if entry["event"] == "http_request"]
+    assert (access["path"], access["status"]) == ("/v1/ask", 499)
+
+
+async def test_a_plain_reply_whose_client_goes_away_leaves_the_conversation_waiting(
+    tmp_path: Path,
+) -> None:
+    store = MemorySessionStore()
+    app = load(tmp_path, store)
+    tool = app.tool("slowreply")
+    assert isinstance(tool, SlowReply)
+    async with serving(app) as url, httpx.AsyncClient(timeout=10) as client:
+        asked = await client.post(f"{url}/v1/ask", json={"message": "a slow reply"})
+        session_id = asked.json()["session_id"]
+        before = await store.load(session_id)
+        reply = {"message": "the red one", "session_id": session_id}
+        await leave_at(tool.gate, client, url, reply)
+        await tool.gate.until_cancelled()
+        after = await store.load(session_id)
+        tool.gate.release.set()  # the reply sent again is answered
+        answered = await client.post(f"{url}/v1/ask", json=reply)
+    await app.aclose()
+
+    assert asked.json()["kind"] == "clarification"
+    assert after.version == before.version  # the dropped round stored nothing
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["text"] == "Done with the red one."
