@@ -251,7 +251,9 @@ class SelectionRecord(BaseModel):
 
 # -- notices ------------------------------------------------------------------------------
 
-NoticeKind = Literal["context_cut", "compression_failed", "answer_cut_off"]
+NoticeKind = Literal[
+    "context_cut", "compression_failed", "answer_cut_off", "clarification_limit"
+]
 
 
 class Notice(BaseModel):
@@ -259,10 +261,13 @@ class Notice(BaseModel):
 
     ``context_cut``: a retrieved part was cut for the model's prompts (``llm.max_part_tokens``);
     ``compression_failed``: parts went to the model uncompressed; ``answer_cut_off``: the answer
-    reached its length limit. ``message`` is toolwire's own words (tool names, counts, the
-    setting to change), so HTTP and MCP callers see it as it is; ``detail``, when there is one,
-    may hold what a server or a document said (why a model call failed, the page that was cut)
-    and is withheld from them like a failed tool's error (``detail`` then reads ``error id …``,
+    reached its length limit; ``clarification_limit``: a tool's clarifying question was not
+    asked, the conversation having asked ``orchestrator.max_clarification_rounds`` questions
+    (the answer is made from what the tools found). ``message`` is toolwire's own words (tool
+    names, counts, the setting to change, and a question a tool wrote for the user), so HTTP
+    and MCP callers see it as it is; ``detail``, when there is one, may hold what a server or a
+    document said (why a model call failed, the page that was cut) and is withheld from them
+    like a failed tool's error (``detail`` then reads ``error id …``,
     :mod:`toolwire.disclosure`).
     """
 
@@ -312,8 +317,8 @@ class TaskRun(BaseModel):
     """What went wrong on this task (a tool, a coordinator or a conditional decision raised, a
     model call failed, the depth limit was reached); the answer reports them."""
     notices: list[Notice] = Field(default_factory=list)
-    """What callers are told about how the task's context reached the model (each once); the
-    answer lists them after ``failures`` (:meth:`reported`)."""
+    """What callers are told about how the task was answered (each once); the answer lists
+    them after ``failures`` (:meth:`reported`)."""
 
     def reported(self) -> list[str]:
         """What the answer lists for the task: its failures, then its notices' lines."""

@@ -146,6 +146,11 @@ class OrchestratorSettings(Section):
     """Deepest subtask level processed (the root task is depth 0); at most ``MAX_TASK_DEPTH``,
     the deepest a task tree may nest."""
     deep_search_max_rounds: int = Field(default=3, ge=1)
+    max_clarification_rounds: int = Field(default=5, ge=0)
+    """Clarifying questions one conversation may ask the user (each waits for a reply: one
+    round). A tool that asks beyond them is not passed on: its run is closed as ``skipped``, the
+    rest of the question runs and the answer is made from what the tools found, with a
+    ``clarification_limit`` notice saying so. 0: no question is ever asked."""
     model_attempts: int = Field(default=1, ge=1)
     """Attempts the orchestrator makes per model call (on ``ModelError`` or invalid output) before
     it records the failure in the trace and carries on without that call's result. 1: the model

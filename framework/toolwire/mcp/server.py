@@ -12,7 +12,8 @@ What a client sees (docs/mcp.md):
   give an error result (``isError``), as MCP asks of tool failures;
 - ``<domain>.ask``: the whole orchestrator on a message, returning the answer's text and kind
   (and ``session_id`` while a clarifying question waits: send the reply with it), its failures
-  and its notices (typed: ``context_cut``, ``compression_failed``, ``answer_cut_off``). It shows
+  and its notices (typed: ``context_cut``, ``compression_failed``, ``answer_cut_off``,
+  ``clarification_limit``). It shows
   of internal errors what ``POST /v1/ask`` shows, by the same code and
   ``server.expose_error_details``: an answer's failures, and a server-side toolwire error (a
   failed model call), read ``... (error id ...)``, the text logged under that id.
@@ -80,7 +81,8 @@ class AskResult(BaseModel):
     notices: list[Notice] = Field(
         default_factory=list,
         description="What to know about how the answer was made (context cut for the model, a "
-        "compression that failed, the answer cut off at its length limit), each with its kind",
+        "compression that failed, the answer cut off at its length limit, a clarifying question "
+        "not asked), each with its kind",
     )
 
 

@@ -47,7 +47,7 @@ class TaskTrace(BaseModel):
     failures: list[str] = Field(default_factory=list)
     """What failed on the task, then its notices' lines."""
     notices: list[Notice] = Field(default_factory=list)
-    """What callers are told about how the task's context reached the model, typed."""
+    """What callers are told about how the task was answered, typed (:class:`Notice`)."""
     notes: list[str] = Field(default_factory=list)
     """What the trace tells in words: the conditional decision, the gatekeeper's verdicts and
     the deep search's rounds (rendered from the run state; read the records for data)."""
@@ -136,7 +136,8 @@ class Answer(BaseModel):
     notices: list[Notice] = Field(default_factory=list)
     """What the caller should know about how the answer was made, as typed records (a part of
     the context cut for the model, a compression that failed, the answer cut off at its length
-    limit), every task's in tree order; over HTTP and MCP too."""
+    limit, a clarifying question not asked), every task's in tree order; over HTTP and MCP
+    too."""
     trace: TaskTrace
     routing: RoutingRecord | None = None
     """How the message was routed to ``domain`` when the caller named none (several domains

@@ -10,7 +10,9 @@ that state is the tasks' run state (``TaskInfo.run``, :mod:`toolwire.run_state`)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -97,6 +99,19 @@ _OUTCOMES: dict[ResultKind, ToolOutcome] = {
     ResultKind.TERMINAL: "terminal",
 }
 """The trace outcome of a tool's result (a clarifying question waits instead)."""
+
+_may_ask_the_user: ContextVar[bool] = ContextVar("toolwire_may_ask_the_user", default=True)
+"""Whether the round being run may still stop for a clarifying question: :meth:`run_round`
+sets it from ``orchestrator.max_clarification_rounds`` (a round asks one question at most)."""
+
+
+@contextmanager
+def _asking_allowed(allowed: bool) -> Iterator[None]:
+    token = _may_ask_the_user.set(allowed)
+    try:
+        yield
+    finally:
+        _may_ask_the_user.reset(token)
 
 
 @dataclass(frozen=True)
@@ -209,12 +224,16 @@ class DomainOrchestrator:
         the step it belongs to: ``domain``, ``task_no``, ``coordinator`` (the one decomposing, or
         the one that created the task) and ``tool``. Every model call of the round, tools'
         included, shares the domain's fixed text. What the model's prompts left out (a part cut
-        to fit, a compression that failed) is filed on its task as a notice.
+        to fit, a compression that failed) is filed on its task as a notice. Once the
+        conversation has asked ``orchestrator.max_clarification_rounds`` clarifying questions, a
+        tool's further question is not asked (:meth:`_decline`).
         """
+        asked = sum(len(task.run.clarifications) for task in root.walk())
         with (
             bound(domain=self.domain.name),
             domain_prompt(self.domain.description),
             collect_context_issues() as issues,
+            _asking_allowed(asked < self.settings.max_clarification_rounds),
         ):
             stop = await self.process(root, depth=0)
             file_context_issues(root, issues)
@@ -415,6 +434,9 @@ class DomainOrchestrator:
                 "must be a ClarifiableContextConsumerTool (its reply continues with the context)",
             )
             return None
+        if result.kind is ResultKind.CLARIFICATION and not _may_ask_the_user.get():
+            self._decline(task, run, asked, result.text)
+            return None
         detail = asked + result.text[:DETAIL_CHARS]
         if result.kind is ResultKind.CLARIFICATION:
             run.wait(detail)
@@ -453,6 +475,23 @@ class DomainOrchestrator:
                 candidates=[],
             )
         return tool
+
+    def _decline(self, task: TaskInfo, run: ToolRun, asked: str, question: str) -> None:
+        """A clarifying question beyond ``orchestrator.max_clarification_rounds`` is not asked:
+        the tool's run is closed, the task goes on without it, and a notice tells the caller
+        that the answer is made from what the tools found."""
+        limit = self.settings.max_clarification_rounds
+        setting = f"orchestrator.max_clarification_rounds: {limit}"
+        run.close("skipped", f"{asked}asked {question[:DETAIL_CHARS]!r}, not passed on ({setting})")
+        message = (
+            f"tool {run.tool_name} asked {question!r}, which was not passed on: a conversation "
+            f"asks at most {limit} clarifying question(s) ({setting}); the answer is made from "
+            "what the tools found"
+        )
+        task.run.notify(Notice(kind="clarification_limit", task_no=task.task_no, message=message))
+        log.warning(
+            "clarification_limit_reached", task_no=task.task_no, tool=run.tool_name, limit=limit
+        )
 
     def _fail(self, task: TaskInfo, run: ToolRun, problem: str) -> None:
         run.close("error", problem)
