@@ -16,6 +16,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from orchestration_kit import NoParams, plugin_of
+from server_support.gated import Slow, SlowReply
 from server_support.live import SseMessage, serving, sse_messages, stream_ask
 from toolwire import App, Clarification, OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.registry import DomainSpec
@@ -53,52 +54,6 @@ class Booking(OrchestratorActivatedTool[NoParams]):
         self, params: NoParams, text: str, clarification: Clarification
     ) -> ToolExecutionResult:
         return ToolExecutionResult.context(f"Table booked in {clarification.reply}.")
-
-
-class Slow(OrchestratorActivatedTool[NoParams]):
-    """Waits until released (the test holds the gate); notes that it started and if cancelled."""
-
-    name = "slow"
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-        self.cancelled = False
-
-    def executable_instruction(self) -> str:
-        return "Is it slow?"
-
-    async def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
-        self.started.set()
-        try:
-            await self.release.wait()
-        except asyncio.CancelledError:
-            self.cancelled = True
-            raise
-        return ToolExecutionResult.clarifying_question("Slow enough?")
-
-
-class SlowReply(OrchestratorActivatedTool[NoParams]):
-    """Asks at once; handling the reply waits until released (the test holds the gate)."""
-
-    name = "slowreply"
-
-    def __init__(self) -> None:
-        self.replied = asyncio.Event()
-        self.release = asyncio.Event()
-
-    def executable_instruction(self) -> str:
-        return "Is the reply slow?"
-
-    def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
-        return ToolExecutionResult.clarifying_question("Which one?")
-
-    async def execute_with_clarification(
-        self, params: NoParams, text: str, clarification: Clarification
-    ) -> ToolExecutionResult:
-        self.replied.set()
-        await self.release.wait()
-        return ToolExecutionResult.context(f"Done with {clarification.reply}.")
 
 
 class Broken(OrchestratorActivatedTool[NoParams]):
@@ -275,7 +230,7 @@ async def test_the_time_limit_ends_the_stream_with_a_504_and_stores_nothing(
     assert (error.event, error.data["status"], error.data["error"]) == ("error", 504, "timeout")
     assert "tool_activated" in error.data["message"]
     assert error.data["details"]["tool"] == "demo.slow"
-    assert slow.cancelled
+    assert slow.gate.cancelled and not slow.gate.finished
     assert store._rows == {}  # the clarification the tool would have asked is not kept
 
 
@@ -294,14 +249,11 @@ async def test_a_client_that_goes_away_cancels_the_round_and_nothing_is_stored(
                 async for message in sse_messages(response):
                     if message.event == "tool_started":
                         break
-            await asyncio.wait_for(slow.started.wait(), 5)
-            for _ in range(100):  # the server notices the closed connection
-                if slow.cancelled:
-                    break
-                await asyncio.sleep(0.05)
+            await asyncio.wait_for(slow.gate.reached.wait(), 5)
+            await slow.gate.until_cancelled()  # the server notices the closed connection
     await app.aclose()
 
-    assert slow.cancelled
+    assert slow.gate.cancelled and not slow.gate.finished
     assert store._rows == {}
     assert any(entry["event"] == "stream_abandoned" for entry in logs)
 
@@ -322,10 +274,10 @@ async def test_a_reply_whose_client_goes_away_leaves_the_conversation_waiting(
             async for message in sse_messages(response):
                 if message.event == "tool_started":
                     break
-        await asyncio.wait_for(tool.replied.wait(), 5)
+        await asyncio.wait_for(tool.gate.reached.wait(), 5)
         await asyncio.sleep(0.3)  # the server notices the closed connection
         after = await store.load(session_id)  # still there, as it was before the reply
-        tool.release.set()
+        tool.gate.release.set()
         _, again = await stream_ask(client, url, reply)
     await app.aclose()
 
