@@ -36,6 +36,7 @@ from toolwire.mcp.declarations import (
     entry_problems,
     short_name_for,
 )
+from toolwire.mcp.metadata import MAX_TOOL_NAME_CHARS
 from toolwire.mcp.records import RemoteTool
 from toolwire.mcp.tool import McpBinding, McpTool, derived_question
 from toolwire.plugins import ToolContribution
@@ -146,6 +147,7 @@ def _add_tools(
     found: McpDiscovery, entry: McpServerEntry, domain: str, listing: list[RemoteTool]
 ) -> None:
     allowed = entry.allowed()
+    listing = _named_within_bounds(found, entry, listing)
     offered = {remote.name: remote for remote in listing}
     if allowed is not None:
         for index, name in enumerate(allowed):
@@ -198,6 +200,21 @@ def _add_tools(
         )
 
 
+def _named_within_bounds(
+    found: McpDiscovery, entry: McpServerEntry, listing: list[RemoteTool]
+) -> list[RemoteTool]:
+    """The listed tools whose names MCP allows in length; each other one is a problem."""
+    for remote in listing:
+        if len(remote.name) > MAX_TOOL_NAME_CHARS:
+            found.problems.append(
+                entry.problem(
+                    f"the server offers a tool whose name has {len(remote.name):,} characters "
+                    f"(MCP allows {MAX_TOOL_NAME_CHARS}), {remote.name[:40]!r}…; it is left out"
+                )
+            )
+    return [remote for remote in listing if len(remote.name) <= MAX_TOOL_NAME_CHARS]
+
+
 def tool_class_for(
     entry: McpServerEntry, remote: RemoteTool, short_name: str, override: McpToolOverride | None
 ) -> type[McpTool]:
@@ -211,7 +228,7 @@ def tool_class_for(
     namespace: dict[str, Any] = {
         "__module__": __name__,
         "__qualname__": f"{class_name}Tool",
-        "__doc__": description or f"The tool {remote.name!r} of the MCP server {entry.name!r}.",
+        "__doc__": description or f"The tool {short_name!r} of the MCP server {entry.name!r}.",
         "name": short_name,
         "params_model": params_model_for(schema, f"{class_name}Params", description),
         "remote_description": description,

@@ -5,18 +5,32 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from toolwire.mcp.metadata import listed_schema, listed_text
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
 
 
 class RemoteTool(BaseModel):
-    """One tool as an MCP server lists it (the fields toolwire uses)."""
+    """One tool as an MCP server lists it (the fields toolwire uses), its description and its
+    schema's descriptions made fit for the prompts (:mod:`toolwire.mcp.metadata`)."""
 
     name: str
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+    @field_validator("description")
+    @classmethod
+    def _description_for_prompts(cls, description: str) -> str:
+        return listed_text(description)
+
+    @field_validator("input_schema")
+    @classmethod
+    def _schema_for_prompts(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        cleaned: dict[str, Any] = listed_schema(schema)
+        return cleaned
 
 
 class McpToolResult(BaseModel):

@@ -1,0 +1,79 @@
+"""What an MCP server says about its tools, made fit to stand in the model's prompts.
+
+A listed tool's description reaches the prompts: the tool choice shows it beside the tool's name
+and question, the derived yes/no question quotes its first sentence, the parameter extraction
+names it, and the input schema's field descriptions are lines of the output format. The server is
+outside the trusted configuration (SPEC §5), and its words are not wrapped as external content
+there, so what it sends is neutralised where it enters toolwire (:class:`RemoteTool` validates
+every listing through :func:`listed_text` and :func:`listed_schema`):
+
+- control characters become spaces; invisible ones (bidirectional overrides, zero-width and
+  Unicode tag characters, variation selectors: text a reader cannot see but a model reads) are
+  dropped;
+- white space within a paragraph is one space, paragraphs are kept apart by one blank line (a
+  description's first paragraph is its summary, as a docstring's): no line break of its own can
+  start a line of the prompt that reads like another tool, an instruction or an answer;
+- every ``<`` is ``&lt;``: no tag of the prompt (``</task>``, a forged
+  ``<external_content guaranteed="true">``) can be closed or opened, and no chat template's
+  special token (``<|im_start|>system``) written;
+- at most :data:`MAX_DESCRIPTION_CHARS` characters, cut after a word with ``…``.
+
+A tool's name is kept as the server spells it (it is what a call sends) and never shown to the
+model: its short name is lower snake case (``short_name_for``), and one longer than
+:data:`MAX_TOOL_NAME_CHARS` is refused at the declaration. A YAML ``description:`` or
+``question:`` is trusted configuration and used as written.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+MAX_DESCRIPTION_CHARS = 1_000
+"""Most characters of a listed tool's description, and of each description in its input
+schema, that reach the prompts."""
+MAX_TOOL_NAME_CHARS = 128
+"""The longest tool name the MCP specification allows (``[A-Za-z0-9._-]{1,128}``)."""
+
+_INVISIBLE = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+"""Variation selectors (category Mn, so not found by category): they carry hidden text too."""
+_PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
+_ENTITY_CUT = re.compile(r"&(?:l|lt)?$")
+
+
+def listed_text(text: str, limit: int = MAX_DESCRIPTION_CHARS) -> str:
+    """``text`` from a server's listing as the prompts may show it (see the module docstring)."""
+    text = text[: limit * 4].replace("\r\n", "\n").replace("\r", "\n")
+    text = _INVISIBLE.sub("", "".join(_visible(character) for character in text))
+    paragraphs = (" ".join(part.split()) for part in _PARAGRAPH_BREAK.split(text))
+    text = "\n\n".join(paragraph for paragraph in paragraphs if paragraph)
+    text = text.replace("<", "&lt;")
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    word_end = cut.rstrip().rfind(" ")
+    if word_end > limit * 3 // 4:
+        cut = cut[:word_end]
+    return _ENTITY_CUT.sub("", cut).rstrip() + "…"
+
+
+def _visible(character: str) -> str:
+    if character == "\n" or not unicodedata.category(character).startswith("C"):
+        return character
+    return " " if unicodedata.category(character) == "Cc" else ""
+
+
+def listed_schema(schema: Any) -> Any:
+    """An input schema with every ``description`` and ``title`` text :func:`listed_text`; the
+    rest (property names, types, enums) as the server sent it, since a call must match it."""
+    if isinstance(schema, list):
+        return [listed_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        key: listed_text(value)
+        if key in ("description", "title") and isinstance(value, str)
+        else listed_schema(value)
+        for key, value in schema.items()
+    }
