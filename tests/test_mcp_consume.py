@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,8 @@ from windowed_model import ANSWER, assert_every_request_fits, gateway, windowed
 
 NOTES_SERVER = Path(__file__).parent / "mcp_support" / "notes_server.py"
 NOTES_COMMAND = json.dumps([sys.executable, str(NOTES_SERVER)])
+REPORT_SERVER = NOTES_SERVER.with_name("report_server.py")
+REPORT_COMMAND = json.dumps([sys.executable, str(REPORT_SERVER)])
 FAILING_COMMAND = json.dumps(
     [sys.executable, "-c", "import sys; sys.stderr.write('cannot open notes.db'); sys.exit(3)"]
 )
@@ -250,7 +253,7 @@ def test_a_reference_to_a_tool_of_a_failed_server_lists_the_server_first(load: F
             "  - name: typo\n    comand: [python]\n",
             8,
             "unknown key 'comand'; did you mean 'command'? allowed keys: name, domain, command, "
-            "url, env, cwd, bearer_token_env, tools, priority, timeout_s",
+            "url, env, cwd, bearer_token_env, tools, priority, timeout_s, max_result_bytes",
         ),
     ],
 )
@@ -370,13 +373,14 @@ def free_port() -> int:
         return port
 
 
-@pytest.fixture
-def notes_over_http(tmp_path: Path) -> Iterator[str]:
-    """The notes server on streamable HTTP (127.0.0.1, a free port): its URL."""
+@contextmanager
+def over_http(server: Path, tmp_path: Path) -> Iterator[str]:
+    """A test MCP server on streamable HTTP (127.0.0.1, a free port): its URL."""
     port = free_port()
-    log = (tmp_path / "notes-http.log").open("wb")
+    log_path = tmp_path / f"{server.stem}-http.log"
+    log = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, str(NOTES_SERVER), "--http", str(port)], stdout=log, stderr=log
+        [sys.executable, str(server), "--http", str(port)], stdout=log, stderr=log
     )
     try:
         deadline = time.monotonic() + 30
@@ -384,13 +388,20 @@ def notes_over_http(tmp_path: Path) -> Iterator[str]:
             with socket.socket() as probe:
                 if probe.connect_ex(("127.0.0.1", port)) == 0:
                     break
-            assert process.poll() is None, (tmp_path / "notes-http.log").read_text()
+            assert process.poll() is None, log_path.read_text()
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()
         process.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture
+def notes_over_http(tmp_path: Path) -> Iterator[str]:
+    """The notes server on streamable HTTP: its URL."""
+    with over_http(NOTES_SERVER, tmp_path) as url:
+        yield url
 
 
 async def test_a_server_reached_over_streamable_http(load: Factory, notes_over_http: str) -> None:
@@ -493,8 +504,7 @@ async def test_a_huge_mcp_result_is_cut_for_the_prompts_and_the_answer_names_the
 ) -> None:
     """5 MB from an MCP tool (300 times the window) is context like any tool's result: the
     prompts get the part the window allows, with a marker, and the answer lists the cut."""
-    command = json.dumps([sys.executable, str(NOTES_SERVER.with_name("report_server.py"))])
-    servers = f"  - name: reports\n    command: {command}\n"
+    servers = f"  - name: reports\n    command: {REPORT_COMMAND}\n"
     answers = windowed()
 
     def reply(request: FakeRequest) -> FakeReply:
@@ -516,3 +526,60 @@ async def test_a_huge_mcp_result_is_cut_for_the_prompts_and_the_answer_names_the
     assert cut.startswith("task 1: the context of full_report was cut for the model: 16,")
     assert " of 5,000,000 characters sent (llm.max_part_tokens: " in cut
     assert "[cut by toolwire: the last " in server.chat_requests[-1].messages[1]["content"]
+
+
+async def test_a_result_over_max_result_bytes_fails_that_tool_at_once_and_the_question_goes_on(
+    load: Factory,
+) -> None:
+    """50 MB of text (a 100 MB message: the SDK server sends it as text and as structured
+    content) ran into the 30 s timeout, reading quadratically, and cost the connection. Now the
+    reading stops counting at the default max_result_bytes and the call fails with its size."""
+    servers = f"  - name: reports\n    command: {REPORT_COMMAND}\n"
+    model = answer_with_contexts(ScriptedModel().on_suitability(["full_report"]))
+    app = load(config(servers), model)
+    report = app.tool("full_report")
+    model.on_extract(report.params_model, {"megabytes": 50})
+
+    answer = await app.ask("Show me the full sales report")
+
+    assert answer.kind == "answer"
+    [failure] = answer.failures
+    assert failure.startswith(
+        "task 1: tool office.full_report raised McpServerError: MCP tool 'full_report' of server "
+        "'reports' returned 101,886,"
+    )
+    assert failure.endswith(
+        " bytes, more than max_result_bytes allows (32,000,000); ask the tool for less, or raise "
+        "max_result_bytes of the mcp server 'reports'"
+    )
+    assert app.mcp.connected() == ["reports"]  # the same server answers the next call
+    assert isinstance(report, McpTool)
+    assert len((await report.call(megabytes=1)).text) == 1_000_000
+
+
+def test_max_result_bytes_is_set_per_server(load: Factory) -> None:
+    servers = f"  - name: reports\n    command: {REPORT_COMMAND}\n    max_result_bytes: 1500000\n"
+    app = load(config(servers))
+    report = app.tool("full_report")
+    assert isinstance(report, McpTool)
+    too_large = r"returned 2,0\d\d,\d{3} bytes, more than max_result_bytes allows \(1,500,000\)"
+    with pytest.raises(McpServerError, match=too_large):
+        report.call_sync(megabytes=1)
+
+
+def test_over_http_max_result_bytes_bounds_an_event_stream_answer(
+    load: Factory, tmp_path: Path
+) -> None:
+    """The SDK's own bound on one server-sent event, 1 MiB, failed every larger result."""
+    with over_http(REPORT_SERVER, tmp_path) as url:
+        app = load(config(f"  - name: reports\n    url: {url}\n"))
+        report = app.tool("full_report")
+        assert isinstance(report, McpTool)
+        assert len(report.call_sync(megabytes=2).text) == 2_000_000
+
+        limited = f"  - name: reports\n    url: {url}\n    max_result_bytes: 1000000\n"
+        bounded = load(config(limited))
+        report = bounded.tool("full_report")
+        assert isinstance(report, McpTool)
+        with pytest.raises(McpServerError, match="exceeded the 1000000 byte limit"):
+            report.call_sync(megabytes=2)

@@ -1,9 +1,12 @@
 """An MCP server whose one tool returns a result as large as asked, for tests of huge results.
 
-Run as ``python report_server.py`` (stdio). Its tool: ``full_report`` (``megabytes`` of text).
+Run as ``python report_server.py`` (stdio) or ``python report_server.py --http PORT``
+(streamable HTTP on 127.0.0.1). Its tool: ``full_report`` (``megabytes`` of text).
 """
 
 from __future__ import annotations
+
+import sys
 
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
@@ -23,4 +26,7 @@ def full_report(
 
 
 if __name__ == "__main__":
-    server.run()
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import structlog
 
 from toolwire.errors import McpServerError
+from toolwire.mcp.bounded_lines import bounded_encoding, too_large
 from toolwire.mcp.declarations import McpServerEntry
 from toolwire.mcp.records import McpToolResult, RemoteTool, tool_result
 from toolwire.orchestrator.invoke import describe
@@ -121,6 +122,14 @@ class McpConnections:
                 entry.timeout_s,
             )
         except MCPError as error:
+            refused = too_large(error.data)
+            if refused is not None:
+                log.warning("mcp_result_too_large", server=server, tool=tool, bytes=refused.size)
+                raise McpServerError(
+                    f"MCP tool {tool!r} of server {server!r} returned {refused.size:,} bytes, "
+                    f"more than max_result_bytes allows ({refused.limit:,}); ask the tool for "
+                    f"less, or raise max_result_bytes of the mcp server {server!r}"
+                ) from None
             if error.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
                 raise McpServerError(
                     f"mcp server {server!r} refused tool {tool!r}: {error.message}"
@@ -240,7 +249,11 @@ async def open_session(entry: McpServerEntry, stderr: TextIO) -> AsyncIterator[C
         if entry.transport == "stdio":
             argv = entry.argv
             parameters = StdioServerParameters(
-                command=argv[0], args=argv[1:], env=entry.env or None, cwd=entry.cwd
+                command=argv[0],
+                args=argv[1:],
+                env=entry.env or None,
+                cwd=entry.cwd,
+                encoding=bounded_encoding(entry.max_result_bytes),
             )
             streams = await stack.enter_async_context(stdio_client(parameters, errlog=stderr))
         else:
@@ -250,7 +263,9 @@ async def open_session(entry: McpServerEntry, stderr: TextIO) -> AsyncIterator[C
                 )
             )
             streams = await stack.enter_async_context(
-                streamable_http_client(str(entry.url), http_client=client)
+                streamable_http_client(
+                    str(entry.url), http_client=client, max_sse_event_size=entry.max_result_bytes
+                )
             )
         session = await stack.enter_async_context(
             ClientSession(*streams, read_timeout_seconds=entry.timeout_s)

@@ -22,6 +22,9 @@ from toolwire.settings import Section
 from toolwire.tools import TOOL_NAME_PATTERN
 
 DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_MAX_RESULT_BYTES = 32_000_000
+"""The largest answer read from a server: a tool's result of some 16 MB of text, which a
+Python SDK server sends twice (as text and as structured content)."""
 
 
 class McpToolOverride(Section):
@@ -70,6 +73,9 @@ class McpServerEntry(Located):
     """Priority of its tools unless a tool entry says otherwise."""
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
     """Bound on starting the server and listing its tools, and on each tool call."""
+    max_result_bytes: int = Field(default=DEFAULT_MAX_RESULT_BYTES, gt=0)
+    """The largest message read from the server, as it sends it (JSON): a larger tool result
+    fails that call at once, naming its size."""
 
     @field_validator("tools", mode="before")
     @classmethod
