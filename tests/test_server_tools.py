@@ -27,7 +27,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     config = write_config(
         workdir / "toolwire.yaml",
         sessions={"store": "sqlite", "path": str(workdir / "sessions.sqlite3")},
-        server={"request_timeout_s": 20},
+        server={"request_timeout_s": 20, "max_concurrent_questions": STUCK_QUESTIONS + 2},
         orchestrator={"tool_threads": TOOL_THREADS, "tool_timeout_s": 1},
     )
     process = ServerProcess(

@@ -24,6 +24,7 @@ from toolwire.disclosure import disclosed_answer, new_error_id
 from toolwire.errors import PLUGIN_FAILURES, ToolwireError, UnknownSessionError
 from toolwire.orchestrator import Answer
 from toolwire.redaction import redact
+from toolwire.server.admission import QuestionAdmission
 from toolwire.server.auth import ApiKey, authenticated_caller, read_api_keys
 from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
 from toolwire.server.problems import ApiError, api_error_for, install_error_handlers
@@ -61,7 +62,11 @@ _ASK_ERRORS: dict[int | str, dict[str, Any]] = {
         "description": "Another request applied this round first; the conversation is intact.",
     },
     502: {"model": ErrorBody, "description": "The language model failed."},
-    503: {"model": ErrorBody, "description": "The session store is unreachable."},
+    503: {
+        "model": ErrorBody,
+        "description": "The session store is unreachable, or the server is answering "
+        "server.max_concurrent_questions already (`busy`, with `Retry-After`).",
+    },
     504: {"model": ErrorBody, "description": "Time limit hit; the body names the step."},
 }
 _ASK_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -154,6 +159,11 @@ def create_app(
         BodyLimitMiddleware,
         limit=lambda: state.ready_settings().max_body_bytes,
         timeout=lambda: state.ready_settings().body_timeout_s,
+    )
+    api.add_middleware(
+        QuestionAdmission,
+        limit=lambda: state.ready_settings().max_concurrent_questions,
+        path="/v1/ask",
     )
     api.add_middleware(RequestContextMiddleware)  # added last: outermost, sees every response
     api.include_router(_health_router())
