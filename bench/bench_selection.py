@@ -83,12 +83,16 @@ def fake_model(request: FakeRequest) -> FakeReply:
     <subject> …``): it names that candidate, answers yes to that tool's question only, fills
     the parameters with defaults and answers. Every mode then runs the same one tool."""
     schema = request.output_schema
-    if schema is None:
-        return FakeReply(text="Done.")
     prompt = " ".join(str(message.get("content") or "") for message in request.messages)
     found = TARGET.search(prompt)
     action, subject = found.groups() if found else ("", "")
     asks = f"to {action} a {subject}?"
+    if offered := request.offered_functions:  # the choice as a function call
+        names = [function.get("name") for function in offered]
+        called = [name for name in names if name == f"{action}_{subject}"]
+        return FakeReply(calls=[(name, {"reference": "1000"}) for name in called])
+    if schema is None:
+        return FakeReply(text="Done.")
     properties = schema.get("properties", {})
     if "choice" in properties:
         options = properties["choice"].get("items", {}).get("enum", [])
@@ -108,6 +112,7 @@ def fake_model(request: FakeRequest) -> FakeReply:
 
 MODES = {
     "choose": SelectionSettings(),
+    "choose, constrained": SelectionSettings(choice="constrained"),
     "choose/batched": SelectionSettings(confirm="batched"),
     "choose/per_tool": SelectionSettings(confirm="per_tool"),
     "choose/with_parameters": SelectionSettings(confirm="with_parameters"),
@@ -115,7 +120,9 @@ MODES = {
     "batched": SelectionSettings(mode="batched"),
     "per_tool": SelectionSettings(mode="per_tool"),
 }
-"""The default first; ``choose/…`` names how the chosen tools are confirmed."""
+"""The default first (the choice as a function call); ``constrained``: the choice in toolwire's
+own prompt, its answer constrained to the names; ``choose/…`` names how the chosen tools are
+confirmed."""
 
 
 async def measure(

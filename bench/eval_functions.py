@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 import time
@@ -53,11 +52,19 @@ from functions import (
 from scoring import Case, Tally, evaluate_modes, print_kinds, print_row, warm_up
 
 from toolwire.llm import CallRecord, create_language_model
+from toolwire.llm.function_calls import names_in_text
 from toolwire.llm.local import local_server
 from toolwire.mcp.tool import first_sentence
 from toolwire.settings import LLMSettings
 
-DEFAULT_MODES = ["choose", "choose/batched", "choose/off", "batched", "per_tool"]
+DEFAULT_MODES = [
+    "choose",
+    "choose:choice=constrained",
+    "choose/batched",
+    "choose/off",
+    "batched",
+    "per_tool",
+]
 NATIVE_MAX_TOKENS = 256
 
 
@@ -138,10 +145,11 @@ def ask_for(function: FunctionSpec) -> str:
     return f"Does the message ask for {_lower_first(summary)}?"
 
 
-def what_it_does(function: FunctionSpec) -> str:
-    """The default's wording without the tool's name (which repeats the description's words)."""
+def with_name(function: FunctionSpec) -> str:
+    """The default's wording with the tool's name, as it was derived before (the default since
+    drops the name, which repeats the description's words)."""
     summary = first_sentence(function.description)
-    return f"Does the question ask for what this tool does: {summary}?"
+    return f"Does the question ask for what the tool {function.name!r} does: {summary}?"
 
 
 def exactly(function: FunctionSpec) -> str:
@@ -153,7 +161,7 @@ def exactly(function: FunctionSpec) -> str:
 QUESTIONS: dict[str, QuestionFor | None] = {
     "derived": None,
     "ask_for": ask_for,
-    "what_it_does": what_it_does,
+    "with_name": with_name,
     "exactly": exactly,
 }
 
@@ -233,26 +241,7 @@ async def _native_call(
     )
     message = response.choices[0].message
     calls = [call.function.name for call in message.tool_calls or [] if call.type == "function"]
-    return record, calls or calls_in_text(message.content or "")
-
-
-def calls_in_text(text: str) -> list[str]:
-    """The function names of the calls a model wrote into its text instead of the server's
-    ``tool_calls`` (``<tool_call>{"name": …, "arguments": …}</tool_call>`` or bare JSON objects
-    with a ``name``), as a lenient client would read them."""
-    decoder = json.JSONDecoder()
-    names: list[str] = []
-    position = text.find("{")
-    while position != -1:
-        try:
-            value, end = decoder.raw_decode(text, position)
-        except ValueError:
-            position = text.find("{", position + 1)
-            continue
-        if isinstance(value, dict) and isinstance(value.get("name"), str):
-            names.append(value["name"])
-        position = text.find("{", end)
-    return names
+    return record, calls or names_in_text(message.content or "")
 
 
 async def main() -> None:

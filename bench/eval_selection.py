@@ -16,8 +16,10 @@ share) and seconds per message; then exact-set accuracy by kind of message. pydo
 every message put to the domain router as if it named no domain (its labelled domain is right;
 none for an off-topic one).
 
-Modes: ``choose`` (retrieve, choose, confirm with the default ``confirm: also``: the first
-chosen tool on its own question, each later one as a further request), ``choose/batched``
+Modes: ``choose`` (retrieve, choose by a native function call, confirm with the default
+``confirm: also``: the first chosen tool on its own question, each later one as a further
+request), ``choose:choice=constrained`` (the choice in toolwire's own prompt, constrained to the
+candidates' names), ``choose/batched``
 (confirm the choice in one call), ``choose/per_tool`` (each chosen tool on its own question),
 ``choose/off`` (no confirmation), ``batched``, ``per_tool``; ``choose:k=5`` sets ``top_k``.
 """
@@ -127,6 +129,7 @@ async def main() -> None:
         nargs="*",
         default=[
             "choose",
+            "choose:choice=constrained",
             "choose/batched",
             "choose/per_tool",
             "choose/off",

@@ -93,7 +93,7 @@ def test_a_declared_server_registers_its_tools_and_no_connection_stays_open(load
     title = read_note.params_model.model_fields["title"]
     assert title.annotation is str and title.description == "The note's title, e.g. 'groceries'"
     assert read_note.executable_instruction() == (
-        "Does the question ask for what the tool 'read_note' does: Read the text of one of the "
+        "Does the question ask for what this tool does: Read the text of one of the "
         "user's notes by its title?"
     )
     assert app.tool("office.list_notes").executable_instruction() == (
@@ -474,7 +474,7 @@ async def test_a_server_whose_tools_the_yaml_declares_starts_only_at_the_first_c
     read_note = app.tool("read_note")
     assert read_note.params_model.model_fields["title"].description == "The note's title"
     assert read_note.executable_instruction() == (
-        "Does the question ask for what the tool 'read_note' does: Read one of the user's notes?"
+        "Does the question ask for what this tool does: Read one of the user's notes?"
     )
     model.on_extract(read_note.params_model, {"title": "groceries"})
     assert app.mcp.connected() == []

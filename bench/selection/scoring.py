@@ -28,7 +28,8 @@ from toolwire.tools import ChatbotTool
 
 
 def selection_settings(spec: str) -> SelectionSettings:
-    """``choose``, ``choose/off``, ``choose/batched:k=5``, ``batched``, ``per_tool``."""
+    """``choose``, ``choose/off``, ``choose/batched:k=5``, ``choose:choice=constrained``,
+    ``batched``, ``per_tool``."""
     name, _, options = spec.partition(":")
     mode, _, confirm = name.partition("/")
     values: dict[str, Any] = {"mode": mode}
@@ -36,7 +37,7 @@ def selection_settings(spec: str) -> SelectionSettings:
         values["confirm"] = confirm
     for option in filter(None, options.split(",")):
         key, _, value = option.partition("=")
-        values[{"k": "top_k"}.get(key, key)] = int(value)
+        values[{"k": "top_k"}.get(key, key)] = int(value) if value.isdigit() else value
     return SelectionSettings(**values)
 
 

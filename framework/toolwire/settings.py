@@ -35,6 +35,9 @@ class CompletionLimits(Section):
     """Naming the domain of a message ..."""
     choice_per_option: int = Field(default=16, gt=0)
     """... plus, for both, this many per option (the longest answer names every option)."""
+    choice_by_calling: int = Field(default=256, gt=0)
+    """The choice as function calls (``orchestrator.selection.choice: function_call``): the
+    model writes each call's arguments too."""
     parameters: int = Field(default=256, gt=0)
     decomposition: int = Field(default=512, gt=0)
     gatekeeper: int = Field(default=256, gt=0)
@@ -117,6 +120,13 @@ class SelectionSettings(Section):
     every tool's yes/no question in one call. ``per_tool``: one yes/no call per tool."""
     top_k: int = Field(default=8, ge=1)
     """How many candidates retrieval puts to the model (a smaller domain: all its tools)."""
+    choice: Literal["function_call", "constrained"] = "function_call"
+    """``choose`` mode: how the candidates are put to the model. ``function_call``: offered as
+    functions (name, description, parameters' JSON schema) in the provider's native tool
+    calling, the task alone as the user's message; the functions it calls are chosen.
+    ``constrained``: listed in toolwire's prompt with their questions, the answer constrained
+    to their names. The model must support tool calling for ``function_call`` (OpenAI,
+    llama.cpp and the embedded model do; docs/models.md compares the two)."""
     confirm: Literal["also", "batched", "per_tool", "with_parameters", "off"] = "also"
     """``choose`` mode: how the chosen tools' yes/no questions are asked: ``also`` one call each,
     in the order named, and once one tool is confirmed each later one is asked whether the task

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -55,6 +55,8 @@ class Option(BaseModel):
     """When to choose it: a tool's yes/no suitability question, a domain's description."""
     description: str = ""
     """What it does, in a sentence (may be empty)."""
+    parameters: dict[str, Any] | None = None
+    """A tool's arguments as JSON schema, offered when the choice is a function call."""
 
 
 class GatekeeperVerdict(BaseModel):
@@ -235,10 +237,14 @@ class LanguageModel(Protocol):
         *,
         purpose: Purpose = Purpose.CHOICE,
         several: bool = True,
+        by_calling: bool = False,
     ) -> list[str]:
         """Name the options that fit the task (none, one, or with ``several`` more than one).
 
-        One call whose output is constrained to the options' names.
+        One call whose output is constrained to the options' names; with ``by_calling``, one
+        call that offers the options as functions (the provider's native tool calling, each with
+        its ``parameters``): the ones it calls are named. Only the selector passes
+        ``by_calling``, and only when set (``orchestrator.selection.choice``).
         """
         ...
 

@@ -39,6 +39,7 @@ from toolwire.llm.base import (
 from toolwire.llm.budget import call_time
 from toolwire.llm.compression import ContextCompressor
 from toolwire.llm.context_limits import PartLimit
+from toolwire.llm.function_calls import called_names
 from toolwire.llm.prompts import Layout, Prompt
 from toolwire.llm.relevance import judge_pages_alone
 from toolwire.llm.structured import (
@@ -49,11 +50,14 @@ from toolwire.llm.structured import (
     confirmation_model,
     parse_output,
 )
-from toolwire.llm.transport import ChatReply, ChatRequest, ChatTransport, Message
+from toolwire.llm.transport import ChatReply, ChatRequest, ChatTransport, FunctionOffer, Message
 from toolwire.registry import to_wire_name
 from toolwire.settings import LLMSettings
 
 log = structlog.get_logger(__name__)
+
+NO_PARAMETERS: dict[str, object] = {"type": "object", "properties": {}}
+"""The JSON schema of a function that takes no arguments."""
 
 PROMPT_ALLOWANCE_TOKENS = 512
 """What a call's fixed text takes besides its data: the rules, the domain's text, the purpose's
@@ -126,9 +130,12 @@ class ChatModel:
         *,
         purpose: Purpose = Purpose.CHOICE,
         several: bool = True,
+        by_calling: bool = False,
     ) -> list[str]:
         if not options:
             return []
+        if by_calling:
+            return await self._choose_by_calling(purpose, task_prompt, options)
         schema = choice_model(tuple(option.name for option in options), several)
         prompt = prompts.choice_prompt(
             purpose, task_prompt, options, several=several, schema=schema
@@ -137,6 +144,27 @@ class ChatModel:
         max_tokens = self._completion_limit(purpose) + per_option * len(options)
         answer = await self._required_structured_call(prompt, schema, max_tokens)
         return chosen_names(answer)
+
+    async def _choose_by_calling(
+        self, purpose: Purpose, task_prompt: str, options: Sequence[Option]
+    ) -> list[str]:
+        """The options offered as functions, the task as the user's message and nothing else:
+        the format the model was trained to call functions in (docs/models.md, "The choice as
+        a function call"). The model writes the arguments of each call too; only the names are
+        read (a call cut off at the limit still names its function)."""
+        offers = [
+            FunctionOffer(
+                name=option.name,
+                description=option.description or option.question,
+                parameters=option.parameters or NO_PARAMETERS,
+            )
+            for option in options
+        ]
+        messages: list[Message] = [{"role": "user", "content": task_prompt}]
+        limit = self.settings.max_completion_tokens.choice_by_calling
+        sent = await self._send(purpose, messages, None, limit, functions=offers)
+        self._finish(sent.record, sent.step)
+        return called_names(sent.reply)
 
     async def _suitability_batched(
         self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
@@ -325,6 +353,7 @@ class ChatModel:
         max_tokens: int | None = None,
         *,
         on_text: Callable[[str], None] | None = None,
+        functions: Sequence[FunctionOffer] = (),
     ) -> _Sent:
         """One request through the transport, within the question's time budget; a failure
         leaves a failed record and raises (a call the budget has no time for is not made).
@@ -333,7 +362,9 @@ class ChatModel:
         starts once it has one. ``on_text`` asks for the reply's text as it is produced, when
         someone observes the question (the answer's tokens, streamed)."""
         async with self._slots:
-            return await self._send_in_slot(purpose, messages, schema, max_tokens, on_text)
+            return await self._send_in_slot(
+                purpose, messages, schema, max_tokens, on_text, functions
+            )
 
     async def _send_in_slot(
         self,
@@ -342,6 +373,7 @@ class ChatModel:
         schema: type[BaseModel] | None,
         max_tokens: int | None,
         on_text: Callable[[str], None] | None,
+        functions: Sequence[FunctionOffer],
     ) -> _Sent:
         timeout = call_time(purpose, self.settings.timeout_s, is_answer=purpose is Purpose.ANSWER)
         messages = prompts.sendable(messages)
@@ -356,6 +388,7 @@ class ChatModel:
             max_tokens=max_tokens or self._completion_limit(purpose),
             timeout_s=timeout,
             temperature=self.settings.temperature,
+            functions=tuple(functions),
             on_text=streamed.add if streamed is not None else None,
         )
         started = time.perf_counter()

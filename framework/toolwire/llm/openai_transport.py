@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 from toolwire.errors import ModelError
 from toolwire.llm.guard import ensure_model_requests_allowed
 from toolwire.llm.structured import StructuredMode, request_options
-from toolwire.llm.transport import ChatReply, ChatRequest
+from toolwire.llm.transport import ChatReply, ChatRequest, FunctionCall
 from toolwire.redaction import redact
 
 log = structlog.get_logger(__name__)
@@ -45,7 +45,8 @@ MESSAGE_CHARS = 200
 
 
 class _WireFunction(BaseModel):
-    arguments: str
+    name: str | None = None
+    arguments: str = ""
 
 
 class _WireToolCall(BaseModel):
@@ -158,6 +159,8 @@ class OpenAITransport:
         self, client: AsyncOpenAI, request: ChatRequest, mode: StructuredMode, deadline: float
     ) -> ChatReply:
         options = request_options(request.schema, mode) if request.schema is not None else {}
+        if request.functions:
+            options = _offered(request)
         parameters: dict[str, Any] = {**options, self._limit_field: request.max_tokens}
         for attempt in range(self._max_retries + 1):
             remaining = deadline - time.monotonic()
@@ -308,9 +311,11 @@ def _reply(request: ChatRequest, body: bytes, model: str) -> ChatReply:
         raise ModelError(request.purpose, message) from error
     choice = completion.choices[0]
     usage = completion.usage or _WireUsage()
+    offered = bool(request.functions)
     return ChatReply(
-        text=_output_text(choice.message),
+        text=choice.message.content or "" if offered else _output_text(choice.message),
         model=completion.model or model,
+        calls=_calls(choice.message) if offered else (),
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         cached_prompt_tokens=_cached_tokens(usage, completion.timings),
@@ -388,6 +393,31 @@ class _StreamedReply:
             cached_prompt_tokens=_cached_tokens(usage, self.timings),
             truncated=self.finish_reason == "length",
         )
+
+
+def _offered(request: ChatRequest) -> dict[str, Any]:
+    """The request fields that offer ``request.functions`` for the model to call, or not."""
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": offer.name,
+                "description": offer.description,
+                "parameters": offer.parameters,
+            },
+        }
+        for offer in request.functions
+    ]
+    return {"tools": tools, "tool_choice": "auto"}
+
+
+def _calls(message: _WireMessage) -> tuple[FunctionCall, ...]:
+    """The named function calls of a reply, in order."""
+    return tuple(
+        FunctionCall(name=call.function.name, arguments=call.function.arguments)
+        for call in message.tool_calls or []
+        if call.function is not None and call.function.name
+    )
 
 
 def _output_text(message: _WireMessage) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -25,6 +25,25 @@ class Message(TypedDict):
 
     role: Literal["system", "user", "assistant"]
     content: str
+
+
+@dataclass(frozen=True)
+class FunctionOffer:
+    """A function the model may call in its reply (the provider's native tool calling)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """Its arguments' JSON schema."""
+
+
+@dataclass(frozen=True)
+class FunctionCall:
+    """A function the model called in its reply."""
+
+    name: str
+    arguments: str
+    """The arguments as the model wrote them (JSON text, unchecked)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +60,10 @@ class ChatRequest:
     timeout_s: float
     """Most seconds the call may take in all, retries included (the question's budget decides)."""
     temperature: float = 0.0
+    functions: Sequence[FunctionOffer] = ()
+    """Functions the model may call (``tool_choice: auto``), with no ``schema``: the calls come
+    back in ``ChatReply.calls``. A transport without tool calling leaves them to the text: the
+    model then writes its calls there, as JSON objects with a ``name``."""
     on_text: Callable[[str], None] | None = None
     """Set for a free-text reply someone watches (the answer, streamed): a transport that can
     stream calls it with each piece of the text as it arrives, in order, and still returns the
@@ -54,6 +77,8 @@ class ChatReply:
     text: str
     """The message content, or a forced function call's arguments."""
     model: str
+    calls: tuple[FunctionCall, ...] = ()
+    """The functions the model called, in order (only when the request offered ``functions``)."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0

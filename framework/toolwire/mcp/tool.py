@@ -118,8 +118,12 @@ def first_sentence(text: str) -> str:
 
 
 def derived_question(description: str, short_name: str) -> str:
-    """The yes/no suitability question of an MCP tool whose declaration gives none."""
+    """The yes/no suitability question of an MCP tool whose declaration gives none.
+
+    It names what the tool does, not the tool: a name repeats the description's words, and with
+    it the embedded model refused more right tools and accepted more near ones (docs/models.md,
+    "Schema-described tools"). The name is all a tool without a description gives."""
     summary = first_sentence(description)
     if not summary:
         return f"Does the question need the tool {short_name!r}?"
-    return f"Does the question ask for what the tool {short_name!r} does: {summary}?"
+    return f"Does the question ask for what this tool does: {summary}?"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from toolwire.llm.base import Option, SuitabilityQuestion
@@ -73,8 +74,19 @@ class SelectableTool:
         )
 
     def option(self) -> Option:
-        """How the model sees the tool in a choice: its short name (options share a domain)."""
-        return Option(name=self.short_name, question=self.question, description=self.description)
+        """How the model sees the tool in a choice: its short name (options share a domain), and
+        its parameters' JSON schema for a choice by function call."""
+        return Option(
+            name=self.short_name,
+            question=self.question,
+            description=self.description,
+            parameters=self.parameters_schema,
+        )
+
+    @cached_property
+    def parameters_schema(self) -> dict[str, Any]:
+        """The parameter model's JSON schema by alias (the names a function call uses)."""
+        return self.tool.params_model.model_json_schema(by_alias=True)
 
     def suitability_question(self) -> SuitabilityQuestion:
         return SuitabilityQuestion(tool_name=self.qualified_name, question=self.question)

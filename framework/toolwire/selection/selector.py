@@ -10,7 +10,9 @@ Three modes (``orchestrator.selection.mode``), measured side by side in
   confirmed one asked as a further request, in one call whose answer carries a single chosen
   tool's parameters, or not at all). Its cost does not grow with the number of tools in the
   domain. Small models name the one best option well and refuse well, but rarely answer "none"
-  to a choice; this mode asks each of them only what it is good at.
+  to a choice; this mode asks each of them only what it is good at. The choice is a native
+  function call by default (``choice``): the candidates offered as functions, the ones called
+  are chosen.
 * ``batched``: every tool's yes/no question in one structured call.
 * ``per_tool``: one yes/no call per tool.
 
@@ -19,7 +21,7 @@ The selector sees only the task prompt, never its prompt context (SPEC §3 step 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -309,10 +311,15 @@ class ToolSelector:
         """The candidates the model names, in its order; names that are none are ignored."""
         by_option = {tool.short_name: tool for tool in candidates}
         options = [tool.option() for tool in candidates]
+        by_calling = self.settings.choice == "function_call"
+
+        def ask() -> Awaitable[list[str]]:
+            if by_calling:  # only then: a model written before ``by_calling`` still works
+                return llm.choose(task_prompt, options, by_calling=True)
+            return llm.choose(task_prompt, options)
+
         try:
-            named = await call_model(
-                Purpose.CHOICE.value, attempts, lambda: llm.choose(task_prompt, options)
-            )
+            named = await call_model(Purpose.CHOICE.value, attempts, ask)
         except ModelError as error:
             message = f"tool choice failed, no tool activated by it: {error}"
             raise SelectionFailed(message) from error

@@ -58,6 +58,14 @@ class FakeRequest:
         return None
 
     @property
+    def offered_functions(self) -> list[dict[str, Any]]:
+        """The functions offered for the model to call as it sees fit (``tools`` without a
+        forced ``tool_choice``): each ``{"name", "description", "parameters"}``."""
+        if self.forced_function is not None:
+            return []
+        return [tool.get("function", {}) for tool in self.body.get("tools", [])]
+
+    @property
     def output_schema(self) -> dict[str, Any] | None:
         """The JSON schema the request asks the answer to follow, however it was sent."""
         name = self.forced_function
@@ -97,6 +105,10 @@ class FakeReply:
     """A streamed reply (``"stream": true``): the pause before each piece (word) of the text."""
     break_after: int | None = None
     """A streamed reply: close the connection after this many pieces (a server that died)."""
+    calls: list[tuple[str, dict[str, Any]]] | None = None
+    """To a request offering functions: the calls made, each ``(name, arguments)`` (``[]``:
+    none, the ``text`` alone). Unset, with no ``text`` either: the first function offered is
+    called with default arguments."""
 
 
 Responder = Callable[[FakeRequest], "FakeReply | Awaitable[FakeReply]"]
@@ -318,7 +330,20 @@ class FakeOpenAIServer:
         message: dict[str, Any] = {"role": "assistant", "content": text}
         finish = reply.finish_reason or "stop"
         function = request.forced_function
-        if function is not None:
+        offered = request.offered_functions
+        calls = reply.calls
+        if offered and calls is None and reply.text is None:
+            first = offered[0]
+            calls = [(first.get("name", ""), json.loads(default_output(first.get("parameters"))))]
+            text = ""
+        if offered and calls:
+            message = {"role": "assistant", "content": text or None, "tool_calls": [
+                {"id": f"call_{self._counter}_{number}", "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(arguments)}}
+                for number, (name, arguments) in enumerate(calls)
+            ]}  # fmt: skip
+            finish = reply.finish_reason or "tool_calls"
+        elif function is not None:
             call = {"name": function, "arguments": text}
             message = {"role": "assistant", "content": None, "tool_calls": [
                 {"id": f"call_{self._counter}", "type": "function", "function": call}

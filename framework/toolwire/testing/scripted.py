@@ -259,9 +259,15 @@ class ScriptedModel:
         *,
         purpose: Purpose = Purpose.CHOICE,
         several: bool = True,
+        by_calling: bool = False,
     ) -> list[str]:
         names = [option.name for option in options]
-        inputs: dict[str, Any] = {"task_prompt": task_prompt, "options": names, "several": several}
+        inputs: dict[str, Any] = {
+            "task_prompt": task_prompt,
+            "options": names,
+            "several": several,
+            "by_calling": by_calling,
+        }
         if purpose is Purpose.ROUTING:
             rule = self._begin(purpose, self._routing, **inputs)
             domain = _resolve(rule.take(), task_prompt, names)

@@ -1,0 +1,179 @@
+"""The tool choice as a native function call (``orchestrator.selection.choice: function_call``):
+the candidates offered as functions through the OpenAI-compatible transport, the calls read
+from ``tool_calls`` or from the text, and the selector asking for it only when set."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+from pydantic import BaseModel, Field
+
+from orchestration_kit import EchoTool, domain
+from toolwire import OrchestratorActivatedTool, ToolExecutionResult
+from toolwire.errors import ModelError
+from toolwire.llm import OpenAIGateway, Option, Purpose
+from toolwire.llm.base import collect_calls
+from toolwire.llm.function_calls import names_in_text
+from toolwire.settings import LLMSettings, OrchestratorSettings, SelectionSettings
+from toolwire.testing import ScriptedModel, conversation_for
+from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply
+
+AREA = {
+    "type": "object",
+    "properties": {"base": {"type": "number"}, "height": {"type": "number"}},
+    "required": ["base", "height"],
+}
+OPTIONS = [
+    Option(
+        name="triangle_area",
+        question="Does the message ask for a triangle's area?",
+        description="Area of a triangle from base and height.",
+        parameters=AREA,
+    ),
+    Option(name="circle_area", question="Does the message ask for a circle's area?"),
+]
+TASK = "What is the area of a triangle 3 wide and 4 tall?"
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeOpenAIServer]:
+    async with FakeOpenAIServer() as fake:
+        yield fake
+
+
+def gateway_for(server: FakeOpenAIServer) -> OpenAIGateway:
+    settings = LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0)
+    return OpenAIGateway(settings, api_key="test-key")
+
+
+async def test_the_candidates_are_offered_as_functions_and_the_called_ones_are_chosen(
+    server: FakeOpenAIServer,
+) -> None:
+    server.script(FakeReply(calls=[("circle_area", {}), ("triangle_area", {"base": 3})]))
+    gateway = gateway_for(server)
+    with collect_calls() as calls:
+        chosen = await gateway.choose(TASK, OPTIONS, by_calling=True)
+    await gateway.aclose()
+
+    assert chosen == ["circle_area", "triangle_area"]  # in the order called
+    [request] = server.chat_requests
+    assert request.messages == [{"role": "user", "content": TASK}]  # the task alone
+    assert request.body["tool_choice"] == "auto"
+    assert "response_format" not in request.body
+    assert [tool["function"] for tool in request.body["tools"]] == [
+        {
+            "name": "triangle_area",
+            "description": "Area of a triangle from base and height.",
+            "parameters": AREA,
+        },
+        {  # no description: the question says what it is for; no schema: no arguments
+            "name": "circle_area",
+            "description": "Does the message ask for a circle's area?",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    ]
+    [record] = calls
+    assert record.purpose == Purpose.CHOICE and record.ok and record.prompt_tokens > 0
+
+
+async def test_calls_the_model_wrote_into_its_text_are_read(server: FakeOpenAIServer) -> None:
+    written = (
+        '<tool_call>\n{"name": "triangle_area", "arguments": {"name": "circle_area"}}\n'
+        '</tool_call>\n<tool_call>\n{"name": "circle_area", "argum'  # cut off at the limit
+    )
+    server.script(FakeReply(text=written, calls=[]))
+    gateway = gateway_for(server)
+    chosen = await gateway.choose(TASK, OPTIONS, by_calling=True)
+    await gateway.aclose()
+
+    assert chosen == ["triangle_area"]  # an argument called "name" is not a call
+
+
+async def test_a_reply_that_calls_nothing_chooses_nothing(server: FakeOpenAIServer) -> None:
+    server.script(FakeReply(text="None of these tools can help with that.", calls=[]))
+    gateway = gateway_for(server)
+    assert await gateway.choose(TASK, OPTIONS, by_calling=True) == []
+    await gateway.aclose()
+
+
+async def test_a_reply_that_is_not_a_completion_is_a_model_error(
+    server: FakeOpenAIServer,
+) -> None:
+    server.script(FakeReply(raw_body=b"<html>proxy error</html>"))
+    gateway = gateway_for(server)
+    with pytest.raises(ModelError, match="'choice' failed: the server's reply is not JSON"):
+        await gateway.choose(TASK, OPTIONS, by_calling=True)
+    await gateway.aclose()
+
+
+def test_names_are_read_from_every_top_level_object_and_nothing_else() -> None:
+    assert names_in_text('{"name": "a"} then {"name": "b", "arguments": {}}') == ["a", "b"]
+    assert names_in_text('{"arguments": {"name": "a"}}') == []
+    assert names_in_text('{"name": 3} {"name": ["b"]} no json { at all') == []
+    nested = '{"a": ' * 5000 + '{"name": "deep"}' + "}" * 5000  # too deep to read: no crash
+    assert names_in_text(nested) == []
+
+
+# -- the selector asks for it, and only when set -----------------------------------------------
+
+
+class Sides(BaseModel):
+    base: float = Field(description="length of the base")
+
+
+class TriangleArea(OrchestratorActivatedTool[Sides]):
+    """Computes a triangle's area."""
+
+    def executable_instruction(self) -> str:
+        return "Does the message ask for the area of a triangle?"
+
+    def execute_with_result(self, params: Sides, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.context(f"base {params.base}")
+
+
+async def test_the_selector_asks_for_the_choice_as_a_function_call_by_default() -> None:
+    model = ScriptedModel().on_choose(["triangle_area"]).on_suitability(["triangle_area"])
+    model.on_extract(Sides, {"base": 3}).on_answer()
+
+    answer = await conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=model).ask(
+        TASK
+    )
+
+    [choice] = model.calls_for(Purpose.CHOICE)
+    assert choice.inputs["by_calling"] is True
+    assert [run.tool_name for run in answer.trace.tools] == ["demo.triangle_area"]
+
+
+async def test_constrained_choice_is_asked_without_function_calls() -> None:
+    model = ScriptedModel().on_choose(["echo"]).on_suitability(["echo"]).on_answer()
+    settings = OrchestratorSettings(selection=SelectionSettings(choice="constrained"))
+
+    await conversation_for(
+        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=settings
+    ).ask("say hi")
+
+    [choice] = model.calls_for(Purpose.CHOICE)
+    assert choice.inputs["by_calling"] is False
+
+
+async def test_a_tool_offered_as_a_function_carries_its_parameters_schema(
+    server: FakeOpenAIServer,
+) -> None:
+    """Through the orchestrator and the real gateway: the offered function is the tool's short
+    name with its parameter model's schema; a called name that is no candidate is ignored."""
+    server.script(FakeReply(calls=[("triangle_area", {"base": 3}), ("square_area", {})]))
+    gateway = gateway_for(server)
+    conversation = conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=gateway)
+
+    answer = await conversation.ask(TASK)
+    await gateway.aclose()
+
+    offered = server.chat_requests[0].body["tools"]
+    assert [tool["function"]["name"] for tool in offered] == ["triangle_area", "echo"]
+    assert offered[0]["function"]["parameters"] == TriangleArea().params_model.model_json_schema()
+    assert json.dumps(offered)  # sent as JSON, as it is
+    assert answer.trace.selection is not None
+    assert answer.trace.selection.chosen == ["demo.triangle_area"]
+    assert answer.trace.selection.ignored == ["square_area"]
