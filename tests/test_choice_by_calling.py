@@ -13,9 +13,9 @@ from pydantic import BaseModel, Field
 from orchestration_kit import EchoTool, domain
 from toolwire import OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.errors import ModelError
-from toolwire.llm import OpenAIGateway, Option, Purpose
+from toolwire.llm import FunctionChoice, OpenAIGateway, Option, Purpose
 from toolwire.llm.base import collect_calls
-from toolwire.llm.function_calls import names_in_text
+from toolwire.llm.function_calls import calls_in_text
 from toolwire.settings import LLMSettings, OrchestratorSettings, SelectionSettings
 from toolwire.testing import ScriptedModel, conversation_for
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply
@@ -54,10 +54,13 @@ async def test_the_candidates_are_offered_as_functions_and_the_called_ones_are_c
     server.script(FakeReply(calls=[("circle_area", {}), ("triangle_area", {"base": 3})]))
     gateway = gateway_for(server)
     with collect_calls() as calls:
-        chosen = await gateway.choose(TASK, OPTIONS, by_calling=True)
+        chosen = await gateway.call_functions(TASK, OPTIONS)
     await gateway.aclose()
 
-    assert chosen == ["circle_area", "triangle_area"]  # in the order called
+    assert chosen == [  # in the order called, with the arguments written
+        FunctionChoice(name="circle_area", arguments={}),
+        FunctionChoice(name="triangle_area", arguments={"base": 3}),
+    ]
     [request] = server.chat_requests
     assert request.messages == [{"role": "user", "content": TASK}]  # the task alone
     assert request.body["tool_choice"] == "auto"
@@ -85,16 +88,19 @@ async def test_calls_the_model_wrote_into_its_text_are_read(server: FakeOpenAISe
     )
     server.script(FakeReply(text=written, calls=[]))
     gateway = gateway_for(server)
-    chosen = await gateway.choose(TASK, OPTIONS, by_calling=True)
+    chosen = await gateway.call_functions(TASK, OPTIONS)
     await gateway.aclose()
 
-    assert chosen == ["triangle_area"]  # an argument called "name" is not a call
+    # an argument called "name" is not a call; a call cut off names its function, no arguments
+    assert chosen == [
+        FunctionChoice(name="triangle_area", arguments={"name": "circle_area"}),
+    ]
 
 
 async def test_a_reply_that_calls_nothing_chooses_nothing(server: FakeOpenAIServer) -> None:
     server.script(FakeReply(text="None of these tools can help with that.", calls=[]))
     gateway = gateway_for(server)
-    assert await gateway.choose(TASK, OPTIONS, by_calling=True) == []
+    assert await gateway.call_functions(TASK, OPTIONS) == []
     await gateway.aclose()
 
 
@@ -104,16 +110,27 @@ async def test_a_reply_that_is_not_a_completion_is_a_model_error(
     server.script(FakeReply(raw_body=b"<html>proxy error</html>"))
     gateway = gateway_for(server)
     with pytest.raises(ModelError, match="'choice' failed: the server's reply is not JSON"):
-        await gateway.choose(TASK, OPTIONS, by_calling=True)
+        await gateway.call_functions(TASK, OPTIONS)
     await gateway.aclose()
 
 
-def test_names_are_read_from_every_top_level_object_and_nothing_else() -> None:
-    assert names_in_text('{"name": "a"} then {"name": "b", "arguments": {}}') == ["a", "b"]
-    assert names_in_text('{"arguments": {"name": "a"}}') == []
-    assert names_in_text('{"name": 3} {"name": ["b"]} no json { at all') == []
+def test_calls_are_read_from_every_top_level_object_and_nothing_else() -> None:
+    def read(text: str) -> list[tuple[str, object]]:
+        return [(call.name, call.arguments) for call in calls_in_text(text)]
+
+    assert read('{"name": "a"} then {"name": "b", "arguments": {"x": 1}}') == [
+        ("a", None),
+        ("b", {"x": 1}),
+    ]
+    assert read('{"name": "a", "arguments": "{\\"x\\": 2}"}') == [("a", {"x": 2})]
+    assert read('{"name": "a", "arguments": "not json"} {"name": "b", "arguments": [1]}') == [
+        ("a", None),
+        ("b", None),
+    ]
+    assert read('{"arguments": {"name": "a"}}') == []
+    assert read('{"name": 3} {"name": ["b"]} no json { at all') == []
     nested = '{"a": ' * 5000 + '{"name": "deep"}' + "}" * 5000  # too deep to read: no crash
-    assert names_in_text(nested) == []
+    assert read(nested) == []
 
 
 # -- the selector asks for it, and only when set -----------------------------------------------
@@ -142,7 +159,7 @@ async def test_the_selector_asks_for_the_choice_as_a_function_call_by_default() 
     )
 
     [choice] = model.calls_for(Purpose.CHOICE)
-    assert choice.inputs["by_calling"] is True
+    assert choice.inputs["calls"] is True  # call_functions, not a constrained choice
     assert [run.tool_name for run in answer.trace.tools] == ["demo.triangle_area"]
 
 
@@ -155,7 +172,7 @@ async def test_constrained_choice_is_asked_without_function_calls() -> None:
     ).ask("say hi")
 
     [choice] = model.calls_for(Purpose.CHOICE)
-    assert choice.inputs["by_calling"] is False
+    assert "calls" not in choice.inputs
 
 
 async def test_a_tool_offered_as_a_function_carries_its_parameters_schema(
@@ -177,3 +194,62 @@ async def test_a_tool_offered_as_a_function_carries_its_parameters_schema(
     assert answer.trace.selection is not None
     assert answer.trace.selection.chosen == ["demo.triangle_area"]
     assert answer.trace.selection.ignored == ["square_area"]
+
+
+# -- parameters_from_choice --------------------------------------------------------------------
+
+
+def from_choice(**selection: object) -> OrchestratorSettings:
+    return OrchestratorSettings(
+        selection=SelectionSettings.model_validate({"parameters_from_choice": True, **selection})
+    )
+
+
+async def test_a_confirmed_tools_valid_arguments_from_the_choice_spare_its_extraction() -> None:
+    model = ScriptedModel().on_choose({"triangle_area": {"base": 3.5}, "echo": None})
+    model.on_suitability(["triangle_area"]).on_answer()
+    conversation = conversation_for(
+        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=from_choice()
+    )
+
+    answer = await conversation.ask(TASK)
+
+    # echo, named second and refused as a further request, would have had none to give
+    assert Purpose.PARAMETERS not in model.purposes
+    assert answer.text == "base 3.5"  # the tool ran with the call's arguments
+
+
+async def test_arguments_that_do_not_fit_the_parameter_model_are_extracted_as_usual() -> None:
+    model = ScriptedModel().on_choose({"triangle_area": {"base": "wide"}, "echo": None})
+    model.on_suitability(["triangle_area"]).on_extract(Sides, {"base": 3}).on_answer()
+    conversation = conversation_for(
+        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=from_choice()
+    )
+
+    answer = await conversation.ask(TASK)
+
+    assert len(model.calls_for(Purpose.PARAMETERS)) == 1
+    assert answer.text == "base 3.0"
+
+
+async def test_without_the_setting_the_arguments_are_not_used() -> None:
+    model = ScriptedModel().on_choose({"triangle_area": {"base": 3.5}})
+    model.on_suitability(["triangle_area"]).on_extract(Sides, {"base": 3}).on_answer()
+    conversation = conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=model)
+
+    answer = await conversation.ask(TASK)
+
+    assert len(model.calls_for(Purpose.PARAMETERS)) == 1
+    assert answer.text == "base 3.0"
+
+
+async def test_a_refused_tool_keeps_no_arguments() -> None:
+    model = ScriptedModel().on_choose({"triangle_area": {"base": 3.5}})
+    model.on_suitability([]).on_answer()
+    conversation = conversation_for(
+        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=from_choice()
+    )
+
+    answer = await conversation.ask(TASK)
+
+    assert answer.trace.tools == [] and Purpose.PARAMETERS not in model.purposes

@@ -127,6 +127,10 @@ class SelectionSettings(Section):
     ``constrained``: listed in toolwire's prompt with their questions, the answer constrained
     to their names. The model must support tool calling for ``function_call`` (OpenAI,
     llama.cpp and the embedded model do; docs/models.md compares the two)."""
+    parameters_from_choice: bool = False
+    """``choice: function_call``: a confirmed tool whose call in the choice carries arguments
+    valid for its parameter model runs with them, without an extraction call of its own (not
+    on a task with prompt context). False: every tool's parameters are extracted on their own."""
     confirm: Literal["also", "batched", "per_tool", "with_parameters", "off"] = "also"
     """``choose`` mode: how the chosen tools' yes/no questions are asked: ``also`` one call each,
     in the order named, and once one tool is confirmed each later one is asked whether the task

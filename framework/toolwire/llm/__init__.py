@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolwire.llm.base import (
     CallRecord,
+    FunctionChoice,
     GatekeeperVerdict,
     LanguageModel,
     Option,
@@ -58,6 +59,7 @@ __all__ = [
     "ChatReply",
     "ChatRequest",
     "ChatTransport",
+    "FunctionChoice",
     "GatekeeperVerdict",
     "LanguageModel",
     "Message",

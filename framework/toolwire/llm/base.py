@@ -59,6 +59,14 @@ class Option(BaseModel):
     """A tool's arguments as JSON schema, offered when the choice is a function call."""
 
 
+class FunctionChoice(BaseModel):
+    """An option the model called as a function, and the arguments it wrote."""
+
+    name: str
+    arguments: dict[str, Any] | None = None
+    """None: the call had no arguments that could be read as a JSON object."""
+
+
 class GatekeeperVerdict(BaseModel):
     """Whether retrieved context answers the question precisely, and what is missing if not."""
 
@@ -237,14 +245,20 @@ class LanguageModel(Protocol):
         *,
         purpose: Purpose = Purpose.CHOICE,
         several: bool = True,
-        by_calling: bool = False,
     ) -> list[str]:
         """Name the options that fit the task (none, one, or with ``several`` more than one).
 
-        One call whose output is constrained to the options' names; with ``by_calling``, one
-        call that offers the options as functions (the provider's native tool calling, each with
-        its ``parameters``): the ones it calls are named. Only the selector passes
-        ``by_calling``, and only when set (``orchestrator.selection.choice``).
+        One call whose output is constrained to the options' names.
+        """
+        ...
+
+    async def call_functions(
+        self, task_prompt: str, options: Sequence[Option]
+    ) -> list[FunctionChoice]:
+        """The options the model calls when they are offered as functions (the provider's
+        native tool calling, each with its ``parameters``), in the order called, with the
+        arguments it wrote. One call (``Purpose.CHOICE``); the tool choice's default
+        (``orchestrator.selection.choice: function_call``).
         """
         ...
 

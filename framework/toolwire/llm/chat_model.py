@@ -23,6 +23,7 @@ from toolwire.events import AnswerDelta, ModelCallFinished, ModelCallStarted, em
 from toolwire.llm import prompts
 from toolwire.llm.base import (
     CallRecord,
+    FunctionChoice,
     GatekeeperVerdict,
     M,
     Option,
@@ -39,7 +40,7 @@ from toolwire.llm.base import (
 from toolwire.llm.budget import call_time
 from toolwire.llm.compression import ContextCompressor
 from toolwire.llm.context_limits import PartLimit
-from toolwire.llm.function_calls import called_names
+from toolwire.llm.function_calls import function_choices
 from toolwire.llm.prompts import Layout, Prompt
 from toolwire.llm.relevance import judge_pages_alone
 from toolwire.llm.structured import (
@@ -130,12 +131,9 @@ class ChatModel:
         *,
         purpose: Purpose = Purpose.CHOICE,
         several: bool = True,
-        by_calling: bool = False,
     ) -> list[str]:
         if not options:
             return []
-        if by_calling:
-            return await self._choose_by_calling(purpose, task_prompt, options)
         schema = choice_model(tuple(option.name for option in options), several)
         prompt = prompts.choice_prompt(
             purpose, task_prompt, options, several=several, schema=schema
@@ -145,13 +143,15 @@ class ChatModel:
         answer = await self._required_structured_call(prompt, schema, max_tokens)
         return chosen_names(answer)
 
-    async def _choose_by_calling(
-        self, purpose: Purpose, task_prompt: str, options: Sequence[Option]
-    ) -> list[str]:
+    async def call_functions(
+        self, task_prompt: str, options: Sequence[Option]
+    ) -> list[FunctionChoice]:
         """The options offered as functions, the task as the user's message and nothing else:
         the format the model was trained to call functions in (docs/models.md, "The choice as
-        a function call"). The model writes the arguments of each call too; only the names are
-        read (a call cut off at the limit still names its function)."""
+        a function call"). A call cut off at the completion limit still names its function
+        (its arguments are then None)."""
+        if not options:
+            return []
         offers = [
             FunctionOffer(
                 name=option.name,
@@ -162,9 +162,9 @@ class ChatModel:
         ]
         messages: list[Message] = [{"role": "user", "content": task_prompt}]
         limit = self.settings.max_completion_tokens.choice_by_calling
-        sent = await self._send(purpose, messages, None, limit, functions=offers)
+        sent = await self._send(Purpose.CHOICE, messages, None, limit, functions=offers)
         self._finish(sent.record, sent.step)
-        return called_names(sent.reply)
+        return function_choices(sent.reply)
 
     async def _suitability_batched(
         self, task_prompt: str, questions: Sequence[SuitabilityQuestion]

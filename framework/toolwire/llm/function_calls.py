@@ -10,23 +10,29 @@ read, as a lenient client would.
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from toolwire.llm.base import FunctionChoice
 from toolwire.llm.transport import ChatReply
 
 
-def called_names(reply: ChatReply) -> list[str]:
-    """The names of the functions ``reply`` calls, in order: its parsed calls, else those
-    written into its text."""
+def function_choices(reply: ChatReply) -> list[FunctionChoice]:
+    """The functions ``reply`` calls, in order, with their arguments: its parsed calls, else
+    those written into its text."""
     if reply.calls:
-        return [call.name for call in reply.calls]
-    return names_in_text(reply.text)
+        return [
+            FunctionChoice(name=call.name, arguments=_object(call.arguments))
+            for call in reply.calls
+        ]
+    return calls_in_text(reply.text)
 
 
-def names_in_text(text: str) -> list[str]:
-    """The ``name`` of every JSON object in ``text`` that has one, in order (objects nested in
-    another are not read on their own: an argument named ``name`` is not a call)."""
+def calls_in_text(text: str) -> list[FunctionChoice]:
+    """Every JSON object in ``text`` with a string ``name``, in order, as a call (its
+    ``arguments`` or ``parameters``, an object or JSON text). Objects nested in another are not
+    read on their own: an argument called ``name`` is not a call."""
     decoder = json.JSONDecoder()
-    names: list[str] = []
+    calls: list[FunctionChoice] = []
     position = text.find("{")
     while position != -1:
         try:
@@ -35,6 +41,17 @@ def names_in_text(text: str) -> list[str]:
             position = text.find("{", position + 1)
             continue
         if isinstance(value, dict) and isinstance(value.get("name"), str):
-            names.append(value["name"])
+            arguments = value.get("arguments", value.get("parameters"))
+            calls.append(FunctionChoice(name=value["name"], arguments=_object(arguments)))
         position = text.find("{", end)
-    return names
+    return calls
+
+
+def _object(arguments: object) -> dict[str, Any] | None:
+    """Arguments as a JSON object: given as one, or as JSON text of one; None otherwise."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return None
+    return arguments if isinstance(arguments, dict) else None

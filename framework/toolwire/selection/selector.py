@@ -21,16 +21,16 @@ The selector sees only the task prompt, never its prompt context (SPEC §3 step 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import structlog
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from toolwire.errors import PLUGIN_FAILURES, ModelError
-from toolwire.llm.base import LanguageModel, Purpose
+from toolwire.llm.base import FunctionChoice, LanguageModel, Purpose
 from toolwire.orchestrator.invoke import call_model, describe
 from toolwire.run_state import RetrievedTool, SelectionRecord
 from toolwire.selection.catalogue import SelectableTool, tool_index
@@ -242,11 +242,11 @@ class ToolSelector:
         record = selection.record
         confirm = self.settings.confirm
         model_chose = len(candidates) > 1 or confirm == "off"
-        chosen = (
-            await self._named(task_prompt, candidates, record, llm, attempts)
-            if model_chose
-            else list(candidates)
+        by_short_name = {tool.short_name: tool for tool in candidates}
+        calls = (
+            await self._named(task_prompt, candidates, record, llm, attempts) if model_chose else []
         )
+        chosen = [by_short_name[call.name] for call in calls] if model_chose else list(candidates)
         record.chosen = [tool.qualified_name for tool in chosen]
         if not chosen:
             return
@@ -264,6 +264,8 @@ class ToolSelector:
             else:  # one chosen tool: its own yes/no call; several: one call unless per_tool
                 batched = confirm != "per_tool" and len(chosen) > 1
                 await self._ask(task_prompt, chosen, record, llm, attempts, batched=batched)
+            if self.settings.parameters_from_choice and parameters_from_task:
+                self._take_arguments(calls, chosen, selection)
         except SelectionFailed as failure:
             if not model_chose:
                 raise
@@ -307,24 +309,50 @@ class ToolSelector:
         record: SelectionRecord,
         llm: LanguageModel,
         attempts: int,
-    ) -> list[SelectableTool]:
-        """The candidates the model names, in its order; names that are none are ignored."""
-        by_option = {tool.short_name: tool for tool in candidates}
+    ) -> list[FunctionChoice]:
+        """The candidates the model names, in its order, each once (with the arguments of its
+        first call, for a choice by function call); names that are none are ignored."""
         options = [tool.option() for tool in candidates]
-        by_calling = self.settings.choice == "function_call"
 
-        def ask() -> Awaitable[list[str]]:
-            if by_calling:  # only then: a model written before ``by_calling`` still works
-                return llm.choose(task_prompt, options, by_calling=True)
-            return llm.choose(task_prompt, options)
+        async def ask() -> list[FunctionChoice]:
+            if self.settings.choice == "function_call":
+                return await llm.call_functions(task_prompt, options)
+            return [FunctionChoice(name=name) for name in await llm.choose(task_prompt, options)]
 
         try:
-            named = await call_model(Purpose.CHOICE.value, attempts, ask)
+            calls = await call_model(Purpose.CHOICE.value, attempts, ask)
         except ModelError as error:
             message = f"tool choice failed, no tool activated by it: {error}"
             raise SelectionFailed(message) from error
-        record.ignored = [name for name in named if name not in by_option]
-        return [by_option[name] for name in dict.fromkeys(named) if name in by_option]
+        names = {tool.short_name for tool in candidates}
+        record.ignored = [call.name for call in calls if call.name not in names]
+        first_calls: dict[str, FunctionChoice] = {}
+        for call in calls:
+            if call.name in names:
+                first_calls.setdefault(call.name, call)
+        return list(first_calls.values())
+
+    @staticmethod
+    def _take_arguments(
+        calls: Sequence[FunctionChoice],
+        chosen: Sequence[SelectableTool],
+        selection: Selection,
+    ) -> None:
+        """``parameters_from_choice``: each activated tool whose call carried arguments valid
+        for its parameter model keeps them (it needs no extraction); the others are extracted
+        as usual."""
+        arguments = {call.name: call.arguments for call in calls}
+        for tool in chosen:
+            given = arguments.get(tool.short_name)
+            name = tool.qualified_name
+            if given is None or name not in selection.record.activated:
+                continue
+            if name in selection.parameters:
+                continue
+            try:
+                selection.parameters[name] = tool.tool.params_model.model_validate(given)
+            except ValidationError as error:
+                log.info("choice_arguments_not_used", tool=name, errors=error.error_count())
 
 
 class SelectionFailed(Exception):

@@ -30,6 +30,7 @@ from toolwire.events import (
 )
 from toolwire.llm.base import (
     CallRecord,
+    FunctionChoice,
     GatekeeperVerdict,
     Option,
     PageToJudge,
@@ -45,8 +46,9 @@ M = TypeVar("M", bound=BaseModel)
 SuitabilityScript = Mapping[str, bool] | Iterable[str]
 """Tool name → yes/no, or the names that answer yes; short and prefixed names both match."""
 SuitabilityResponder = Callable[[str, list[str]], SuitabilityScript]
-ChoiceScript = Iterable[str]
-"""The option names the model names (short and prefixed names both match); may be empty."""
+ChoiceScript = Iterable[str] | Mapping[str, dict[str, Any] | None]
+"""The option names the model names (short and prefixed names both match; may be empty), or
+name → the arguments of its call (read by a choice by function call)."""
 ChoiceResponder = Callable[[str, list[str]], ChoiceScript]
 RouteResponder = Callable[[str, list[str]], "str | None"]
 ExtractResponder = Callable[[str, str], Any]
@@ -157,8 +159,9 @@ class ScriptedModel:
     def on_choose(
         self, response: ChoiceScript | ChoiceResponder, *, times: int | None = None
     ) -> ScriptedModel:
-        """The tools named in a constrained choice among candidates: the names, or
-        ``f(prompt, option_names)``. Without it, choices answer from :meth:`on_suitability`.
+        """The tools named in a choice among candidates (a constrained choice, or the functions
+        called, :meth:`call_functions`): the names, a mapping of name to the call's arguments,
+        or ``f(prompt, option_names)``. Without it, choices answer from :meth:`on_suitability`.
 
         Names outside the options are returned as they are (the orchestrator must ignore them).
         """
@@ -259,15 +262,9 @@ class ScriptedModel:
         *,
         purpose: Purpose = Purpose.CHOICE,
         several: bool = True,
-        by_calling: bool = False,
     ) -> list[str]:
         names = [option.name for option in options]
-        inputs: dict[str, Any] = {
-            "task_prompt": task_prompt,
-            "options": names,
-            "several": several,
-            "by_calling": by_calling,
-        }
+        inputs: dict[str, Any] = {"task_prompt": task_prompt, "options": names, "several": several}
         if purpose is Purpose.ROUTING:
             rule = self._begin(purpose, self._routing, **inputs)
             domain = _resolve(rule.take(), task_prompt, names)
@@ -279,6 +276,26 @@ class ScriptedModel:
         rule = self._begin(purpose, self._suitability, **inputs)
         chosen = self._suitable_names(rule, task_prompt, names)
         return [name for name in names if _named(name, chosen)]
+
+    async def call_functions(
+        self, task_prompt: str, options: Sequence[Option]
+    ) -> list[FunctionChoice]:
+        """Answered by the choice rules (:meth:`on_choose`): the names, or a mapping of name to
+        the arguments the call carries (``None``: none that could be read)."""
+        names = [option.name for option in options]
+        inputs: dict[str, Any] = {"task_prompt": task_prompt, "options": names, "calls": True}
+        if self._choice.next() is not None or self._suitability.next() is None:
+            rule = self._begin(Purpose.CHOICE, self._choice, **inputs)
+            script = _resolve(rule.take(), task_prompt, names)
+            if isinstance(script, Mapping):
+                return [
+                    FunctionChoice(name=str(name), arguments=arguments)
+                    for name, arguments in script.items()
+                ]
+            return [FunctionChoice(name=str(name)) for name in cast(Iterable[str], script)]
+        rule = self._begin(Purpose.CHOICE, self._suitability, **inputs)
+        chosen = self._suitable_names(rule, task_prompt, names)
+        return [FunctionChoice(name=name) for name in names if _named(name, chosen)]
 
     def _suitable_names(self, rule: _Rule, task_prompt: str, names: list[str]) -> set[str]:
         script = _resolve(rule.take(), task_prompt, names)
