@@ -112,6 +112,7 @@ def fake_model(request: FakeRequest) -> FakeReply:
 
 MODES = {
     "choose": SelectionSettings(),
+    "choose, call arguments": SelectionSettings(parameters_from_choice=True),
     "choose, constrained": SelectionSettings(choice="constrained"),
     "choose/batched": SelectionSettings(confirm="batched"),
     "choose/per_tool": SelectionSettings(confirm="per_tool"),
@@ -120,9 +121,10 @@ MODES = {
     "batched": SelectionSettings(mode="batched"),
     "per_tool": SelectionSettings(mode="per_tool"),
 }
-"""The default first (the choice as a function call); ``constrained``: the choice in toolwire's
-own prompt, its answer constrained to the names; ``choose/…`` names how the chosen tools are
-confirmed."""
+"""The default first (the choice as a function call); ``call arguments``: a confirmed tool runs
+with the arguments of its call in the choice (``parameters_from_choice``); ``constrained``: the
+choice in toolwire's own prompt, its answer constrained to the names; ``choose/…`` names how the
+chosen tools are confirmed."""
 
 
 async def measure(

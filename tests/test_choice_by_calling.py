@@ -8,7 +8,7 @@ import json
 from collections.abc import AsyncIterator
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from orchestration_kit import EchoTool, domain
 from toolwire import OrchestratorActivatedTool, ToolExecutionResult
@@ -253,3 +253,33 @@ async def test_a_refused_tool_keeps_no_arguments() -> None:
     answer = await conversation.ask(TASK)
 
     assert answer.trace.tools == [] and Purpose.PARAMETERS not in model.purposes
+
+
+async def test_a_validator_that_raises_on_the_arguments_leaves_them_to_the_extraction() -> None:
+    class Strict(BaseModel):
+        base: float
+
+        @field_validator("base", mode="before")
+        @classmethod
+        def _no_guesses(cls, value: object) -> object:
+            if value == 3.5:
+                raise RuntimeError("validator bug")
+            return value
+
+    class StrictArea(OrchestratorActivatedTool[Strict]):
+        def executable_instruction(self) -> str:
+            return "Does the message ask for the area of a triangle?"
+
+        def execute_with_result(self, params: Strict, text: str) -> ToolExecutionResult:
+            return ToolExecutionResult.context(f"base {params.base}")
+
+    model = ScriptedModel().on_choose({"strict_area": {"base": 3.5}, "echo": None})
+    model.on_suitability(["strict_area"]).on_extract(Strict, {"base": 3}).on_answer()
+    conversation = conversation_for(
+        domain(), StrictArea(), EchoTool("echo"), model=model, settings=from_choice()
+    )
+
+    answer = await conversation.ask(TASK)
+
+    assert len(model.calls_for(Purpose.PARAMETERS)) == 1
+    assert answer.text == "base 3.0"

@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import Any
 
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from toolwire.errors import PLUGIN_FAILURES, ModelError
 from toolwire.llm.base import FunctionChoice, LanguageModel, Purpose
@@ -242,11 +242,12 @@ class ToolSelector:
         record = selection.record
         confirm = self.settings.confirm
         model_chose = len(candidates) > 1 or confirm == "off"
-        by_short_name = {tool.short_name: tool for tool in candidates}
-        calls = (
-            await self._named(task_prompt, candidates, record, llm, attempts) if model_chose else []
-        )
-        chosen = [by_short_name[call.name] for call in calls] if model_chose else list(candidates)
+        calls: list[FunctionChoice] = []
+        chosen = list(candidates)
+        if model_chose:
+            calls = await self._named(task_prompt, candidates, record, llm, attempts)
+            by_short_name = {tool.short_name: tool for tool in candidates}
+            chosen = [by_short_name[call.name] for call in calls]
         record.chosen = [tool.qualified_name for tool in chosen]
         if not chosen:
             return
@@ -347,12 +348,12 @@ class ToolSelector:
             name = tool.qualified_name
             if given is None or name not in selection.record.activated:
                 continue
-            if name in selection.parameters:
+            if name in selection.parameters:  # carried by its confirmation already
                 continue
             try:
                 selection.parameters[name] = tool.tool.params_model.model_validate(given)
-            except ValidationError as error:
-                log.info("choice_arguments_not_used", tool=name, errors=error.error_count())
+            except PLUGIN_FAILURES as error:  # invalid, or a plugin's validator raised
+                log.info("choice_arguments_not_used", tool=name, error=describe(error))
 
 
 class SelectionFailed(Exception):
