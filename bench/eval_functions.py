@@ -16,8 +16,9 @@ Every mode puts every item through the orchestrator's own selection step, as
 mode: exact-set accuracy, precision, recall, refusal rate on irrelevance items, model calls,
 prompt tokens and seconds per item, then accuracy on multiple and on irrelevance items.
 
-``--native``: the same items put to the embedded server's own tool calling as a baseline (every
-function's schema in ``tools``, ``tool_choice: auto``, one call at temperature 0): the function
+``--native``: the same items put to the model's native tool calling alone as a baseline (every
+function as declared in ``tools``, ``tool_choice: auto``, one call at temperature 0, no
+retrieval and no confirmation: toolwire's choice by function call on its own): the functions
 it calls, or none.
 
 ``--question`` (how the yes/no question is worded when the declaration gives none):
@@ -34,10 +35,8 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import structlog
-from openai import AsyncOpenAI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "selection"))
 
@@ -51,9 +50,8 @@ from functions import (
 )
 from scoring import Case, Tally, evaluate_modes, print_kinds, print_row, warm_up
 
-from toolwire.llm import CallRecord, create_language_model
-from toolwire.llm.function_calls import names_in_text
-from toolwire.llm.local import local_server
+from toolwire.errors import ModelError
+from toolwire.llm import LanguageModel, Option, collect_calls, create_language_model
 from toolwire.mcp.tool import first_sentence
 from toolwire.settings import LLMSettings
 
@@ -65,7 +63,6 @@ DEFAULT_MODES = [
     "batched",
     "per_tool",
 ]
-NATIVE_MAX_TOKENS = 256
 
 
 def _lower_first(text: str) -> str:
@@ -180,68 +177,38 @@ def cases_of(items: Sequence[FunctionItem]) -> list[Case]:
 
 
 async def evaluate_native(
-    items: Sequence[FunctionItem], settings: LLMSettings, verbose: bool
+    items: Sequence[FunctionItem], llm: LanguageModel, verbose: bool
 ) -> Tally:
-    """Each item in one call to the embedded server's own tool calling: every function in
-    ``tools``, ``tool_choice: auto``; the functions it calls are the chosen set."""
-    base_url = await local_server(settings).ensure_started()
-    client = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    """Each item in one call of toolwire's choice by function call, alone: every function
+    offered as the declaration gives it (``tools``, ``tool_choice: auto``); the functions it
+    calls are the chosen set, with no retrieval and no confirmation."""
     tally = Tally("native tool calling", KINDS)
-    try:
-        for item, case in zip(items, cases_of(items), strict=True):
-            started = time.perf_counter()
-            record, called = await _native_call(client, settings.local_model, item)
-            seconds = time.perf_counter() - started
-            chosen = {item.tool_name(name) for name in called}
-            right = tally.add(case, chosen, [record], seconds)
-            if verbose and not right:
-                print(
-                    f"  [native] {item.id}: called {sorted(called)} {record.error or ''}, "
-                    f"expected {item.expected}; {item.question[:80]!r}",
-                    flush=True,
-                )
-    finally:
-        await client.close()
+    for item, case in zip(items, cases_of(items), strict=True):
+        options = [
+            Option(
+                name=function.name,
+                question=function.description,
+                description=function.description,
+                parameters=function.parameters,
+            )
+            for function in item.functions
+        ]
+        started = time.perf_counter()
+        with collect_calls() as calls:
+            try:
+                called = [call.name for call in await llm.choose_functions(item.question, options)]
+            except ModelError:  # counted as a failed call; the run goes on
+                called = []
+        seconds = time.perf_counter() - started
+        chosen = {item.tool_name(name) for name in called}
+        right = tally.add(case, chosen, list(calls), seconds)
+        if verbose and not right:
+            print(
+                f"  [native] {item.id}: called {sorted(called)}, expected {item.expected}; "
+                f"{item.question[:80]!r}",
+                flush=True,
+            )
     return tally
-
-
-async def _native_call(
-    client: AsyncOpenAI, model: str, item: FunctionItem
-) -> tuple[CallRecord, list[str]]:
-    tools: Any = [
-        {
-            "type": "function",
-            "function": {
-                "name": function.name,
-                "description": function.description,
-                "parameters": function.parameters,
-            },
-        }
-        for function in item.functions
-    ]
-    try:
-        response = await client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": item.question}],
-            tools=tools,
-            tool_choice="auto",
-            temperature=0,
-            max_tokens=NATIVE_MAX_TOKENS,
-        )
-    except Exception as error:  # the baseline counts a failed call, it does not stop the run
-        return CallRecord(purpose="native", model=model, ok=False, error=str(error)), []
-    usage = response.usage
-    details = usage.prompt_tokens_details if usage else None
-    record = CallRecord(
-        purpose="native",
-        model=model,
-        prompt_tokens=usage.prompt_tokens if usage else 0,
-        completion_tokens=usage.completion_tokens if usage else 0,
-        cached_prompt_tokens=(details.cached_tokens or 0) if details else 0,
-    )
-    message = response.choices[0].message
-    calls = [call.function.name for call in message.tool_calls or [] if call.type == "function"]
-    return record, calls or names_in_text(message.content or "")
 
 
 async def main() -> None:
@@ -285,7 +252,7 @@ async def main() -> None:
                 await app.aclose()
             print_kinds(tallies)
         if args.native:
-            native = await evaluate_native(items, settings, args.verbose)
+            native = await evaluate_native(items, llm, args.verbose)
             print_row([native])
             print_kinds([native])
     finally:

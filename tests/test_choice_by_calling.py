@@ -54,7 +54,7 @@ async def test_the_candidates_are_offered_as_functions_and_the_called_ones_are_c
     server.script(FakeReply(calls=[("circle_area", {}), ("triangle_area", {"base": 3})]))
     gateway = gateway_for(server)
     with collect_calls() as calls:
-        chosen = await gateway.call_functions(TASK, OPTIONS)
+        chosen = await gateway.choose_functions(TASK, OPTIONS)
     await gateway.aclose()
 
     assert chosen == [  # in the order called, with the arguments written
@@ -88,7 +88,7 @@ async def test_calls_the_model_wrote_into_its_text_are_read(server: FakeOpenAISe
     )
     server.script(FakeReply(text=written, calls=[]))
     gateway = gateway_for(server)
-    chosen = await gateway.call_functions(TASK, OPTIONS)
+    chosen = await gateway.choose_functions(TASK, OPTIONS)
     await gateway.aclose()
 
     # an argument called "name" is not a call; a call cut off names its function, no arguments
@@ -100,7 +100,7 @@ async def test_calls_the_model_wrote_into_its_text_are_read(server: FakeOpenAISe
 async def test_a_reply_that_calls_nothing_chooses_nothing(server: FakeOpenAIServer) -> None:
     server.script(FakeReply(text="None of these tools can help with that.", calls=[]))
     gateway = gateway_for(server)
-    assert await gateway.call_functions(TASK, OPTIONS) == []
+    assert await gateway.choose_functions(TASK, OPTIONS) == []
     await gateway.aclose()
 
 
@@ -110,7 +110,7 @@ async def test_a_reply_that_is_not_a_completion_is_a_model_error(
     server.script(FakeReply(raw_body=b"<html>proxy error</html>"))
     gateway = gateway_for(server)
     with pytest.raises(ModelError, match="'choice' failed: the server's reply is not JSON"):
-        await gateway.call_functions(TASK, OPTIONS)
+        await gateway.choose_functions(TASK, OPTIONS)
     await gateway.aclose()
 
 
@@ -159,7 +159,7 @@ async def test_the_selector_asks_for_the_choice_as_a_function_call_by_default() 
     )
 
     [choice] = model.calls_for(Purpose.CHOICE)
-    assert choice.inputs["calls"] is True  # call_functions, not a constrained choice
+    assert choice.inputs["calls"] is True  # choose_functions, not a constrained choice
     assert [run.tool_name for run in answer.trace.tools] == ["demo.triangle_area"]
 
 

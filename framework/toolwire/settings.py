@@ -35,7 +35,7 @@ class CompletionLimits(Section):
     """Naming the domain of a message ..."""
     choice_per_option: int = Field(default=16, gt=0)
     """... plus, for both, this many per option (the longest answer names every option)."""
-    choice_by_calling: int = Field(default=256, gt=0)
+    choice_function_call: int = Field(default=256, gt=0)
     """The choice as function calls (``orchestrator.selection.choice: function_call``): the
     model writes each call's arguments too."""
     parameters: int = Field(default=256, gt=0)

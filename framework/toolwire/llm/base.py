@@ -252,7 +252,7 @@ class LanguageModel(Protocol):
         """
         ...
 
-    async def call_functions(
+    async def choose_functions(
         self, task_prompt: str, options: Sequence[Option]
     ) -> list[FunctionChoice]:
         """The options the model calls when they are offered as functions (the provider's

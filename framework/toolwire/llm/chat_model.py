@@ -143,7 +143,7 @@ class ChatModel:
         answer = await self._required_structured_call(prompt, schema, max_tokens)
         return chosen_names(answer)
 
-    async def call_functions(
+    async def choose_functions(
         self, task_prompt: str, options: Sequence[Option]
     ) -> list[FunctionChoice]:
         """The options offered as functions, the task as the user's message and nothing else:
@@ -161,7 +161,7 @@ class ChatModel:
             for option in options
         ]
         messages: list[Message] = [{"role": "user", "content": task_prompt}]
-        limit = self.settings.max_completion_tokens.choice_by_calling
+        limit = self.settings.max_completion_tokens.choice_function_call
         sent = await self._send(Purpose.CHOICE, messages, None, limit, functions=offers)
         self._finish(sent.record, sent.step)
         return function_choices(sent.reply)

@@ -317,7 +317,7 @@ class ToolSelector:
 
         async def ask() -> list[FunctionChoice]:
             if self.settings.choice == "function_call":
-                return await llm.call_functions(task_prompt, options)
+                return await llm.choose_functions(task_prompt, options)
             return [FunctionChoice(name=name) for name in await llm.choose(task_prompt, options)]
 
         try:

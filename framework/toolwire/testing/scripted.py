@@ -160,7 +160,7 @@ class ScriptedModel:
         self, response: ChoiceScript | ChoiceResponder, *, times: int | None = None
     ) -> ScriptedModel:
         """The tools named in a choice among candidates (a constrained choice, or the functions
-        called, :meth:`call_functions`): the names, a mapping of name to the call's arguments,
+        called, :meth:`choose_functions`): the names, a mapping of name to the call's arguments,
         or ``f(prompt, option_names)``. Without it, choices answer from :meth:`on_suitability`.
 
         Names outside the options are returned as they are (the orchestrator must ignore them).
@@ -277,7 +277,7 @@ class ScriptedModel:
         chosen = self._suitable_names(rule, task_prompt, names)
         return [name for name in names if _named(name, chosen)]
 
-    async def call_functions(
+    async def choose_functions(
         self, task_prompt: str, options: Sequence[Option]
     ) -> list[FunctionChoice]:
         """Answered by the choice rules (:meth:`on_choose`): the names, or a mapping of name to
