@@ -8,12 +8,22 @@ import json
 from collections.abc import AsyncIterator
 
 import pytest
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from structlog.testing import capture_logs
 
 from orchestration_kit import EchoTool, domain
 from toolwire import OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.errors import ModelError
-from toolwire.llm import FunctionChoice, OpenAIGateway, Option, Purpose
+from toolwire.llm import (
+    ChatModel,
+    ChatReply,
+    ChatRequest,
+    FunctionChoice,
+    FunctionOffer,
+    OpenAIGateway,
+    Option,
+    Purpose,
+)
 from toolwire.llm.base import collect_calls
 from toolwire.llm.function_calls import calls_in_text
 from toolwire.settings import LLMSettings, OrchestratorSettings, SelectionSettings
@@ -91,7 +101,8 @@ async def test_calls_the_model_wrote_into_its_text_are_read(server: FakeOpenAISe
     chosen = await gateway.choose_functions(TASK, OPTIONS)
     await gateway.aclose()
 
-    # an argument called "name" is not a call; a call cut off names its function, no arguments
+    # an argument called "name" is not a call; the second call, cut off, is not read (the
+    # reply did not stop at the limit: it is no call)
     assert chosen == [
         FunctionChoice(name="triangle_area", arguments={"name": "circle_area"}),
     ]
@@ -283,3 +294,181 @@ async def test_a_validator_that_raises_on_the_arguments_leaves_them_to_the_extra
 
     assert len(model.calls_for(Purpose.PARAMETERS)) == 1
     assert answer.text == "base 3.0"
+
+
+# -- servers, transports and models without function calling -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (400, "registry.ollama.ai/library/gemma does not support tools"),
+        (500, "tools param requires --jinja flag"),
+        (400, '"auto" tool choice requires --enable-auto-tool-choice to be set'),
+    ],
+)
+async def test_a_server_that_refuses_functions_gets_a_constrained_choice_from_then_on(
+    server: FakeOpenAIServer, status: int, message: str
+) -> None:
+    server.script(
+        FakeReply(status=status, error=message),
+        FakeReply(text='{"choice": ["triangle_area"]}'),
+        FakeReply(text='{"choice": ["circle_area"]}'),
+    )
+    settings = LLMSettings(
+        base_url=server.base_url, model="m", max_retries=2, structured_output="json_schema"
+    )
+    gateway = OpenAIGateway(settings, api_key="k")
+    with capture_logs() as logs:
+        first = await gateway.choose_functions(TASK, OPTIONS)
+        second = await gateway.choose_functions("and a circle of radius 2?", OPTIONS)
+    await gateway.aclose()
+
+    assert [call.name for call in first + second] == ["triangle_area", "circle_area"]
+    offered, *constrained = server.chat_requests
+    assert "tools" in offered.body  # refused once, not retried
+    assert [("tools" in r.body, "response_format" in r.body) for r in constrained] == [
+        (False, True),
+        (False, True),
+    ]
+    assert [entry["event"] for entry in logs].count("function_calling_refused") == 1
+    assert gateway.transport.structured_mode == "json_schema"  # no structured-output fallback
+
+
+async def test_a_transient_error_is_no_refusal(server: FakeOpenAIServer) -> None:
+    server.script(FakeReply(status=503, error="busy"), FakeReply(calls=[("circle_area", {})]))
+    settings = LLMSettings(base_url=server.base_url, model="m", max_retries=1)
+    gateway = OpenAIGateway(settings, api_key="k")
+    chosen = await gateway.choose_functions(TASK, OPTIONS)
+    await gateway.aclose()
+
+    assert [call.name for call in chosen] == ["circle_area"]
+    assert all("tools" in request.body for request in server.chat_requests)
+
+
+class PlainTransport:
+    """A provider's transport written without function calling."""
+
+    def __init__(self) -> None:
+        self.requests: list[ChatRequest] = []
+
+    async def send(self, request: ChatRequest) -> ChatReply:
+        self.requests.append(request)
+        return ChatReply(text='{"choice": ["circle_area"]}', model="plain")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_transport_without_function_calling_gets_a_constrained_choice() -> None:
+    transport = PlainTransport()
+    model = ChatModel(transport)
+
+    chosen = await model.choose_functions(TASK, OPTIONS)
+
+    assert chosen == [FunctionChoice(name="circle_area")]
+    [request] = transport.requests
+    assert request.functions == () and request.schema is not None
+
+
+async def test_a_language_model_without_choose_functions_gets_a_constrained_choice() -> None:
+    class OlderModel(ScriptedModel):
+        choose_functions = None  # type: ignore[assignment]
+
+    model = OlderModel().on_choose(["triangle_area"]).on_suitability(["triangle_area"])
+    model.on_extract(Sides, {"base": 3}).on_answer()
+
+    answer = await conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=model).ask(
+        TASK
+    )
+
+    [choice] = model.calls_for(Purpose.CHOICE)
+    assert "calls" not in choice.inputs
+    assert answer.text == "base 3.0"
+
+
+def test_a_request_offering_functions_takes_no_schema_and_is_not_streamed() -> None:
+    offer = FunctionOffer(name="f", description="", parameters={})
+    with pytest.raises(ValueError, match="no schema and is not streamed"):
+        ChatRequest("choice", [], Sides, 16, 1.0, functions=[offer])
+    with pytest.raises(ValueError, match="no schema and is not streamed"):
+        ChatRequest("choice", [], None, 16, 1.0, functions=[offer], on_text=print)
+
+
+async def test_a_call_cut_off_at_the_limit_still_names_its_function(
+    server: FakeOpenAIServer,
+) -> None:
+    cut = '<tool_call>\n{"name": "triangle_area", "arguments": {"base": 3, "hei'
+    server.script(FakeReply(text=cut, calls=[], finish_reason="length"))
+    gateway = gateway_for(server)
+    chosen = await gateway.choose_functions(TASK, OPTIONS)
+    await gateway.aclose()
+
+    assert chosen == [FunctionChoice(name="triangle_area", arguments=None)]
+
+
+async def test_parsed_calls_cut_off_at_the_limit_keep_what_was_parsed(
+    server: FakeOpenAIServer,
+) -> None:
+    server.script(FakeReply(calls=[("circle_area", {})], finish_reason="length"))
+    gateway = gateway_for(server)
+    chosen = await gateway.choose_functions(TASK, OPTIONS)
+    await gateway.aclose()
+
+    assert chosen == [FunctionChoice(name="circle_area", arguments={})]
+
+
+def test_a_call_written_with_parameters_instead_of_arguments_is_read() -> None:
+    [call] = calls_in_text('{"name": "f", "parameters": {"x": 1}}')
+    assert call == FunctionChoice(name="f", arguments={"x": 1})
+
+
+# -- which arguments a tool runs with ----------------------------------------------------------
+
+
+async def test_the_first_call_of_a_tool_gives_its_arguments() -> None:
+    model = ScriptedModel().on_choose(lambda prompt, names: {"triangle_area": {"base": 2}})
+    model.on_suitability(["triangle_area"]).on_answer()
+    selection = SelectionSettings(parameters_from_choice=True, confirm="off")
+    settings = OrchestratorSettings(selection=selection)
+    conversation = conversation_for(
+        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=settings
+    )
+
+    answer = await conversation.ask(TASK)
+
+    assert model.purposes == [Purpose.CHOICE, Purpose.ANSWER]  # confirm: off takes them too
+    assert answer.text == "base 2.0"
+
+
+async def test_arguments_the_parameter_model_does_not_know_are_not_used() -> None:
+    model = ScriptedModel().on_choose({"triangle_area": {"length": 3}, "echo": None})
+    model.on_suitability(["triangle_area"]).on_extract(Sides, {"base": 4}).on_answer()
+    conversation = conversation_for(
+        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=from_choice()
+    )
+
+    answer = await conversation.ask(TASK)
+
+    assert answer.text == "base 4.0"  # extracted: "length" was made up
+
+
+async def test_a_tool_with_its_own_parameter_instruction_is_extracted_as_usual() -> None:
+    class Guided(TriangleArea):
+        def parameter_instruction(self) -> str:
+            return "The base is in centimetres; convert inches."
+
+    model = ScriptedModel().on_choose({"guided": {"base": 3.5}, "echo": None})
+    model.on_suitability(["guided"]).on_extract(Sides, {"base": 8.9}).on_answer()
+    conversation = conversation_for(
+        domain(), Guided(), EchoTool("echo"), model=model, settings=from_choice()
+    )
+
+    answer = await conversation.ask(TASK)
+
+    assert answer.text == "base 8.9"
+
+
+def test_arguments_from_the_choice_need_the_choice_by_function_call() -> None:
+    with pytest.raises(ValidationError, match="parameters_from_choice needs choice"):
+        SelectionSettings(parameters_from_choice=True, choice="constrained")

@@ -143,6 +143,12 @@ class ModelError(ToolwireError):
         super().__init__(f"model call for {self.purpose!r} failed: {message}")
 
 
+class FunctionCallingRefusedError(ModelError):
+    """The model server refused a request that offered functions to call: its tool calling is
+    off or unknown (llama.cpp without ``--jinja``, vLLM without ``--enable-auto-tool-choice``,
+    an Ollama model without tool support). The choice then falls back to a constrained one."""
+
+
 class TimeBudgetSpentError(ModelError):
     """The question's time budget has too little left for another model call: not retried."""
 

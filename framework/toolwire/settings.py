@@ -129,8 +129,10 @@ class SelectionSettings(Section):
     llama.cpp and the embedded model do; docs/models.md compares the two)."""
     parameters_from_choice: bool = False
     """``choice: function_call``: a confirmed tool whose call in the choice carries arguments
-    valid for its parameter model runs with them, without an extraction call of its own (not
-    on a task with prompt context). False: every tool's parameters are extracted on their own."""
+    valid for its parameter model runs with them, without an extraction call of its own. Not on
+    a task with prompt context or a deep search status, not for a tool that overrides
+    ``parameter_instruction()``, and not when a single candidate needed no choice. False: every
+    tool's parameters are extracted on their own."""
     confirm: Literal["also", "batched", "per_tool", "with_parameters", "off"] = "also"
     """``choose`` mode: how the chosen tools' yes/no questions are asked: ``also`` one call each,
     in the order named, and once one tool is confirmed each later one is asked whether the task
@@ -138,6 +140,15 @@ class SelectionSettings(Section):
     ``with_parameters`` like ``batched`` but a single chosen tool's answer carries its parameters
     (one call instead of two; not on a task with prompt context); ``off`` not at all (the
     choice decides)."""
+
+    @model_validator(mode="after")
+    def _arguments_need_function_calls(self) -> SelectionSettings:
+        if self.parameters_from_choice and self.choice != "function_call":
+            raise ValueError(
+                "parameters_from_choice needs choice: function_call (a constrained choice "
+                "carries no arguments); set one or the other"
+            )
+        return self
 
 
 class RoutingSettings(Section):

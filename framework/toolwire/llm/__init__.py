@@ -26,7 +26,14 @@ from toolwire.llm.base import (
     record_call,
 )
 from toolwire.llm.guard import ModelRequestsBlockedError, ensure_model_requests_allowed
-from toolwire.llm.transport import ChatReply, ChatRequest, ChatTransport, Message
+from toolwire.llm.transport import (
+    ChatReply,
+    ChatRequest,
+    ChatTransport,
+    FunctionCall,
+    FunctionOffer,
+    Message,
+)
 
 ALLOW_MODEL_REQUESTS: bool = True
 """False forbids every real model request (the gateway checks it before each call); tests switch
@@ -59,7 +66,9 @@ __all__ = [
     "ChatReply",
     "ChatRequest",
     "ChatTransport",
+    "FunctionCall",
     "FunctionChoice",
+    "FunctionOffer",
     "GatekeeperVerdict",
     "LanguageModel",
     "Message",

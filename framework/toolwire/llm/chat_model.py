@@ -18,7 +18,7 @@ import structlog
 from pydantic import BaseModel
 
 from toolwire.context_buffer import PromptAndContext
-from toolwire.errors import ModelError
+from toolwire.errors import FunctionCallingRefusedError, ModelError
 from toolwire.events import AnswerDelta, ModelCallFinished, ModelCallStarted, emit, observed, opened
 from toolwire.llm import prompts
 from toolwire.llm.base import (
@@ -94,6 +94,8 @@ class ChatModel:
         self.settings = settings or LLMSettings()
         self._slots = asyncio.Semaphore(concurrency)
         self.layout = Layout(self.settings.prompt_layout)
+        self._offers_functions: bool = getattr(transport, "supports_functions", False)
+        """Whether the tool choice offers functions (:meth:`choose_functions`)."""
         self._last_prompt = ""
         self.part_limit = PartLimit.of(
             self.settings.context_window_tokens, self.settings.max_part_tokens
@@ -147,11 +149,23 @@ class ChatModel:
         self, task_prompt: str, options: Sequence[Option]
     ) -> list[FunctionChoice]:
         """The options offered as functions, the task as the user's message and nothing else:
-        the format the model was trained to call functions in (docs/models.md, "The choice as
-        a function call"). A call cut off at the completion limit still names its function
-        (its arguments are then None)."""
+        the format the model was trained to call functions in (docs/models.md, "Choosing the
+        tools"). A call cut off at the completion limit still names its function (its arguments
+        are then None). A transport without ``supports_functions``, or a server that refused
+        the functions once, gets a constrained choice instead (the names, no arguments)."""
         if not options:
             return []
+        if self._offers_functions:
+            try:
+                return await self._called(task_prompt, options)
+            except FunctionCallingRefusedError as error:
+                self._offers_functions = False
+                log.warning(
+                    "function_calling_refused", error=error.detail, instead="constrained choice"
+                )
+        return [FunctionChoice(name=name) for name in await self.choose(task_prompt, options)]
+
+    async def _called(self, task_prompt: str, options: Sequence[Option]) -> list[FunctionChoice]:
         offers = [
             FunctionOffer(
                 name=option.name,
@@ -163,6 +177,8 @@ class ChatModel:
         messages: list[Message] = [{"role": "user", "content": task_prompt}]
         limit = self.settings.max_completion_tokens.choice_function_call
         sent = await self._send(Purpose.CHOICE, messages, None, limit, functions=offers)
+        if sent.reply.truncated:
+            log.warning("llm_output_truncated", purpose=str(Purpose.CHOICE), limit=limit)
         self._finish(sent.record, sent.step)
         return function_choices(sent.reply)
 

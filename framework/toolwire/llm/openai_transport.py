@@ -23,7 +23,7 @@ import structlog
 from openai import AsyncOpenAI
 from pydantic import BaseModel, Field, ValidationError
 
-from toolwire.errors import ModelError
+from toolwire.errors import FunctionCallingRefusedError, ModelError
 from toolwire.llm.guard import ensure_model_requests_allowed
 from toolwire.llm.structured import StructuredMode, request_options
 from toolwire.llm.transport import ChatReply, ChatRequest, FunctionCall
@@ -97,6 +97,10 @@ class OpenAITransport:
     a forced function call once the server rejects the schema.
     """
 
+    supports_functions = True
+    """OpenAI-compatible servers take ``tools`` with ``tool_choice: auto`` (a server that refuses
+    them answers with :class:`~toolwire.errors.FunctionCallingRefusedError`)."""
+
     def __init__(
         self,
         *,
@@ -139,7 +143,8 @@ class OpenAITransport:
         try:
             return await self._send(client, request, mode, deadline)
         except ModelError as error:
-            if not (self._may_fall_back and mode == "json_schema" and _rejects_schema(error)):
+            schema_asked = request.schema is not None and mode == "json_schema"
+            if not (self._may_fall_back and schema_asked and _rejects_schema(error)):
                 raise
         self._structured = "tools"
         self._may_fall_back = False
@@ -179,6 +184,10 @@ class OpenAITransport:
             except openai.APITimeoutError as error:
                 raise ModelError(request.purpose, _out_of_time(request)) from error
             except openai.APIError as error:
+                if request.functions and _is_function_rejection(error):
+                    raise FunctionCallingRefusedError(
+                        request.purpose, self._describe(error)
+                    ) from error
                 delay = RETRY_DELAY_S * 2**attempt
                 retry = _is_transient(error) and attempt < self._max_retries
                 if retry and deadline - time.monotonic() > delay:
@@ -313,7 +322,7 @@ def _reply(request: ChatRequest, body: bytes, model: str) -> ChatReply:
     usage = completion.usage or _WireUsage()
     offered = bool(request.functions)
     return ChatReply(
-        text=choice.message.content or "" if offered else _output_text(choice.message),
+        text=(choice.message.content or "") if offered else _output_text(choice.message),
         model=completion.model or model,
         calls=_calls(choice.message) if offered else (),
         prompt_tokens=usage.prompt_tokens,
@@ -453,6 +462,15 @@ def _server_message(error: openai.APIStatusError) -> str:
         if isinstance(inner, dict) and isinstance(inner.get("message"), str):
             return str(inner["message"])
     return str(error.message)
+
+
+def _is_function_rejection(error: openai.APIError) -> bool:
+    """Whether a server refused the offered functions: an error status that speaks of tools
+    ("tools param requires --jinja flag", "does not support tools", "\"auto\" tool choice
+    requires --enable-auto-tool-choice")."""
+    if not isinstance(error, openai.APIStatusError) or error.status_code in TRANSIENT_STATUS:
+        return False
+    return "tool" in (str(error.message) + str(error.body)).lower()
 
 
 def _rejects_schema(error: ModelError) -> bool:

@@ -6,9 +6,11 @@ each purpose sends, parsing and correcting structured output, the question's tim
 call records) is :class:`toolwire.llm.chat_model.ChatModel`'s and the same for every provider,
 so a new provider is one small class with :meth:`ChatTransport.send` and
 :meth:`ChatTransport.aclose` (streaming the answer's text through ``ChatRequest.on_text`` is
-optional). The OpenAI-compatible transport
-(:class:`toolwire.llm.openai_transport.OpenAITransport`) serves OpenAI, vLLM, Ollama, llama.cpp
-and the embedded model.
+optional). A transport that can offer functions to the model (native tool calling) says so with
+a ``supports_functions = True`` attribute; the tool choice then offers the candidates as
+functions (``ChatRequest.functions``), otherwise it asks for a constrained choice. The
+OpenAI-compatible transport (:class:`toolwire.llm.openai_transport.OpenAITransport`) serves
+OpenAI, vLLM, Ollama, llama.cpp and the embedded model.
 """
 
 from __future__ import annotations
@@ -61,13 +63,17 @@ class ChatRequest:
     """Most seconds the call may take in all, retries included (the question's budget decides)."""
     temperature: float = 0.0
     functions: Sequence[FunctionOffer] = ()
-    """Functions the model may call (``tool_choice: auto``), with no ``schema``: the calls come
-    back in ``ChatReply.calls``. A transport without tool calling leaves them to the text: the
-    model then writes its calls there, as JSON objects with a ``name``."""
+    """Functions the model may call (``tool_choice: auto``), never with a ``schema`` and never
+    streamed. Sent only to a transport whose ``supports_functions`` is True; the calls come back
+    in ``ChatReply.calls``, or in the text when the server does not parse them."""
     on_text: Callable[[str], None] | None = None
     """Set for a free-text reply someone watches (the answer, streamed): a transport that can
     stream calls it with each piece of the text as it arrives, in order, and still returns the
     whole reply. One that cannot stream ignores it (the watcher then sees the text at the end)."""
+
+    def __post_init__(self) -> None:
+        if self.functions and (self.schema is not None or self.on_text is not None):
+            raise ValueError("a request that offers functions has no schema and is not streamed")
 
 
 @dataclass(frozen=True)

@@ -172,7 +172,8 @@ async def choose_tools(
     Required names are exclusive (no selection, no RAG); otherwise the tool selection on
     ``task_prompt`` (never ``prompt_context``) decides among the candidates, and the RAG tool runs
     beside them. An unknown, disabled or excluded required name is a failure on the task.
-    Parameters the selection extracted with a tool's confirmation are kept on its run.
+    Parameters the selection found for a tool (its confirmation's, its call's in the choice) are
+    kept on its run.
     """
     chosen: list[tuple[Candidate, Literal["required", "suitability", "rag"]]] = []
     parameters: dict[str, BaseModel] = {}
@@ -198,7 +199,7 @@ async def choose_tools(
     runs = [ToolRun.activated(candidate.qualified_name, reason) for candidate, reason in chosen]
     for run in runs:
         extracted = parameters.get(run.tool_name)
-        if extracted is not None:  # extracted in its confirmation: no call of its own
+        if extracted is not None:  # from its confirmation or its call: no extraction of its own
             run.params = extracted.model_dump(mode="json")
     return runs
 

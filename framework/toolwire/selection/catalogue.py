@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from toolwire.llm.base import Option, SuitabilityQuestion
+from toolwire.llm.structured import json_schema
 from toolwire.selection.lexical import Document, LexicalIndex
 from toolwire.tools import ChatbotTool
 
@@ -83,10 +84,22 @@ class SelectableTool:
             parameters=self.parameters_schema,
         )
 
-    @cached_property
+    @property
     def parameters_schema(self) -> dict[str, Any]:
         """The parameter model's JSON schema by alias (the names a function call uses)."""
-        return self.tool.params_model.model_json_schema(by_alias=True)
+        return json_schema(self.tool.params_model)
+
+    @cached_property
+    def parameter_names(self) -> frozenset[str]:
+        """The names a call's arguments may use: each field's alias, or its name."""
+        fields = self.tool.params_model.model_fields
+        return frozenset(field.alias or name for name, field in fields.items())
+
+    @cached_property
+    def guided_parameters(self) -> bool:
+        """Whether the tool overrides ``parameter_instruction()``: its extraction needs that
+        guidance, which a function call never sees."""
+        return type(self.tool).parameter_instruction is not ChatbotTool.parameter_instruction
 
     def suitability_question(self) -> SuitabilityQuestion:
         return SuitabilityQuestion(tool_name=self.qualified_name, question=self.question)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 import structlog
@@ -251,8 +251,11 @@ class ToolSelector:
         record.chosen = [tool.qualified_name for tool in chosen]
         if not chosen:
             return
+        takes_arguments = self.settings.parameters_from_choice and parameters_from_task
         if confirm == "off":
             record.activated = list(record.chosen)
+            if takes_arguments:
+                self._take_arguments(calls, chosen, selection)
             return
         try:
             carries = confirm == "with_parameters" and parameters_from_task and len(chosen) == 1
@@ -265,7 +268,7 @@ class ToolSelector:
             else:  # one chosen tool: its own yes/no call; several: one call unless per_tool
                 batched = confirm != "per_tool" and len(chosen) > 1
                 await self._ask(task_prompt, chosen, record, llm, attempts, batched=batched)
-            if self.settings.parameters_from_choice and parameters_from_task:
+            if takes_arguments:
                 self._take_arguments(calls, chosen, selection)
         except SelectionFailed as failure:
             if not model_chose:
@@ -315,8 +318,11 @@ class ToolSelector:
         first call, for a choice by function call); names that are none are ignored."""
         options = [tool.option() for tool in candidates]
 
+        # a language model written before ``choose_functions`` gets the constrained choice
+        by_calling = self.settings.choice == "function_call" and _chooses_functions(llm)
+
         async def ask() -> list[FunctionChoice]:
-            if self.settings.choice == "function_call":
+            if by_calling:
                 return await llm.choose_functions(task_prompt, options)
             return [FunctionChoice(name=name) for name in await llm.choose(task_prompt, options)]
 
@@ -340,20 +346,42 @@ class ToolSelector:
         selection: Selection,
     ) -> None:
         """``parameters_from_choice``: each activated tool whose call carried arguments valid
-        for its parameter model keeps them (it needs no extraction); the others are extracted
-        as usual."""
+        for its parameter model keeps them (it needs no extraction). The others are extracted
+        as usual: no arguments, a name its parameters do not have (the model made it up), values
+        the model rejects, and a tool that overrides ``parameter_instruction()`` (the call never
+        saw that guidance)."""
         arguments = {call.name: call.arguments for call in calls}
         for tool in chosen:
             given = arguments.get(tool.short_name)
             name = tool.qualified_name
             if given is None or name not in selection.record.activated:
                 continue
-            if name in selection.parameters:  # carried by its confirmation already
+            if name in selection.parameters or tool.guided_parameters:
+                continue  # carried by its confirmation already, or needs its own instruction
+            unknown = set(given) - tool.parameter_names
+            if unknown or (tool.parameter_names and not given):
+                log.info("choice_arguments_not_used", tool=name, unknown=sorted(unknown))
                 continue
             try:
                 selection.parameters[name] = tool.tool.params_model.model_validate(given)
             except PLUGIN_FAILURES as error:  # invalid, or a plugin's validator raised
                 log.info("choice_arguments_not_used", tool=name, error=describe(error))
+
+
+def _chooses_functions(llm: LanguageModel) -> bool:
+    """Whether ``llm`` has ``choose_functions`` (one written before it has not)."""
+    if callable(getattr(llm, "choose_functions", None)):
+        return True
+    _warn_without_choose_functions(type(llm))
+    return False
+
+
+@cache
+def _warn_without_choose_functions(kind: type) -> None:
+    """Once per class of language model."""
+    log.warning(
+        "language_model_without_choose_functions", model=kind.__name__, instead="constrained"
+    )
 
 
 class SelectionFailed(Exception):

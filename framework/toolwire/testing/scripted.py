@@ -269,13 +269,7 @@ class ScriptedModel:
             rule = self._begin(purpose, self._routing, **inputs)
             domain = _resolve(rule.take(), task_prompt, names)
             return [] if domain is None else [str(domain)]
-        if self._choice.next() is not None or self._suitability.next() is None:
-            rule = self._begin(purpose, self._choice, **inputs)
-            script = _resolve(rule.take(), task_prompt, names)
-            return [str(name) for name in cast(Iterable[str], script)]
-        rule = self._begin(purpose, self._suitability, **inputs)
-        chosen = self._suitable_names(rule, task_prompt, names)
-        return [name for name in names if _named(name, chosen)]
+        return [call.name for call in self._chosen(purpose, task_prompt, names, inputs)]
 
     async def choose_functions(
         self, task_prompt: str, options: Sequence[Option]
@@ -284,8 +278,14 @@ class ScriptedModel:
         the arguments the call carries (``None``: none that could be read)."""
         names = [option.name for option in options]
         inputs: dict[str, Any] = {"task_prompt": task_prompt, "options": names, "calls": True}
+        return self._chosen(Purpose.CHOICE, task_prompt, names, inputs)
+
+    def _chosen(
+        self, purpose: Purpose, task_prompt: str, names: list[str], inputs: dict[str, Any]
+    ) -> list[FunctionChoice]:
+        """A choice from the choice rules, else from the suitability rules."""
         if self._choice.next() is not None or self._suitability.next() is None:
-            rule = self._begin(Purpose.CHOICE, self._choice, **inputs)
+            rule = self._begin(purpose, self._choice, **inputs)
             script = _resolve(rule.take(), task_prompt, names)
             if isinstance(script, Mapping):
                 return [
@@ -293,7 +293,7 @@ class ScriptedModel:
                     for name, arguments in script.items()
                 ]
             return [FunctionChoice(name=str(name)) for name in cast(Iterable[str], script)]
-        rule = self._begin(Purpose.CHOICE, self._suitability, **inputs)
+        rule = self._begin(purpose, self._suitability, **inputs)
         chosen = self._suitable_names(rule, task_prompt, names)
         return [FunctionChoice(name=name) for name in names if _named(name, chosen)]
 
