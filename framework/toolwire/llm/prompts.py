@@ -18,6 +18,10 @@ tool's context will stand, after the pages kept so far (:func:`relevance_in_plac
 ``per_purpose`` is the layout before: each purpose's instruction first in its own system message,
 the dynamic part after it; nothing is shared between purposes (kept for benchmarks).
 
+One call is laid out by the provider instead: the tool choice by function call
+(``ChatModel.choose_functions``) sends the task alone, and the server's chat template puts the
+offered functions first; it shares no prefix with the question's other calls (docs/models.md).
+
 Anything from outside the trusted configuration is data: retrieved content is wrapped by
 :func:`external_content` (escaped, so it can neither close nor open a tag), and the user's task
 is delimited by :func:`task_block`, where the user cannot open or close toolwire's own tags (no
