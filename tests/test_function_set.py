@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from toolwire.errors import ConfigError
+from toolwire.llm import Purpose
 from toolwire.mcp.tool import derived_question
 from toolwire.orchestrator import DomainOrchestrator
+from toolwire.testing import ScriptedModel
 
 SELECTION_DIR = Path(__file__).resolve().parents[1] / "bench" / "selection"
 sys.path.insert(0, str(SELECTION_DIR))
@@ -189,3 +191,22 @@ def test_a_declared_question_replaces_the_derived_one(isolated: Path) -> None:
     assert sorted(tool.question for tool in orchestrator.selector.tools) == sorted(
         f"Is it {function.name}?" for function in item.functions
     )
+
+
+async def test_the_native_baseline_offers_each_items_functions_and_scores_the_calls() -> None:
+    sys.path.insert(0, str(SELECTION_DIR.parent))
+    from eval_functions import evaluate_native
+
+    items = load_functions(split="dev")[:6]
+    model = ScriptedModel().on_choose(lambda prompt, names: [names[0]])
+
+    tally = await evaluate_native(items, model, verbose=False)
+
+    calls = model.calls_for(Purpose.CHOICE)
+    assert [call.inputs["options"] for call in calls] == [
+        [function.name for function in item.functions] for item in items
+    ]
+    first_is_right = [
+        item.expected_tools == {item.tool_name(item.functions[0].name)} for item in items
+    ]
+    assert (tally.messages, tally.exact) == (6, sum(first_is_right))
