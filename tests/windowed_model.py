@@ -35,6 +35,8 @@ def windowed(
         tokens = request_tokens(request)
         if tokens > WINDOW:
             return FakeReply(status=400, error=f"request ({tokens} tokens) exceeds the context")
+        if offered := request.offered_functions:  # the tool choice: every tool is called
+            return FakeReply(calls=[(function["name"], {}) for function in offered])
         fields = (request.output_schema or {}).get("properties", {})
         if "choice" in fields:
             return FakeReply(text=json.dumps({"choice": fields["choice"]["items"]["enum"]}))
