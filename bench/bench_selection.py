@@ -112,8 +112,10 @@ def fake_model(request: FakeRequest) -> FakeReply:
 
 MODES = {
     "choose": SelectionSettings(),
-    "choose, call arguments": SelectionSettings(parameters_from_choice=True),
-    "choose, constrained": SelectionSettings(choice="constrained"),
+    "choose, function call": SelectionSettings(choice="function_call"),
+    "choose, call arguments": SelectionSettings(
+        choice="function_call", parameters_from_choice=True
+    ),
     "choose/batched": SelectionSettings(confirm="batched"),
     "choose/per_tool": SelectionSettings(confirm="per_tool"),
     "choose/with_parameters": SelectionSettings(confirm="with_parameters"),
@@ -121,10 +123,9 @@ MODES = {
     "batched": SelectionSettings(mode="batched"),
     "per_tool": SelectionSettings(mode="per_tool"),
 }
-"""The default first (the choice as a function call); ``call arguments``: a confirmed tool runs
-with the arguments of its call in the choice (``parameters_from_choice``); ``constrained``: the
-choice in toolwire's own prompt, its answer constrained to the names; ``choose/…`` names how the
-chosen tools are confirmed."""
+"""The default first (the choice constrained to the candidates' names); ``function call``: the
+candidates offered as functions; ``call arguments``: and a confirmed tool runs with the arguments
+of its call (``parameters_from_choice``); ``choose/…`` names how the chosen tools are confirmed."""
 
 
 async def measure(

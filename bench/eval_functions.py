@@ -57,7 +57,7 @@ from toolwire.settings import LLMSettings
 
 DEFAULT_MODES = [
     "choose",
-    "choose:choice=constrained",
+    "choose:choice=function_call",
     "choose/batched",
     "choose/off",
     "batched",

@@ -16,10 +16,10 @@ share) and seconds per message; then exact-set accuracy by kind of message. pydo
 every message put to the domain router as if it named no domain (its labelled domain is right;
 none for an off-topic one).
 
-Modes: ``choose`` (retrieve, choose by a native function call, confirm with the default
-``confirm: also``: the first chosen tool on its own question, each later one as a further
-request), ``choose:choice=constrained`` (the choice in toolwire's own prompt, constrained to the
-candidates' names), ``choose/batched``
+Modes: ``choose`` (retrieve, choose in one call constrained to the candidates' names, confirm
+with the default ``confirm: also``: the first chosen tool on its own question, each later one as
+a further request), ``choose:choice=function_call`` (the candidates offered as functions to the
+model's native tool calling), ``choose/batched``
 (confirm the choice in one call), ``choose/per_tool`` (each chosen tool on its own question),
 ``choose/off`` (no confirmation), ``batched``, ``per_tool``; ``choose:k=5`` sets ``top_k``.
 """
@@ -129,7 +129,7 @@ async def main() -> None:
         nargs="*",
         default=[
             "choose",
-            "choose:choice=constrained",
+            "choose:choice=function_call",
             "choose/batched",
             "choose/per_tool",
             "choose/off",

@@ -161,26 +161,27 @@ class TriangleArea(OrchestratorActivatedTool[Sides]):
         return ToolExecutionResult.context(f"base {params.base}")
 
 
-async def test_the_selector_asks_for_the_choice_as_a_function_call_by_default() -> None:
+CALLING = OrchestratorSettings(selection=SelectionSettings(choice="function_call"))
+
+
+async def test_the_selector_asks_for_the_choice_as_a_function_call_when_set() -> None:
     model = ScriptedModel().on_choose(["triangle_area"]).on_suitability(["triangle_area"])
     model.on_extract(Sides, {"base": 3}).on_answer()
-
-    answer = await conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=model).ask(
-        TASK
+    conversation = conversation_for(
+        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=CALLING
     )
+
+    answer = await conversation.ask(TASK)
 
     [choice] = model.calls_for(Purpose.CHOICE)
     assert choice.inputs["calls"] is True  # choose_functions, not a constrained choice
     assert [run.tool_name for run in answer.trace.tools] == ["demo.triangle_area"]
 
 
-async def test_constrained_choice_is_asked_without_function_calls() -> None:
+async def test_by_default_the_choice_is_constrained_without_function_calls() -> None:
     model = ScriptedModel().on_choose(["echo"]).on_suitability(["echo"]).on_answer()
-    settings = OrchestratorSettings(selection=SelectionSettings(choice="constrained"))
 
-    await conversation_for(
-        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=settings
-    ).ask("say hi")
+    await conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=model).ask("say hi")
 
     [choice] = model.calls_for(Purpose.CHOICE)
     assert "calls" not in choice.inputs
@@ -193,7 +194,9 @@ async def test_a_tool_offered_as_a_function_carries_its_parameters_schema(
     name with its parameter model's schema; a called name that is no candidate is ignored."""
     server.script(FakeReply(calls=[("triangle_area", {"base": 3}), ("square_area", {})]))
     gateway = gateway_for(server)
-    conversation = conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=gateway)
+    conversation = conversation_for(
+        domain(), TriangleArea(), EchoTool("echo"), model=gateway, settings=CALLING
+    )
 
     answer = await conversation.ask(TASK)
     await gateway.aclose()
@@ -212,7 +215,9 @@ async def test_a_tool_offered_as_a_function_carries_its_parameters_schema(
 
 def from_choice(**selection: object) -> OrchestratorSettings:
     return OrchestratorSettings(
-        selection=SelectionSettings.model_validate({"parameters_from_choice": True, **selection})
+        selection=SelectionSettings.model_validate(
+            {"choice": "function_call", "parameters_from_choice": True, **selection}
+        )
     )
 
 
@@ -246,7 +251,9 @@ async def test_arguments_that_do_not_fit_the_parameter_model_are_extracted_as_us
 async def test_without_the_setting_the_arguments_are_not_used() -> None:
     model = ScriptedModel().on_choose({"triangle_area": {"base": 3.5}})
     model.on_suitability(["triangle_area"]).on_extract(Sides, {"base": 3}).on_answer()
-    conversation = conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=model)
+    conversation = conversation_for(
+        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=CALLING
+    )
 
     answer = await conversation.ask(TASK)
 
@@ -378,9 +385,11 @@ async def test_a_language_model_without_choose_functions_gets_a_constrained_choi
     model = OlderModel().on_choose(["triangle_area"]).on_suitability(["triangle_area"])
     model.on_extract(Sides, {"base": 3}).on_answer()
 
-    answer = await conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=model).ask(
-        TASK
+    conversation = conversation_for(
+        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=CALLING
     )
+
+    answer = await conversation.ask(TASK)
 
     [choice] = model.calls_for(Purpose.CHOICE)
     assert "calls" not in choice.inputs
@@ -429,7 +438,9 @@ def test_a_call_written_with_parameters_instead_of_arguments_is_read() -> None:
 async def test_the_first_call_of_a_tool_gives_its_arguments() -> None:
     model = ScriptedModel().on_choose(lambda prompt, names: {"triangle_area": {"base": 2}})
     model.on_suitability(["triangle_area"]).on_answer()
-    selection = SelectionSettings(parameters_from_choice=True, confirm="off")
+    selection = SelectionSettings(
+        choice="function_call", parameters_from_choice=True, confirm="off"
+    )
     settings = OrchestratorSettings(selection=selection)
     conversation = conversation_for(
         domain(), TriangleArea(), EchoTool("echo"), model=model, settings=settings

@@ -28,8 +28,8 @@ from toolwire.tools import ChatbotTool
 
 
 def selection_settings(spec: str) -> SelectionSettings:
-    """``choose``, ``choose/off``, ``choose/batched:k=5``, ``choose:choice=constrained``,
-    ``batched``, ``per_tool``."""
+    """``choose``, ``choose/off``, ``choose/batched:k=5``, ``batched``, ``per_tool``,
+    ``choose:choice=function_call,parameters_from_choice=true`` (options: ``key=value``)."""
     name, _, options = spec.partition(":")
     mode, _, confirm = name.partition("/")
     values: dict[str, Any] = {"mode": mode}

@@ -120,15 +120,16 @@ class SelectionSettings(Section):
     every tool's yes/no question in one call. ``per_tool``: one yes/no call per tool."""
     top_k: int = Field(default=8, ge=1)
     """How many candidates retrieval puts to the model (a smaller domain: all its tools)."""
-    choice: Literal["function_call", "constrained"] = "function_call"
-    """``choose`` mode: how the candidates are put to the model. ``function_call``: offered as
-    functions (name, description, parameters' JSON schema) in the provider's native tool
-    calling, the task alone as the user's message; the functions it calls are chosen.
-    ``constrained``: listed in toolwire's prompt with their questions, the answer constrained
-    to their names. The model must support tool calling for ``function_call`` (OpenAI,
-    llama.cpp and the embedded model do; docs/models.md compares the two)."""
+    choice: Literal["constrained", "function_call"] = "constrained"
+    """``choose`` mode: how the candidates are put to the model. ``constrained``: listed in
+    toolwire's prompt with their names, what they do and their questions, the answer
+    constrained to their names. ``function_call``: offered as functions (name, description,
+    parameters' JSON schema) in the provider's native tool calling, the task alone as the
+    user's message; the functions it calls are chosen (better on schema-described tools such as
+    MCP servers', worse on messages that ask for two things: docs/models.md compares the two;
+    a provider without tool calling gets the constrained choice)."""
     parameters_from_choice: bool = False
-    """``choice: function_call``: a confirmed tool whose call in the choice carries arguments
+    """With ``choice: function_call``: a confirmed tool whose call in the choice carries arguments
     valid for its parameter model runs with them, without an extraction call of its own. Not on
     a task with prompt context or a deep search status, not for a tool that overrides
     ``parameter_instruction()``, and not when a single candidate needed no choice. False: every

@@ -7,8 +7,8 @@ call records) is :class:`toolwire.llm.chat_model.ChatModel`'s and the same for e
 so a new provider is one small class with :meth:`ChatTransport.send` and
 :meth:`ChatTransport.aclose` (streaming the answer's text through ``ChatRequest.on_text`` is
 optional). A transport that can offer functions to the model (native tool calling) says so with
-a ``supports_functions = True`` attribute; the tool choice then offers the candidates as
-functions (``ChatRequest.functions``), otherwise it asks for a constrained choice. The
+a ``supports_functions = True`` attribute; a tool choice by function call then offers the
+candidates as functions (``ChatRequest.functions``), otherwise it asks for a constrained choice. The
 OpenAI-compatible transport (:class:`toolwire.llm.openai_transport.OpenAITransport`) serves
 OpenAI, vLLM, Ollama, llama.cpp and the embedded model.
 """

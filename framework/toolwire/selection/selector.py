@@ -10,9 +10,9 @@ Three modes (``orchestrator.selection.mode``), measured side by side in
   confirmed one asked as a further request, in one call whose answer carries a single chosen
   tool's parameters, or not at all). Its cost does not grow with the number of tools in the
   domain. Small models name the one best option well and refuse well, but rarely answer "none"
-  to a choice; this mode asks each of them only what it is good at. The choice is a native
-  function call by default (``choice``): the candidates offered as functions, the ones called
-  are chosen.
+  to a choice; this mode asks each of them only what it is good at. With ``choice:
+  function_call`` the choice is a native function call: the candidates offered as functions,
+  the ones called are chosen.
 * ``batched``: every tool's yes/no question in one structured call.
 * ``per_tool``: one yes/no call per tool.
 
