@@ -308,7 +308,9 @@ def main() -> None:
             "llm": {"base_url": f"http://127.0.0.1:{fake_port}/v1", "model": "fake",
                     "api_key_env": "TOOLWIRE_BENCH_KEY", "max_retries": 0},
             "sessions": sessions_config(args.store, workdir, processes),
-            "server": {"host": "127.0.0.1", "port": 0, "request_timeout_s": 60},
+            # every session's question is admitted: the bench measures throughput, not 503s
+            "server": {"host": "127.0.0.1", "port": 0, "request_timeout_s": 60,
+                       "max_concurrent_questions": args.sessions},
         }  # fmt: skip
         config_path = workdir / "toolwire.yaml"
         config_path.write_text(json.dumps(config))
