@@ -464,22 +464,6 @@ async def test_arguments_the_parameter_model_does_not_know_are_not_used() -> Non
     assert answer.text == "base 4.0"  # extracted: "length" was made up
 
 
-async def test_a_tool_with_its_own_parameter_instruction_is_extracted_as_usual() -> None:
-    class Guided(TriangleArea):
-        def parameter_instruction(self) -> str:
-            return "The base is in centimetres; convert inches."
-
-    model = ScriptedModel().on_choose({"guided": {"base": 3.5}, "echo": None})
-    model.on_suitability(["guided"]).on_extract(Sides, {"base": 8.9}).on_answer()
-    conversation = conversation_for(
-        domain(), Guided(), EchoTool("echo"), model=model, settings=from_choice()
-    )
-
-    answer = await conversation.ask(TASK)
-
-    assert answer.text == "base 8.9"
-
-
 def test_arguments_from_the_choice_need_the_choice_by_function_call() -> None:
     with pytest.raises(ValidationError, match="parameters_from_choice needs choice"):
         SelectionSettings(parameters_from_choice=True, choice="constrained")

@@ -131,9 +131,10 @@ class SelectionSettings(Section):
     parameters_from_choice: bool = False
     """With ``choice: function_call``: a confirmed tool whose call in the choice carries arguments
     valid for its parameter model runs with them, without an extraction call of its own. Not on
-    a task with prompt context or a deep search status, not for a tool that overrides
-    ``parameter_instruction()``, and not when a single candidate needed no choice. False: every
-    tool's parameters are extracted on their own."""
+    a task with prompt context or a deep search status, and not when a single candidate needed
+    no choice. The call sees each tool's description and parameter schema but not its
+    ``parameter_instruction()``: for tools whose extraction needs that guidance leave it False
+    (every tool's parameters extracted on their own)."""
     confirm: Literal["also", "batched", "per_tool", "with_parameters", "off"] = "also"
     """``choose`` mode: how the chosen tools' yes/no questions are asked: ``also`` one call each,
     in the order named, and once one tool is confirmed each later one is asked whether the task

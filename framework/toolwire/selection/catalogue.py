@@ -95,12 +95,6 @@ class SelectableTool:
         fields = self.tool.params_model.model_fields
         return frozenset(field.alias or name for name, field in fields.items())
 
-    @cached_property
-    def guided_parameters(self) -> bool:
-        """Whether the tool overrides ``parameter_instruction()``: its extraction needs that
-        guidance, which a function call never sees."""
-        return type(self.tool).parameter_instruction is not ChatbotTool.parameter_instruction
-
     def suitability_question(self) -> SuitabilityQuestion:
         return SuitabilityQuestion(tool_name=self.qualified_name, question=self.question)
 

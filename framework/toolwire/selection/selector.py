@@ -347,17 +347,17 @@ class ToolSelector:
     ) -> None:
         """``parameters_from_choice``: each activated tool whose call carried arguments valid
         for its parameter model keeps them (it needs no extraction). The others are extracted
-        as usual: no arguments, a name its parameters do not have (the model made it up), values
-        the model rejects, and a tool that overrides ``parameter_instruction()`` (the call never
-        saw that guidance)."""
+        as usual: no arguments, a name its parameters do not have (the model made it up), or
+        values the model rejects. The call saw the tool's description and parameter schema, not
+        its ``parameter_instruction()``."""
         arguments = {call.name: call.arguments for call in calls}
         for tool in chosen:
             given = arguments.get(tool.short_name)
             name = tool.qualified_name
             if given is None or name not in selection.record.activated:
                 continue
-            if name in selection.parameters or tool.guided_parameters:
-                continue  # carried by its confirmation already, or needs its own instruction
+            if name in selection.parameters:  # carried by its confirmation already
+                continue
             unknown = set(given) - tool.parameter_names
             if unknown or (tool.parameter_names and not given):
                 log.info("choice_arguments_not_used", tool=name, unknown=sorted(unknown))
