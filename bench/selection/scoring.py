@@ -78,7 +78,8 @@ class Tally:
     by_kind: Counter[str] = field(default_factory=Counter)
     right_by_kind: Counter[str] = field(default_factory=Counter)
     carried: int = 0
-    """Tools whose parameters came with their confirmation (``with_parameters``)…"""
+    """Tools whose parameters came with the selection (``with_parameters``'s confirmation, or
+    the choice's call with ``parameters_from_choice``)…"""
     carried_as_extracted: int = 0
     """…and of them, those equal to what the tool's own extraction gives."""
 
@@ -127,7 +128,7 @@ class Tally:
         ]
         if self.carried:
             cells.append(
-                f"(parameters carried by the confirmation equal to the tool's own extraction: "
+                f"(parameters carried by the selection equal to the tool's own extraction: "
                 f"{self.carried_as_extracted}/{self.carried})"
             )
         return f"{self.mode:<22} " + "  ".join(cells)
