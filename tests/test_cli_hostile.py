@@ -150,17 +150,12 @@ def test_text_that_cannot_be_used_is_refused_with_a_sentence(
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
-def _interruptible() -> None:
-    """In the child before exec: SIGINT back to its default disposition."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path: Path) -> None:
-    """The prompt was read in a worker thread: Ctrl-C stopped the chat, but the process then
-    waited for that thread, i.e. for the user to press Enter."""
+def chat_command(folder: Path) -> tuple[list[str], dict[str, str]]:
+    """``toolwire chat`` as a user starts it (the console script) over the pharma domain, with
+    a model that is never asked, and its environment."""
     script = shutil.which("toolwire", path=str(Path(sys.executable).parent))
     assert script is not None, "run scripts/setup.sh: the toolwire console script is missing"
-    config = tmp_path / "toolwire.yaml"
+    config = folder / "toolwire.yaml"
     config.write_text(
         json.dumps(
             {
@@ -172,8 +167,20 @@ def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path: Path) -> None
         encoding="utf-8",
     )
     env = {**os.environ, "TOOLWIRE_PLUGINS": "pharma", "OPENAI_API_KEY": "unused"}
+    return [script, "--config", str(config), "chat"], env
+
+
+def _interruptible() -> None:
+    """In the child before exec: SIGINT back to its default disposition."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path: Path) -> None:
+    """The prompt was read in a worker thread: Ctrl-C stopped the chat, but the process then
+    waited for that thread, i.e. for the user to press Enter."""
+    command, env = chat_command(tmp_path)
     chat = subprocess.Popen(
-        [script, "--config", str(config), "chat"],
+        command,
         stdin=subprocess.PIPE,  # held open: the prompt waits for a line that never comes
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -205,23 +212,10 @@ def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path: Path) -> None
 def test_a_line_at_the_chat_prompt_that_is_not_utf8_is_refused_and_the_chat_goes_on(
     tmp_path: Path,
 ) -> None:
-    script = shutil.which("toolwire", path=str(Path(sys.executable).parent))
-    assert script is not None, "run scripts/setup.sh: the toolwire console script is missing"
-    config = tmp_path / "toolwire.yaml"
-    config.write_text(
-        json.dumps(
-            {
-                "default_domain": "pharma",
-                "sessions": {"store": "memory"},
-                "llm": {"base_url": "http://127.0.0.1:9/v1", "model": "none"},  # never asked
-            }
-        ),
-        encoding="utf-8",
-    )
-    env = {**os.environ, "TOOLWIRE_PLUGINS": "pharma", "OPENAI_API_KEY": "unused"}
+    command, env = chat_command(tmp_path)
 
     chat = subprocess.run(
-        [script, "--config", str(config), "chat"],
+        command,
         input=b"\xff\xfe hello\n",  # then end of input: the chat ends
         capture_output=True,
         env=env,

@@ -22,6 +22,7 @@ from server_support.gated import Gate, Slow, SlowReply
 from server_support.live import serving
 from toolwire import App
 from toolwire.registry import DomainSpec
+from toolwire.server.questions import until_the_client_leaves
 from toolwire.sessions import MemorySessionStore
 from toolwire.testing import ScriptedModel
 
@@ -99,3 +100,27 @@ async def test_a_plain_reply_whose_client_goes_away_leaves_the_conversation_wait
     assert after.version == before.version  # the dropped round stored nothing
     assert answered.status_code == 200, answered.text
     assert answered.json()["text"] == "Done with the red one."
+
+
+async def test_a_connection_that_fails_to_read_stops_the_work_and_raises_its_error() -> None:
+    """The other way out of ``until_the_client_leaves``: reading the connection raises. The
+    error is the caller's to see, and the work is cancelled and waited for, not left running."""
+    started, cancelled = asyncio.Event(), False
+
+    async def work() -> str:
+        nonlocal cancelled
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+        return "answer"
+
+    async def broken_receive() -> Any:
+        await started.wait()
+        raise OSError("connection reset")
+
+    with pytest.raises(OSError, match="connection reset"):
+        await until_the_client_leaves(broken_receive, work())
+    assert cancelled  # already, when the error reaches the caller

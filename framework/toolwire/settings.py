@@ -96,8 +96,8 @@ class LLMSettings(Section):
     """Compress accumulated context once it fills this share of the context window."""
     max_part_tokens: int | None = Field(default=None, gt=0)
     """Most tokens one retrieved part (a tool's result, an MCP tool's result, a page) may take in
-    a prompt; a longer part is cut there, with a marker, and the cut is listed in the answer's
-    failures (the tool's whole result is kept). None: half of ``context_window_tokens``."""
+    a prompt; a longer part is cut there, with a marker, and the cut is a ``context_cut`` notice
+    of the answer (the tool's whole result is kept). None: half of ``context_window_tokens``."""
 
     @model_validator(mode="after")
     def _part_fits_the_window(self) -> LLMSettings:

@@ -84,9 +84,10 @@ class SelectableTool:
             parameters=self.parameters_schema,
         )
 
-    @property
+    @cached_property
     def parameters_schema(self) -> dict[str, Any]:
-        """The parameter model's JSON schema by alias (the names a function call uses)."""
+        """The parameter model's JSON schema by alias (the names a function call uses): made
+        once per tool, since the shared schema cache holds fewer models than a large domain."""
         return json_schema(self.tool.params_model)
 
     @cached_property

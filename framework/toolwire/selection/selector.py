@@ -251,12 +251,29 @@ class ToolSelector:
         record.chosen = [tool.qualified_name for tool in chosen]
         if not chosen:
             return
-        takes_arguments = self.settings.parameters_from_choice and parameters_from_task
         if confirm == "off":
             record.activated = list(record.chosen)
-            if takes_arguments:
-                self._take_arguments(calls, chosen, selection)
-            return
+        else:
+            await self._confirm(
+                task_prompt, chosen, selection, llm, attempts, parameters_from_task, model_chose
+            )
+        if self.settings.parameters_from_choice and parameters_from_task:
+            self._take_arguments(calls, chosen, selection)
+
+    async def _confirm(
+        self,
+        task_prompt: str,
+        chosen: Sequence[SelectableTool],
+        selection: Selection,
+        llm: LanguageModel,
+        attempts: int,
+        parameters_from_task: bool,
+        model_chose: bool,
+    ) -> None:
+        """The chosen tools' yes/no questions, as ``confirm`` says. When a confirmation fails, the
+        tools the model chose run unconfirmed (a lone candidate, which no model chose, does not)."""
+        record = selection.record
+        confirm = self.settings.confirm
         try:
             carries = confirm == "with_parameters" and parameters_from_task and len(chosen) == 1
             if carries and chosen[0].tool.params_model.model_fields:
@@ -268,15 +285,12 @@ class ToolSelector:
             else:  # one chosen tool: its own yes/no call; several: one call unless per_tool
                 batched = confirm != "per_tool" and len(chosen) > 1
                 await self._ask(task_prompt, chosen, record, llm, attempts, batched=batched)
-            if takes_arguments:
-                self._take_arguments(calls, chosen, selection)
         except SelectionFailed as failure:
             if not model_chose:
                 raise
             # The model's choice stands: a failed confirmation must not lose the tools it named.
-            record.activated = [
-                name for name in record.chosen if record.answers.get(name) is not False
-            ]
+            names = [tool.qualified_name for tool in chosen]
+            record.activated = [name for name in names if record.answers.get(name) is not False]
             raise SelectionFailed(
                 f"confirmation failed, the chosen tools run unconfirmed: {failure.__cause__}"
             ) from failure
