@@ -12,9 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from orchestration_kit import NoParams, plugin_of
+from orchestration_kit import plugin_of
+from server_support.gated import Gated, holding
 from server_support.live import serving, sse_messages
-from toolwire import App, OrchestratorActivatedTool, ToolExecutionResult
+from toolwire import App
 from toolwire.registry import DomainSpec
 from toolwire.settings import ServerSettings
 from toolwire.testing import ScriptedModel
@@ -22,27 +23,6 @@ from toolwire.testing import ScriptedModel
 LIMIT = 2
 FREE = {"message": "a free question"}
 """A question no tool holds."""
-
-
-class Gated(OrchestratorActivatedTool[NoParams]):
-    """Holds every question until the test opens the gate; counts the questions it holds."""
-
-    name = "gated"
-
-    def __init__(self) -> None:
-        self.holding = 0
-        self.gate = asyncio.Event()
-
-    def executable_instruction(self) -> str:
-        return "Is it a question?"
-
-    async def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
-        self.holding += 1
-        try:
-            await self.gate.wait()
-        finally:
-            self.holding -= 1
-        return ToolExecutionResult.context(f"answered: {text}")
 
 
 @pytest.fixture
@@ -62,12 +42,6 @@ async def live(tmp_path: Path) -> AsyncIterator[tuple[Gated, str]]:
     async with serving(app, ServerSettings(max_concurrent_questions=LIMIT)) as url:
         yield gated, url
     await app.aclose()
-
-
-async def holding(gated: Gated, count: int) -> None:
-    async with asyncio.timeout(10):
-        while gated.holding != count:
-            await asyncio.sleep(0.01)
 
 
 async def test_past_the_limit_a_question_is_503_busy_at_once_and_a_place_comes_back(

@@ -246,8 +246,9 @@ class ServerSettings(Section):
     max_connections: int = Field(default=1_000, gt=0)
     """Open connections (and requests in flight) beyond this get 503 straight away."""
     max_concurrent_questions: int = Field(default=8, gt=0)
-    """Questions (``POST /v1/ask``, streamed or not) answered at once by this process; one more
-    gets 503 ``busy`` with ``Retry-After`` straight away instead of waiting in a queue."""
+    """Questions (``POST /v1/ask``, streamed or not, and the MCP ``<domain>.ask`` tool) answered at
+    once by this process; one more gets 503 ``busy`` with ``Retry-After`` (over MCP an error
+    result saying so) straight away instead of waiting in a queue."""
     sse_keep_alive_s: float = Field(default=15.0, gt=0)
     """A streamed answer silent this long (the model thinking) gets a keep-alive comment, so
     that proxies in front of the server do not close the connection."""

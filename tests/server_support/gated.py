@@ -1,6 +1,7 @@
 """Async tools that wait at a gate the test holds, for what happens when a client goes away or a
 time limit strikes mid-question: each notes whether its wait was cancelled and whether it ever
-finished (a finished run would have stored its clarifying question)."""
+finished (a finished run would have stored its clarifying question); and one that counts the
+questions it holds, for the limit on questions at once."""
 
 from __future__ import annotations
 
@@ -70,3 +71,31 @@ class SlowReply(OrchestratorActivatedTool[NoParams]):
     ) -> ToolExecutionResult:
         await self.gate.wait()
         return ToolExecutionResult.context(f"Done with {clarification.reply}.")
+
+
+class Gated(OrchestratorActivatedTool[NoParams]):
+    """Holds every question until the test opens the gate; counts the questions it holds."""
+
+    name = "gated"
+
+    def __init__(self) -> None:
+        self.holding = 0
+        self.gate = asyncio.Event()
+
+    def executable_instruction(self) -> str:
+        return "Is it a question?"
+
+    async def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
+        self.holding += 1
+        try:
+            await self.gate.wait()
+        finally:
+            self.holding -= 1
+        return ToolExecutionResult.context(f"answered: {text}")
+
+
+async def holding(gated: Gated, count: int) -> None:
+    """Wait until ``gated`` holds ``count`` questions."""
+    async with asyncio.timeout(10):
+        while gated.holding != count:
+            await asyncio.sleep(0.01)

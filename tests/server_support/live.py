@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from starlette.types import ASGIApp
 
 from toolwire.app import App
 from toolwire.server.auth import ApiKey
@@ -27,10 +28,17 @@ async def serving(
 ) -> AsyncIterator[str]:
     """Serve ``app`` until the block ends; yields its base URL."""
     settings = settings or ServerSettings()
+    async with serving_asgi(create_app(app, settings, api_keys=list(api_keys)), settings) as url:
+        yield url
+
+
+@asynccontextmanager
+async def serving_asgi(asgi: ASGIApp, settings: ServerSettings) -> AsyncIterator[str]:
+    """Serve any of toolwire's HTTP applications until the block ends; yields its base URL."""
     sock = bind_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        create_app(app, settings, api_keys=list(api_keys)),
+        asgi,
         log_config=None,
         access_log=False,
         lifespan="on",

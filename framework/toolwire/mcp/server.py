@@ -16,7 +16,9 @@ What a client sees (docs/mcp.md):
   ``clarification_limit``). It shows
   of internal errors what ``POST /v1/ask`` shows, by the same code and
   ``server.expose_error_details``: an answer's failures, and a server-side toolwire error (a
-  failed model call), read ``... (error id ...)``, the text logged under that id.
+  failed model call), read ``... (error id ...)``, the text logged under that id. It takes a
+  place under ``server.max_concurrent_questions`` as ``POST /v1/ask`` does; past it the call is at
+  once an error result (``busy: ...``, when to call again), never a wait in a queue.
 
 A tool runs as the orchestrator would run it: the app's singleton with its injected tools; a
 context consumer gets an empty context buffer; its execution text is its arguments as JSON (a
@@ -40,6 +42,7 @@ from toolwire.orchestrator.execution import execute
 from toolwire.orchestrator.invoke import describe, failed
 from toolwire.redaction import redact
 from toolwire.run_state import Notice
+from toolwire.server.admission import QuestionPlaces
 from toolwire.server.problems import ApiError, api_error_for
 from toolwire.server.questions import check_message
 from toolwire.sessions.base import SessionIdText
@@ -123,6 +126,9 @@ class DomainMcpServer:
                 f"tool {self.ask_name!r} would hide the MCP tool that asks the whole chatbot; "
                 "rename the tool (the 'name' key of its YAML entry)"
             )
+        self.places = QuestionPlaces(lambda: app.config.server.max_concurrent_questions)
+        """The questions ``<domain>.ask`` answers at once: ``server.max_concurrent_questions``,
+        over stdio too (one client can send many calls at once, each run in its own task)."""
         self.server = self._build_server()
 
     def listing(self) -> list[Tool]:
@@ -212,6 +218,14 @@ class DomainMcpServer:
             check_message(request.message, self.app.config.server)
         except ApiError as error:
             return _error(f"invalid arguments for {self.ask_name}: {error.message}")
+        try:
+            place = self.places.take()
+        except ApiError as refusal:  # the cap is full: at once, as POST /v1/ask's 503
+            return _error(f"{refusal.error}: {refusal.message}")
+        with place:
+            return await self._answer(request, caller)
+
+    async def _answer(self, request: AskArguments, caller: str | None) -> CallToolResult:
         resumes = request.session_id is not None
         log.info("mcp_ask", domain=self.domain, resumes=resumes, caller=caller)
         verbose = self.app.config.server.expose_error_details

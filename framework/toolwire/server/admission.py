@@ -9,12 +9,14 @@ balancer, which may try another replica) comes back later instead of queueing wi
 The count is of requests to the path between their first byte and their last, streamed answers
 included (a stream holds its question until it ends or its client goes away): the middleware
 wraps the whole response, so no way out of a request (an error, a cancelled stream) can leave its
-place taken.
+place taken. The MCP ``<domain>.ask`` tool takes its places the same way
+(:class:`QuestionPlaces`, refused with the same ``busy`` words; ``toolwire.mcp.server``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -27,31 +29,54 @@ RETRY_AFTER_S = 5
 """What a refused client is told to wait (``Retry-After``): about one question's time."""
 
 
-class QuestionAdmission:
-    """ASGI middleware: at most ``limit()`` ``POST`` requests to ``path`` at once, 503 past it.
+class QuestionPlaces:
+    """At most ``limit()`` questions at once in this process; one past it is refused at once.
 
     One process runs one event loop, so the count needs no lock."""
 
+    def __init__(self, limit: Callable[[], int]) -> None:
+        self.limit = limit
+        self.in_flight = 0
+
+    def take(self) -> AbstractContextManager[None]:
+        """A place, held until the returned context ends; :func:`busy` raised when none is free.
+
+        The refusal comes from this call, not from entering the context, so that a caller tells
+        it apart from what fails while it holds the place."""
+        limit = self.limit()
+        if self.in_flight >= limit:
+            log.warning("question_refused", reason="busy", in_flight=self.in_flight, limit=limit)
+            raise busy(self.in_flight, limit)
+        self.in_flight += 1
+        return self._held()
+
+    @contextmanager
+    def _held(self) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+
+
+class QuestionAdmission:
+    """ASGI middleware: at most ``limit()`` ``POST`` requests to ``path`` at once, 503 past it."""
+
     def __init__(self, app: ASGIApp, *, limit: Callable[[], int], path: str) -> None:
         self.app = app
-        self.limit = limit
+        self.places = QuestionPlaces(limit)
         self.path = path
-        self.in_flight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
             await self.app(scope, receive, send)
             return
-        limit = self.limit()
-        if self.in_flight >= limit:
-            log.warning("question_refused", reason="busy", in_flight=self.in_flight, limit=limit)
-            await busy(self.in_flight, limit).response()(scope, receive, send)
-            return
-        self.in_flight += 1
         try:
+            place = self.places.take()
+        except ApiError as refusal:
+            await refusal.response()(scope, receive, send)
+            return
+        with place:
             await self.app(scope, receive, send)
-        finally:
-            self.in_flight -= 1
 
 
 def busy(in_flight: int, limit: int) -> ApiError:
