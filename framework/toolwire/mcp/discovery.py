@@ -36,7 +36,7 @@ from toolwire.mcp.declarations import (
     entry_problems,
     short_name_for,
 )
-from toolwire.mcp.metadata import MAX_TOOL_NAME_CHARS
+from toolwire.mcp.metadata import MAX_TOOL_NAME_CHARS, quoted, schema_refusal
 from toolwire.mcp.records import RemoteTool
 from toolwire.mcp.tool import McpBinding, McpTool, derived_question
 from toolwire.plugins import ToolContribution
@@ -163,6 +163,8 @@ def _add_tools(
         if allowed is not None and remote.name not in allowed:
             continue
         override = allowed.get(remote.name) if allowed is not None else None
+        if _schema_refused(found, entry, remote, override):
+            continue
         short = (override.as_ if override else None) or short_name_for(remote.name)
         clash = short_names.setdefault(short, remote.name)
         if clash != remote.name or not TOOL_NAME_PATTERN.match(short):
@@ -209,10 +211,33 @@ def _named_within_bounds(
             found.problems.append(
                 entry.problem(
                     f"the server offers a tool whose name has {len(remote.name):,} characters "
-                    f"(MCP allows {MAX_TOOL_NAME_CHARS}), {remote.name[:40]!r}…; it is left out"
+                    f"(MCP allows {MAX_TOOL_NAME_CHARS}), {quoted(remote.name)}; it is left out"
                 )
             )
     return [remote for remote in listing if len(remote.name) <= MAX_TOOL_NAME_CHARS]
+
+
+def _schema_refused(
+    found: McpDiscovery,
+    entry: McpServerEntry,
+    remote: RemoteTool,
+    override: McpToolOverride | None,
+) -> bool:
+    """Whether the tool is left out for a listed input schema unfit for the prompts (recorded as
+    a problem and logged as ``mcp_tool_refused``); a YAML ``input_schema`` is trusted."""
+    if override is not None and override.input_schema:  # what tool_class_for uses then
+        return False
+    reason = schema_refusal(remote.input_schema)
+    if reason is None:
+        return False
+    log.warning("mcp_tool_refused", server=entry.name, tool=remote.name, reason=reason)
+    found.problems.append(
+        entry.problem(
+            f"tool {remote.name!r}: its input schema has {reason}; it is left out (a 'tools:' "
+            "entry for it with its own input_schema is used as written)"
+        )
+    )
+    return True
 
 
 def tool_class_for(

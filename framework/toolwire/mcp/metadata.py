@@ -22,13 +22,23 @@ A tool's name is kept as the server spells it (it is what a call sends) and neve
 model: its short name is lower snake case (``short_name_for``), and one longer than
 :data:`MAX_TOOL_NAME_CHARS` is refused at the declaration. A YAML ``description:`` or
 ``question:`` is trusted configuration and used as written.
+
+An input schema's property names and its ``enum``, ``const`` and ``default`` values cannot be
+neutralised: the output format lists the names and the values, the parameter model and the
+schemas sent to the model carry them, and a call must send them back as the server wrote them.
+So a tool whose schema has one unfit for the prompts is refused at the declaration
+(:func:`schema_refusal`): a property name must match :data:`PROPERTY_NAME` at every depth, and a
+value must be text :func:`listed_text` leaves as it is within :data:`MAX_SCHEMA_VALUE_CHARS`
+(no control or invisible character, line break, run of white space or ``<``). A YAML
+``input_schema:`` is trusted configuration and used as written.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Literal
 
 MAX_DESCRIPTION_CHARS = 1_000
 """Most characters of a listed tool's description, and of each description in its input
@@ -36,6 +46,17 @@ schema, that reach the prompts."""
 MAX_TOOL_NAME_CHARS = 128
 """The longest tool name the MCP specification allows (``[A-Za-z0-9._-]{1,128}``)."""
 
+PROPERTY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+"""What a property name of a listed input schema may be: the names Anthropic's and Bedrock's APIs
+accept for a tool's parameters, so a schema toolwire takes can be offered to any of them."""
+MAX_SCHEMA_VALUE_CHARS = 128
+"""Most characters of one ``enum``, ``const`` or ``default`` string of a listed input schema."""
+
+_VALUE_KEYWORDS = frozenset({"enum", "const", "default"})
+_SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+"""Keywords whose value maps names to schemas: its keys are never keywords themselves."""
 _INVISIBLE = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
 """Variation selectors (category Mn, so not found by category): they carry hidden text too."""
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
@@ -77,3 +98,59 @@ def listed_schema(schema: Any) -> Any:
         else listed_schema(value)
         for key, value in schema.items()
     }
+
+
+def schema_refusal(schema: Any) -> str | None:
+    """Why a listed input schema cannot reach the prompts as written (module docstring), or
+    None when it can."""
+    for kind, text in _written_as_sent(schema):
+        if kind == "name" and not PROPERTY_NAME.fullmatch(text):
+            return (
+                "a property name that is not 1 to 64 letters, digits, '_', '.' or '-', "
+                f"{quoted(text)}"
+            )
+        if kind == "value" and listed_text(text, MAX_SCHEMA_VALUE_CHARS) != text:
+            return (
+                f"an enum, const or default value that is not plain text of at most "
+                f"{MAX_SCHEMA_VALUE_CHARS} characters on one line without '<', {quoted(text)}"
+            )
+    return None
+
+
+def _written_as_sent(schema: Any) -> Iterator[tuple[Literal["name", "value"], str]]:
+    """``("name", ...)`` for every property name at any depth of ``schema``, ``("value", ...)``
+    for every string in its enum, const and default values (``examples`` are skipped: the
+    parameter model drops them)."""
+    if isinstance(schema, list):
+        for item in schema:
+            yield from _written_as_sent(item)
+        return
+    if not isinstance(schema, dict):
+        return
+    for key, value in schema.items():
+        if key in _VALUE_KEYWORDS:
+            yield from (("value", text) for text in _strings(value))
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            if key == "properties":
+                yield from (("name", str(name)) for name in value)
+            yield from _written_as_sent(list(value.values()))
+        elif key != "examples":
+            yield from _written_as_sent(value)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string of a JSON value, object keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+
+
+def quoted(text: str, shown: int = 40) -> str:
+    """``text`` quoted for a problem message: its first ``shown`` characters, escaped."""
+    return repr(text[:shown]) + ("…" if len(text) > shown else "")
