@@ -31,6 +31,7 @@ NOTES_SERVER = Path(__file__).parent / "mcp_support" / "notes_server.py"
 NOTES_COMMAND = json.dumps([sys.executable, str(NOTES_SERVER)])
 REPORT_SERVER = NOTES_SERVER.with_name("report_server.py")
 REPORT_COMMAND = json.dumps([sys.executable, str(REPORT_SERVER)])
+JSON_BODY_SERVER = NOTES_SERVER.with_name("json_body_server.py")
 FAILING_COMMAND = json.dumps(
     [sys.executable, "-c", "import sys; sys.stderr.write('cannot open notes.db'); sys.exit(3)"]
 )
@@ -374,13 +375,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def over_http(server: Path, tmp_path: Path) -> Iterator[str]:
-    """A test MCP server on streamable HTTP (127.0.0.1, a free port): its URL."""
+def over_http(server: Path, tmp_path: Path, *flags: str) -> Iterator[str]:
+    """A test MCP server on streamable HTTP (127.0.0.1, a free port; ``flags`` after the port):
+    its URL."""
     port = free_port()
     log_path = tmp_path / f"{server.stem}-http.log"
     log = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, str(server), "--http", str(port)], stdout=log, stderr=log
+        [sys.executable, str(server), "--http", str(port), *flags], stdout=log, stderr=log
     )
     try:
         deadline = time.monotonic() + 30
@@ -583,3 +585,50 @@ def test_over_http_max_result_bytes_bounds_an_event_stream_answer(
         assert isinstance(report, McpTool)
         with pytest.raises(McpServerError, match="exceeded the 1000000 byte limit"):
             report.call_sync(megabytes=2)
+
+
+def test_over_http_max_result_bytes_bounds_a_plain_json_answer(
+    load: Factory, tmp_path: Path
+) -> None:
+    """A server may answer with one JSON body, which the SDK reads whole: one whose
+    Content-Length is over the limit is refused unread, and the session goes on."""
+    with over_http(REPORT_SERVER, tmp_path, "--json") as url:
+        app = load(config(f"  - name: reports\n    url: {url}\n    max_result_bytes: 3000000\n"))
+        report = app.tool("full_report")
+        assert isinstance(report, McpTool)
+        too_large = (
+            r"^MCP tool 'full_report' of server 'reports' returned 4,0\d\d,\d{3} bytes, more than "
+            r"max_result_bytes allows \(3,000,000\); ask the tool for less, or raise "
+            r"max_result_bytes of the mcp server 'reports'$"
+        )
+        with pytest.raises(McpServerError, match=too_large):
+            report.call_sync(megabytes=2)
+        assert app.mcp.connected() == ["reports"]
+        assert len(report.call_sync(megabytes=1).text) == 1_000_000
+
+
+def test_an_endless_or_compressed_json_answer_fails_at_the_limit_and_the_session_goes_on(
+    load: Factory, tmp_path: Path
+) -> None:
+    """A body that never ends (no Content-Length) is read up to the limit only, and fails long
+    before timeout_s; a small gzip body is counted as decoded."""
+    with over_http(JSON_BODY_SERVER, tmp_path) as url:
+        servers = f"  - name: warehouse\n    url: {url}\n    max_result_bytes: 1000000\n"
+        app = load(config(servers))
+        dump = app.tool("dump")
+        assert isinstance(dump, McpTool)
+        refused = (
+            "MCP tool 'dump' of server 'warehouse' returned more than max_result_bytes allows "
+            "(1,000,000); ask the tool for less, or raise max_result_bytes of the mcp server "
+            "'warehouse'"
+        )
+        started = time.monotonic()
+        with pytest.raises(McpServerError) as endless:
+            dump.call_sync(answer="endless")
+        assert time.monotonic() - started < 5  # timeout_s is 30
+        assert str(endless.value) == refused
+        with pytest.raises(McpServerError) as compressed:
+            dump.call_sync(answer="gzip")
+        assert str(compressed.value) == refused
+        assert dump.call_sync(answer="short").text == "a short answer"
+        assert app.mcp.connected() == ["warehouse"]

@@ -1,7 +1,8 @@
 """An MCP server whose one tool returns a result as large as asked, for tests of huge results.
 
-Run as ``python report_server.py`` (stdio) or ``python report_server.py --http PORT``
-(streamable HTTP on 127.0.0.1). Its tool: ``full_report`` (``megabytes`` of text).
+Run as ``python report_server.py`` (stdio) or ``python report_server.py --http PORT [--json]``
+(streamable HTTP on 127.0.0.1; ``--json``: each answer one plain JSON body instead of an event
+stream). Its tool: ``full_report`` (``megabytes`` of text).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def full_report(
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--http":
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    if len(sys.argv) >= 3 and sys.argv[1] == "--http":
+        port, json_response = int(sys.argv[2]), "--json" in sys.argv[3:]
+        server.run("streamable-http", host="127.0.0.1", port=port, json_response=json_response)
     else:
         server.run()

@@ -50,9 +50,9 @@ _ID_AT_TAIL = re.compile(rb'"id"\s*:\s*' + _ID + rb"\s*\}\s*$")
 
 @dataclass(frozen=True)
 class TooLarge:
-    """A message the decoder refused: its size and the limit, in bytes."""
+    """A message refused: its size (None: it was not read to its end) and the limit, in bytes."""
 
-    size: int
+    size: int | None
     limit: int
 
 
@@ -73,9 +73,22 @@ def too_large(data: Any) -> TooLarge | None:
     if not isinstance(details, dict):
         return None
     size, limit = details.get("bytes"), details.get("limit")
-    if isinstance(size, int) and isinstance(limit, int):
+    if (size is None or isinstance(size, int)) and isinstance(limit, int):
         return TooLarge(size=size, limit=limit)
     return None
+
+
+def refusal(request_id: int | str, refused: TooLarge) -> str:
+    """toolwire's JSON-RPC error answering request ``request_id`` in place of a message too
+    large (:func:`too_large` reads its data back)."""
+    of_size = "" if refused.size is None else f" of {refused.size:,} bytes"
+    error = {
+        "code": TOO_LARGE_CODE,
+        "message": f"the server's answer{of_size} is over the limit of {refused.limit:,} bytes "
+        "(max_result_bytes)",
+        "data": {TOO_LARGE_KEY: {"bytes": refused.size, "limit": refused.limit}},
+    }
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
 def _search(name: str) -> codecs.CodecInfo | None:
@@ -151,13 +164,7 @@ class BoundedLineDecoder(codecs.IncrementalDecoder):
                 "mcp_message_dropped", bytes=self._size, limit=self.limit, head=self._head[:80]
             )
             return None
-        error = {
-            "code": TOO_LARGE_CODE,
-            "message": f"the server's answer of {self._size:,} bytes is over the limit of "
-            f"{self.limit:,} bytes (max_result_bytes)",
-            "data": {TOO_LARGE_KEY: {"bytes": self._size, "limit": self.limit}},
-        }
-        return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
+        return refusal(request_id, TooLarge(size=self._size, limit=self.limit))
 
 
 def _request_id(head: bytes, tail: bytes) -> int | str | None:

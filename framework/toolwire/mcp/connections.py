@@ -125,10 +125,11 @@ class McpConnections:
             refused = too_large(error.data)
             if refused is not None:
                 log.warning("mcp_result_too_large", server=server, tool=tool, bytes=refused.size)
+                size = "" if refused.size is None else f"{refused.size:,} bytes, "
                 raise McpServerError(
-                    f"MCP tool {tool!r} of server {server!r} returned {refused.size:,} bytes, "
-                    f"more than max_result_bytes allows ({refused.limit:,}); ask the tool for "
-                    f"less, or raise max_result_bytes of the mcp server {server!r}"
+                    f"MCP tool {tool!r} of server {server!r} returned {size}more than "
+                    f"max_result_bytes allows ({refused.limit:,}); ask the tool for less, or "
+                    f"raise max_result_bytes of the mcp server {server!r}"
                 ) from None
             if error.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
                 raise McpServerError(
@@ -245,6 +246,8 @@ async def open_session(entry: McpServerEntry, stderr: TextIO) -> AsyncIterator[C
     from mcp import ClientSession, StdioServerParameters, stdio_client
     from mcp.client.streamable_http import streamable_http_client
 
+    from toolwire.mcp.bounded_bodies import bound_bodies
+
     async with AsyncExitStack() as stack:
         if entry.transport == "stdio":
             argv = entry.argv
@@ -259,7 +262,9 @@ async def open_session(entry: McpServerEntry, stderr: TextIO) -> AsyncIterator[C
         else:
             client = await stack.enter_async_context(
                 httpx2.AsyncClient(
-                    headers=_auth_headers(entry), timeout=httpx2.Timeout(entry.timeout_s)
+                    headers=_auth_headers(entry),
+                    timeout=httpx2.Timeout(entry.timeout_s),
+                    event_hooks={"response": [bound_bodies(entry.max_result_bytes)]},
                 )
             )
             streams = await stack.enter_async_context(
