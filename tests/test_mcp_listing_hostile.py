@@ -118,7 +118,7 @@ async def test_a_hostile_listing_reaches_the_tool_and_the_model_neutralised(load
 NAME_REFUSED = "a property name that is not 1 to 64 letters, digits, '_', '.' or '-', "
 VALUE_REFUSED = (
     "an enum, const or default value that is not plain text of at most 128 characters on one "
-    "line without '<', "
+    "line, or opens a tag, "
 )
 LEFT_OUT = "; it is left out (a 'tools:' entry for it with its own input_schema is used as written)"
 
@@ -161,6 +161,7 @@ def properties(**fields: object) -> dict[str, object]:
             **{"max-results": {}, "filter.id": {}, "x" * 64: {}},
         ),
         properties(carrier={"enum": ["dhl", "la poste", "UPS Ground", 3, None]}),
+        properties(operator={"enum": ["<", "<=", ">", "a < b", "<3"]}),
         properties(kind={"const": "order"}, note={"examples": ["two\nlines <b>"]}),
         properties(enum={"type": "string"}, properties={"$ref": "#/$defs/default"}),
     ],
@@ -185,6 +186,8 @@ def test_schema_refusal_takes_the_names_and_values_of_ordinary_schemas(
         (properties(a={"enum": ["fast", "a\nb"]}), VALUE_REFUSED + repr("a\nb")),
         (properties(a={"enum": ["y" * 129]}), VALUE_REFUSED + repr("y" * 40) + "…"),
         (properties(a={"const": "<b>"}), VALUE_REFUSED + "'<b>'"),
+        (properties(a={"enum": ["< /task>"]}), VALUE_REFUSED + "'< /task>'"),
+        (properties(a={"enum": ["<!-- x"]}), VALUE_REFUSED + "'<!-- x'"),
         (properties(a={"default": "tab\there"}), VALUE_REFUSED + repr("tab\there")),
         (properties(a={"enum": [{"k": "\x1b[2J"}]}), VALUE_REFUSED + repr("\x1b[2J")),
         (properties(a={"anyOf": [{"enum": [" padded"]}]}), VALUE_REFUSED + "' padded'"),

@@ -29,7 +29,8 @@ schemas sent to the model carry them, and a call must send them back as the serv
 So a tool whose schema has one unfit for the prompts is refused at the declaration
 (:func:`schema_refusal`): a property name must match :data:`PROPERTY_NAME` at every depth, and a
 value must be text :func:`listed_text` leaves as it is within :data:`MAX_SCHEMA_VALUE_CHARS`
-(no control or invisible character, line break, run of white space or ``<``). A YAML
+(no control or invisible character, line break or run of white space), with no ``<`` that opens a
+tag or a template token (``"<="`` is an ordinary value, ``"</task>"`` is not). A YAML
 ``input_schema:`` is trusted configuration and used as written.
 """
 
@@ -57,6 +58,8 @@ _SCHEMA_MAPS = frozenset(
     {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
 )
 """Keywords whose value maps names to schemas: its keys are never keywords themselves."""
+_OPENS_MARKUP = re.compile(r"<(?:[A-Za-z!?|]|\s*/)")
+"""A ``<`` that begins a tag, a comment or a chat template token."""
 _INVISIBLE = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
 """Variation selectors (category Mn, so not found by category): they carry hidden text too."""
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
@@ -109,12 +112,24 @@ def schema_refusal(schema: Any) -> str | None:
                 "a property name that is not 1 to 64 letters, digits, '_', '.' or '-', "
                 f"{quoted(text)}"
             )
-        if kind == "value" and listed_text(text, MAX_SCHEMA_VALUE_CHARS) != text:
+        if kind == "value" and not _fit_value(text):
             return (
                 f"an enum, const or default value that is not plain text of at most "
-                f"{MAX_SCHEMA_VALUE_CHARS} characters on one line without '<', {quoted(text)}"
+                f"{MAX_SCHEMA_VALUE_CHARS} characters on one line, or opens a tag, {quoted(text)}"
             )
     return None
+
+
+def _fit_value(text: str) -> bool:
+    """Whether ``text`` is what :func:`listed_text` leaves as it is, but for ``<``: a ``<`` that
+    opens no tag or template token is kept (comparison operators such as ``"<="`` are ordinary
+    enum values), one that does (``</task>``, ``<|im_start|>``) is not."""
+    plain = text.replace("<", "x")  # any visible character: "a < b" keeps its spaces
+    return (
+        len(text) <= MAX_SCHEMA_VALUE_CHARS
+        and listed_text(plain, MAX_SCHEMA_VALUE_CHARS) == plain
+        and not _OPENS_MARKUP.search(text)
+    )
 
 
 def _written_as_sent(schema: Any) -> Iterator[tuple[Literal["name", "value"], str]]:
