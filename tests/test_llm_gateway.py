@@ -127,7 +127,8 @@ async def test_per_tool_suitability_makes_one_call_per_tool_with_its_question_la
     }  # fmt: skip
     requests = server.chat_requests
     assert len(requests) == 6
-    assert {r.messages[0]["content"] for r in requests} == {prompts.RULES}
+    systems = {r.messages[0]["content"] for r in requests}
+    assert systems == {f"{prompts.RULES}\n\n{prompts.SUITABILITY_EXAMPLES}"}
     for question in QUESTIONS:
         matching = [r for r in requests if r.messages[1]["content"].endswith(question.question)]
         assert [r.messages[1]["content"] for r in matching] == [

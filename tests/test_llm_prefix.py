@@ -362,6 +362,51 @@ async def test_the_orchestrator_puts_the_domains_text_in_every_calls_prefix() ->
     assert [call.purpose for call in answer.model_calls] == [
         "classification", "suitability", "parameters", "answer"
     ]  # fmt: skip
-    systems = {request.messages[0]["content"] for request in server.chat_requests}
-    assert systems == {f"{prompts.RULES}\n\nDomain: A shop's stock."}
-    assert all(call.shared_prefix_chars > len(prompts.RULES) for call in answer.model_calls[1:])
+    domain_system = f"{prompts.RULES}\n\nDomain: A shop's stock."
+    systems = [request.messages[0]["content"] for request in server.chat_requests]
+    # the lone candidate's yes/no call ends its system message with the worked examples
+    assert systems == [
+        domain_system,
+        f"{domain_system}\n\n{prompts.SUITABILITY_EXAMPLES}",
+        domain_system,
+        domain_system,
+    ]
+    assert all(call.shared_prefix_chars > len(domain_system) for call in answer.model_calls[1:])
+
+
+@pytest.mark.parametrize("examples", [True, False])
+async def test_the_yes_no_calls_of_a_selection_end_the_system_message_with_worked_examples(
+    server: FakeOpenAIServer, examples: bool
+) -> None:
+    """A tool's own question and a further request's question carry the fixed examples after the
+    rules and the domain's text (the other calls do not); ``llm.suitability_examples: false``
+    leaves them out. Fixed text: two questions send the same system message."""
+    settings = gateway_for(server).settings.model_copy(update={"suitability_examples": examples})
+    gateway = OpenAIGateway(settings, api_key="k", concurrency=1)
+    with domain_prompt("Medicines."):
+        for task in ("QUESTION-ONE", "QUESTION-TWO"):
+            await gateway.choose(task, OPTIONS)
+            await gateway.suitability(task, QUESTIONS[:1])
+            await gateway.suitability(task, QUESTIONS[1:2], handled=QUESTIONS[0])
+            await gateway.extract(Topic, task, purpose=Purpose.PARAMETERS)
+    await gateway.aclose()
+
+    domain_system = f"{prompts.RULES}\n\nDomain: Medicines."
+    with_examples = f"{domain_system}\n\n{prompts.SUITABILITY_EXAMPLES}"
+    yes_no = with_examples if examples else domain_system
+    systems = [request.messages[0]["content"] for request in server.chat_requests]
+    assert systems == [domain_system, yes_no, yes_no, domain_system] * 2
+    further = user_text(server.chat_requests[2])
+    assert further.endswith(f"Already handled: {QUESTIONS[0].question}\nQuestion: "
+                            f"{QUESTIONS[1].question}")  # fmt: skip
+
+
+async def test_the_old_per_purpose_layout_carries_no_worked_examples(
+    server: FakeOpenAIServer,
+) -> None:
+    gateway = gateway_for(server, layout="per_purpose")
+    await gateway.suitability("QUESTION-ONE", QUESTIONS[:1])
+    await gateway.aclose()
+
+    [request] = server.chat_requests
+    assert prompts.SUITABILITY_EXAMPLES not in prompts.canonical(request.messages)

@@ -79,6 +79,12 @@ class LLMSettings(Section):
     """``shared_prefix``: every call of a question starts with the same rules, task and context,
     the purpose's instruction last, so the server's cache serves the later calls;
     ``per_purpose``: the layout before, each purpose's own system message first (benchmarks)."""
+    suitability_examples: bool = True
+    """Worked examples (``toolwire.llm.prompts.SUITABILITY_EXAMPLES``, about 450 tokens) at the end
+    of the system message of each one-tool yes/no call of the selection (``shared_prefix``
+    layout). Fixed text that the server's prompt cache keeps; on the embedded model they refuse
+    more requests no tool does (docs/models.md). False: a larger model that needs none saves the
+    tokens."""
     max_completion_tokens: CompletionLimits = Field(default_factory=CompletionLimits)
     completion_limit_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     """Request field that carries the limit: ``max_tokens`` is what llama.cpp, vLLM, Ollama and

@@ -204,7 +204,11 @@ class ChatModel:
 
         async def ask(question: SuitabilityQuestion) -> YesNo | None:
             prompt = prompts.suitability_single_prompt(
-                task_prompt, question.question, YesNo, handled=before
+                task_prompt,
+                question.question,
+                YesNo,
+                handled=before,
+                examples=self.settings.suitability_examples,
             )
             return await self._structured_call(prompt, YesNo)
 
@@ -234,7 +238,9 @@ class ChatModel:
         self, task_prompt: str, question: SuitabilityQuestion, parameters: type[M]
     ) -> tuple[bool, M | None]:
         schema = confirmation_model(parameters)
-        prompt = prompts.confirmation_with_parameters_prompt(task_prompt, question.question)
+        prompt = prompts.confirmation_with_parameters_prompt(
+            task_prompt, question.question, examples=self.settings.suitability_examples
+        )
         limits = self.settings.max_completion_tokens
         answer = await self._required_structured_call(
             prompt, schema, limits.suitability + limits.parameters

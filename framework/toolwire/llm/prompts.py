@@ -5,7 +5,8 @@ order. The default, ``shared_prefix``, gives every call of a question the same b
 server's KV or prompt cache evaluates it once (SPEC §5, seed 004):
 
 1. ``system``: the fixed rules, the same text for every purpose (and the domain's fixed
-   description while a question of that domain runs, :func:`toolwire.llm.base.domain_prompt`);
+   description while a question of that domain runs, :func:`toolwire.llm.base.domain_prompt`),
+   followed in a one-tool yes/no call by fixed worked examples (:data:`SUITABILITY_EXAMPLES`);
 2. ``user``: what the question has accumulated: the task between ``<task>`` tags, then the
    retrieved context as tagged external content;
 3. at the end of that message, the purpose's own instruction, the output format, and the last
@@ -34,7 +35,7 @@ import html
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any
@@ -165,6 +166,54 @@ ALSO_SUITABILITY = (
 """A further chosen tool's confirmation (``confirm: also``): whether the task asks its question
 besides a request another tool already handles. A sibling of the handled tool is then refused
 far more often than by its plain question (docs/models.md has the measurement)."""
+
+SUITABILITY_EXAMPLES = """\
+Worked examples of such requests, from a library's assistant (other tools than yours):
+
+Task: Cancel my reservation of the book Dune.
+Question: Does the message ask to reserve a book?
+Reply: {"answer": "no"} (it asks to cancel a reservation, not to make one)
+
+Task: Could you put Dune on hold for me?
+Question: Does the message ask to reserve a book?
+Reply: {"answer": "yes"}
+
+Task: Change the pickup branch of my Dune reservation to Northside.
+Question: Does the message ask to reserve a book?
+Reply: {"answer": "no"} (it asks to change a reservation, not to make one)
+
+Task: Who wrote Dune?
+Question: Does the message ask to search the library catalogue for books?
+Reply: {"answer": "no"} (a general question, not a catalogue search)
+
+Task: Do you have any books by Frank Herbert?
+Question: Does the message ask to search the library catalogue for books?
+Reply: {"answer": "yes"}
+
+Task: Renew Dune for two more weeks, and find me another novel by Frank Herbert.
+Already handled: Does the message ask to renew a borrowed book?
+Question: Does the message ask to search the library catalogue for books?
+Reply: {"answer": "yes"} (a second, separate request)
+
+Task: Renew Dune for two more weeks.
+Already handled: Does the message ask to renew a borrowed book?
+Question: Does the message ask when a borrowed book is due back?
+Reply: {"answer": "no"} (the same request, not a second one)
+
+Task: Renew Dune for two more weeks, and find me another novel by Frank Herbert.
+The tools: renew_loan, due_date, reserve_book, search_catalogue
+Reply: {"choice": ["renew_loan", "search_catalogue"]}
+
+Task: When do I have to bring Dune back?
+The tools: renew_loan, due_date, reserve_book, search_catalogue
+Reply: {"choice": ["due_date"]}"""
+"""Worked examples of the selection's questions (``llm.suitability_examples``), from tools of no
+real domain, at the end of the system message of every one-tool yes/no call: a request for
+something else done to the same thing (cancel, change) and a general question refused, a second
+request accepted besides a handled one and a restatement refused. Fixed text, so the server's
+prompt cache keeps it from one question to the next. Measured in docs/models.md: on the embedded
+model they refuse more requests no tool does without refusing more right tools; in the choice's
+own call they did not pay."""
 
 PURPOSES_READING_DATA = frozenset({Purpose.RELEVANCE, Purpose.COMPRESSION})
 """``extract`` purposes whose text toolwire's own code prepared (external content already
@@ -307,6 +356,8 @@ class Prompt:
     """The output format (:func:`output_format`)."""
     closing: str = ""
     """The very last line: a tool's question, or the task again after a long context."""
+    examples: str = ""
+    """Worked examples at the end of the system message (``shared_prefix`` only)."""
 
     def messages(self, layout: Layout, domain: str = "") -> list[Message]:
         """The chat messages; ``domain`` is the domain's fixed text (shared prefix only)."""
@@ -323,6 +374,8 @@ class Prompt:
             user = [*accumulated, *(part for part in (self.specifics, self.closing) if part)]
             return _chat("\n\n".join(system), "\n\n".join(user))
         system_text = f"{RULES}\n\nDomain: {domain}" if domain else RULES
+        if self.examples:
+            system_text = f"{system_text}\n\n{self.examples}"
         if self.purpose in PURPOSES_FIXED_FIRST:
             fixed = "\n".join(part for part in (self.instruction, self.output) if part)
             last = "\n".join(part for part in (self.specifics, self.closing) if part)
@@ -365,13 +418,24 @@ def suitability_batched_prompt(task_prompt: str, schema: type[BaseModel]) -> Pro
 
 
 def suitability_single_prompt(
-    task_prompt: str, question: str, schema: type[BaseModel], *, handled: str = ""
+    task_prompt: str,
+    question: str,
+    schema: type[BaseModel],
+    *,
+    handled: str = "",
+    examples: bool = True,
 ) -> Prompt:
     """One tool's yes/no call: the tool's question is the last line. ``handled``: the question of
-    a request another tool handles; the call then asks whether the task also asks this one."""
-    instruction = ALSO_SUITABILITY if handled else PER_TOOL_SUITABILITY
-    return _question_last(
-        Purpose.SUITABILITY, instruction, task_prompt, question, schema, handled=handled
+    a request another tool handles, on the line before; the call then asks whether the task also
+    asks this one. ``examples``: :data:`SUITABILITY_EXAMPLES` end the system message."""
+    before = f"Already handled: {handled}\n" if handled else ""
+    return Prompt(
+        Purpose.SUITABILITY,
+        ALSO_SUITABILITY if handled else PER_TOOL_SUITABILITY,
+        task=task_prompt,
+        output=output_format(schema),
+        closing=f"{before}Question: {question}",
+        examples=SUITABILITY_EXAMPLES if examples else "",
     )
 
 
@@ -403,33 +467,15 @@ def choice_prompt(
     )
 
 
-def confirmation_with_parameters_prompt(task_prompt: str, question: str) -> Prompt:
+def confirmation_with_parameters_prompt(
+    task_prompt: str, question: str, *, examples: bool = True
+) -> Prompt:
     """A chosen tool's yes/no question whose answer carries the tool's parameters: the prompt
     is the tool's own yes/no question (:func:`suitability_single_prompt`) word for word, the
     parameters come from the output constraint alone (``structured.confirmation_model``).
     Recorded as a ``parameters`` call: it replaces the tool's extraction."""
-    return _question_last(Purpose.PARAMETERS, PER_TOOL_SUITABILITY, task_prompt, question, YesNo)
-
-
-def _question_last(
-    purpose: Purpose,
-    instruction: str,
-    task_prompt: str,
-    question: str,
-    schema: type[BaseModel],
-    *,
-    handled: str = "",
-) -> Prompt:
-    """A call about the task that ends with a tool's yes/no question (after the question of a
-    request another tool handles, if any)."""
-    before = f"Already handled: {handled}\n" if handled else ""
-    return Prompt(
-        purpose,
-        instruction,
-        task=task_prompt,
-        output=output_format(schema),
-        closing=f"{before}Question: {question}",
-    )
+    plain = suitability_single_prompt(task_prompt, question, YesNo, examples=examples)
+    return replace(plain, purpose=Purpose.PARAMETERS)
 
 
 def extract_prompt(
