@@ -212,8 +212,8 @@ real domain, at the end of the system message of every one-tool yes/no call: a r
 something else done to the same thing (cancel, change) and a general question refused, a second
 request accepted besides a handled one and a restatement refused. Fixed text, so the server's
 prompt cache keeps it from one question to the next. Measured in docs/models.md: on the embedded
-model they refuse more requests no tool does without refusing more right tools; in the choice's
-own call they did not pay."""
+model they refuse more requests no tool does, for a second request or two lost (one message more
+right on each labelled split); in the choice's own call they cost right tools."""
 
 PURPOSES_READING_DATA = frozenset({Purpose.RELEVANCE, Purpose.COMPRESSION})
 """``extract`` purposes whose text toolwire's own code prepared (external content already
