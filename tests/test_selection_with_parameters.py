@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from orchestration_kit import EchoTool, domain
 from toolwire import OrchestratorActivatedTool, TaskInfo, ToolExecutionResult
 from toolwire.errors import ModelError
-from toolwire.llm import OpenAIGateway, Purpose, SuitabilityQuestion
+from toolwire.llm import OpenAIGateway, Purpose, SuitabilityQuestion, prompts
 from toolwire.orchestrator import Answer, ConversationService
 from toolwire.run_state import SelectionRecord
 from toolwire.settings import LLMSettings, OrchestratorSettings, SelectionSettings
@@ -249,3 +249,33 @@ async def test_the_chat_model_refuses_an_answer_outside_the_schema(output: objec
         await gateway.aclose()
 
     assert len(server.chat_requests) == 2  # the answer, then one corrective retry
+
+
+@pytest.mark.parametrize("examples", [True, False])
+async def test_the_confirmation_carrying_parameters_follows_the_worked_examples_setting(
+    examples: bool,
+) -> None:
+    """Its prompt is the plain question's, worked examples included or left out as
+    ``llm.suitability_examples`` says; a refusal carries no parameters either way."""
+
+    def refuse(request: FakeRequest) -> FakeReply:
+        return FakeReply(text=json.dumps({"reply": {"answer": "no"}}))
+
+    question = SuitabilityQuestion(tool_name="demo.triangle_area", question=QUESTION)
+    async with FakeOpenAIServer(refuse) as server:
+        settings = LLMSettings(
+            base_url=server.base_url,
+            model="fake",
+            structured_output="json_schema",
+            suitability_examples=examples,
+        )
+        gateway = OpenAIGateway(settings, api_key="test")
+        refused = await gateway.confirm_with_parameters("Write a poem", question, Area)
+        await gateway.aclose()
+
+    assert refused == (False, None)
+    [request] = server.chat_requests
+    system = request.messages[0]["content"]
+    assert system == (
+        f"{prompts.RULES}\n\n{prompts.SUITABILITY_EXAMPLES}" if examples else prompts.RULES
+    )
