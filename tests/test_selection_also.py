@@ -94,6 +94,44 @@ async def test_every_tool_after_the_confirmed_one_is_asked_besides_it() -> None:
     assert selection.besides == {"demo.two": "demo.one", "demo.three": "demo.one"}
 
 
+class AskedTool(EchoTool):
+    """An echo tool with a question of its own words (its siblings are the tools sharing them)."""
+
+    def __init__(self, name: str, question: str) -> None:
+        super().__init__(name, name)
+        self.question = question
+
+    def description(self) -> str:
+        return self.question
+
+    def executable_instruction(self) -> str:
+        return self.question
+
+
+async def test_a_further_tool_unlike_the_confirmed_one_is_asked_its_own_question() -> None:
+    income = AskedTool("income_tax", "Income tax on wages?")
+    sales = AskedTool("sales_tax", "Sales tax on purchases?")
+    hotel = AskedTool("hotel_search", "Hotel rooms in a city?")
+    model = ScriptedModel().on_choose(["income_tax", "hotel_search", "sales_tax"])
+    model.on_suitability(["income_tax", "hotel_search"]).on_answer()
+
+    answer = await asking(model, income, sales, hotel).ask("Tax on 70,000, and a hotel in Rome?")
+
+    assert confirmations(model) == [
+        (["demo.income_tax"], None),
+        (["demo.sales_tax"], "demo.income_tax"),  # a sibling: is it a separate request?
+        (["demo.hotel_search"], None),  # nothing like the handled tool: its own question
+    ]
+    selection = selection_of(answer)
+    assert selection.activated == ["demo.income_tax", "demo.hotel_search"]
+    assert selection.besides == {"demo.sales_tax": "demo.income_tax"}
+    assert selection.why("demo.hotel_search") == "chosen and confirmed"
+    assert selection.why("demo.sales_tax") == (
+        "chosen, refused as a further request besides demo.income_tax"
+    )
+    assert income.texts and hotel.texts and not sales.texts
+
+
 async def test_a_refused_first_choice_hands_the_own_question_to_the_next() -> None:
     one, two, three = EchoTool("one", "1"), EchoTool("two", "2"), EchoTool("three", "3")
     model = ScriptedModel().on_choose(["one", "two", "three"])

@@ -215,18 +215,34 @@ class ToolSelector:
         attempts: int,
     ) -> None:
         """``confirm: also``: the chosen tools' own questions in the order named, until one is
-        confirmed; each later one is then asked whether the task also asks it, as a separate
-        request. Asked on its own, a sibling of the right tool is confirmed as readily as a
-        second request; asked besides it, it is mostly refused (docs/models.md)."""
+        confirmed; each later one that is alike the confirmed tool (either is among the other's
+        closest siblings) is then asked whether the task also asks it, as a separate request, and
+        any other its own question. Asked on its own, a sibling of the right tool is confirmed as
+        readily as a second request; asked besides it, it is mostly refused. A tool unlike the
+        confirmed one is no sibling to refuse, and the further-request question refused real
+        second requests of that kind ("Trains from Munich to Prague …, and a hotel"); its own
+        question accepts them (docs/models.md)."""
         for index, tool in enumerate(chosen):
             await self._ask(task_prompt, [tool], record, llm, attempts, batched=False)
             if not record.answers[tool.qualified_name]:
                 continue
-            if further := chosen[index + 1 :]:
+            further = chosen[index + 1 :]
+            alike = [other for other in further if self._alike(tool, other)]
+            unlike = [other for other in further if not self._alike(tool, other)]
+            if alike:
                 await self._ask(
-                    task_prompt, further, record, llm, attempts, batched=False, handled=tool
+                    task_prompt, alike, record, llm, attempts, batched=False, handled=tool
                 )
+            if unlike:
+                await self._ask(task_prompt, unlike, record, llm, attempts, batched=False)
+            record.activated = [name for name, yes in record.answers.items() if yes]
             return
+
+    def _alike(self, one: SelectableTool, other: SelectableTool) -> bool:
+        """Whether either tool is among the other's closest siblings."""
+        return other.qualified_name in self.siblings_of(one) or (
+            one.qualified_name in self.siblings_of(other)
+        )
 
     async def _choose(
         self,
