@@ -240,6 +240,9 @@ class ServerSettings(Section):
     max_body_bytes: int = Field(default=65_536, gt=0)
     max_message_chars: int = Field(default=8_000, gt=0)
     request_timeout_s: float = Field(default=120.0, gt=0)
+    """Longest a question (``POST /v1/ask``, streamed or not, and the MCP ``<domain>.ask`` tool)
+    runs: then it is cancelled, nothing is stored for its round, and the answer is 504 ``timeout``
+    (over MCP an error result saying so). Its model calls end within 95 % of it."""
     header_timeout_s: float = Field(default=10.0, gt=0)
     """A connection whose request line and headers are not in this long after it opened (or
     after the request's first byte) is closed."""

@@ -20,6 +20,7 @@ from toolwire.cli.state import (
 from toolwire.errors import ConfigError, PluginError, UnknownDomainError
 from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.logging import configure_logging
+from toolwire.server.progress import record_progress
 
 mcp_app = typer.Typer(
     name="mcp",
@@ -71,7 +72,13 @@ def serve(
         exit_missing_extra("toolwire mcp serve", "mcp", error)
     from toolwire.app import App
 
-    configure_logging(force=True, default_level="info" if http else "warning")
+    # the steps logged are tracked, so that a <domain>.ask past server.request_timeout_s names
+    # its last one (over stdio, at warning, only with TOOLWIRE_LOG_LEVEL=info)
+    configure_logging(
+        force=True,
+        default_level="info" if http else "warning",
+        extra_processors=[record_progress],
+    )
     try:
         app = App.load(config_option(ctx, config))
         served = DomainMcpServer(app, domain)

@@ -18,7 +18,11 @@ What a client sees (docs/mcp.md):
   ``server.expose_error_details``: an answer's failures, and a server-side toolwire error (a
   failed model call), read ``... (error id ...)``, the text logged under that id. It takes a
   place under ``server.max_concurrent_questions`` as ``POST /v1/ask`` does; past it the call is at
-  once an error result (``busy: ...``, when to call again), never a wait in a queue.
+  once an error result (``busy: ...``, when to call again), never a wait in a queue. It runs at
+  most ``server.request_timeout_s`` (its model calls within 95 % of it), as ``POST /v1/ask``
+  does, by the same code: past it the question is cancelled, its place given back, nothing
+  stored for the round, and the result is an error in that 504's words (the limit, the setting,
+  the last step logged).
 
 A tool runs as the orchestrator would run it: the app's singleton with its injected tools; a
 context consumer gets an empty context buffer; its execution text is its arguments as JSON (a
@@ -44,13 +48,15 @@ from toolwire.redaction import redact
 from toolwire.run_state import Notice
 from toolwire.server.admission import QuestionPlaces
 from toolwire.server.problems import ApiError, api_error_for
-from toolwire.server.questions import check_message
+from toolwire.server.questions import check_message, question_scope, within_request_time
 from toolwire.sessions.base import SessionIdText
 from toolwire.tools import ChatbotTool, OrchestratorActivatedTool, ResultKind
 
 if TYPE_CHECKING:
     from mcp.server import Server, ServerRequestContext
     from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, Tool
+
+    from toolwire.orchestrator import Answer
 
 log = structlog.get_logger(__name__)
 
@@ -226,15 +232,11 @@ class DomainMcpServer:
             return await self._answer(request, caller)
 
     async def _answer(self, request: AskArguments, caller: str | None) -> CallToolResult:
-        resumes = request.session_id is not None
-        log.info("mcp_ask", domain=self.domain, resumes=resumes, caller=caller)
-        verbose = self.app.config.server.expose_error_details
         try:
-            answer = await self.app.ask(
-                request.message, self.domain, request.session_id, caller=caller
-            )
-        except ToolwireError as error:
-            return _error(api_error_for(error, verbose=verbose).message)
+            answer = await self._asked(request, caller)
+        except ApiError as error:  # shown out of the question's scope: the session id as sent
+            return _error(error.message)
+        verbose = self.app.config.server.expose_error_details
         answer = disclosed_answer(answer, verbose=verbose)
         result = AskResult(
             kind=answer.kind,
@@ -251,6 +253,19 @@ class DomainMcpServer:
                 f'message and session_id "{answer.session_id}"]'
             )
         return _structured(text, result)
+
+    async def _asked(self, request: AskArguments, caller: str | None) -> Answer:
+        """The answer, within ``server.request_timeout_s`` as ``POST /v1/ask``'s, by its code
+        (``ApiError``: a toolwire error's or the time limit's, as that response would say)."""
+        settings = self.app.config.server
+        limit = settings.request_timeout_s
+        with question_scope(request.session_id, caller, limit) as progress:
+            log.info("mcp_ask", domain=self.domain, resumes=request.session_id is not None)
+            question = self.app.ask(request.message, self.domain, request.session_id, caller=caller)
+            try:
+                return await within_request_time(question, limit, progress)
+            except ToolwireError as error:  # logged here, where the session is scrubbed
+                raise api_error_for(error, verbose=settings.expose_error_details) from error
 
 
 def tool_description(tool: ChatbotTool[Any]) -> str:

@@ -33,8 +33,8 @@ from toolwire.server.questions import (
     check_message,
     client_gone,
     question_scope,
-    timeout_error,
     until_the_client_leaves,
+    within_request_time,
 )
 from toolwire.server.schemas import AskRequest, DomainInfo, ErrorBody, Health, ToolInfo
 from toolwire.server.streaming import SSE_MEDIA_TYPE, event_stream_response
@@ -233,21 +233,17 @@ def _api_router() -> APIRouter:
         if body.stream or SSE_MEDIA_TYPE in request.headers.get("accept", ""):
             return event_stream_response(app, body, caller, settings)
         limit = settings.request_timeout_s
-        with question_scope(body, caller, limit) as progress:
-            timer = asyncio.timeout(limit)
+        with question_scope(body.session_id, caller, limit) as progress:
             question = app.ask(body.message, body.domain, body.session_id, caller=caller)
             try:
-                async with timer:
-                    answer = await until_the_client_leaves(request.receive, question)
+                answer = await within_request_time(
+                    until_the_client_leaves(request.receive, question), limit, progress
+                )
                 return disclosed_answer(answer, verbose=settings.expose_error_details)
             except ToolwireError as error:  # logged here, where the session is scrubbed
                 raise api_error_for(error, verbose=settings.expose_error_details) from error
             except ClientGone:
                 raise client_gone() from None
-            except TimeoutError:
-                if not timer.expired():
-                    raise
-                raise timeout_error(limit, progress) from None
 
     @router.get("/domains", response_model=list[DomainInfo], responses=_ERRORS)
     async def domains(request: Request) -> list[DomainInfo]:

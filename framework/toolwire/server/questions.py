@@ -1,12 +1,12 @@
-"""What every ``POST /v1/ask`` does around its question, streamed or not: the request's log
-context and redaction, the progress kept for a timeout's message, and that message; and for the
-plain request, what the streamed one gets from its response: the question stops when the client
-goes away."""
+"""What every ``POST /v1/ask`` (streamed or not) and every MCP ``<domain>.ask`` does around its
+question: the request's log context and redaction, the progress kept for a timeout's message, the
+time limit and that message; and for the plain request, what the streamed one gets from its
+response: the question stops when the client goes away."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -17,7 +17,6 @@ from toolwire.llm.budget import question_budget
 from toolwire.redaction import scrubbing, session_ref
 from toolwire.server.problems import ApiError
 from toolwire.server.progress import RequestProgress, tracking_progress
-from toolwire.server.schemas import AskRequest
 from toolwire.settings import ServerSettings
 
 log = structlog.get_logger(__name__)
@@ -44,21 +43,35 @@ MODEL_SHARE_OF_REQUEST = 0.95
 
 @contextmanager
 def question_scope(
-    body: AskRequest, caller: str | None, request_timeout_s: float
+    session_id: str | None, caller: str | None, request_timeout_s: float
 ) -> Iterator[RequestProgress]:
     """Inside: events are logged with the caller and the resumed session's short hash (never its
     id), the question's progress is tracked for :func:`timeout_error`, and its model calls end
     before the request's time does (so a slow model is a 502 or an answer, not a 504; the
     orchestrator's own budget never extends this one)."""
-    session = session_ref(body.session_id) if body.session_id else None
+    session = session_ref(session_id) if session_id else None
     model_time = request_timeout_s * MODEL_SHARE_OF_REQUEST
     with (
         structlog.contextvars.bound_contextvars(session=session, caller=caller),
-        scrubbing({body.session_id: f"<session {session}>"} if body.session_id else {}),
+        scrubbing({session_id: f"<session {session}>"} if session_id else {}),
         tracking_progress() as progress,
         question_budget(model_time, "server.request_timeout_s"),
     ):
         yield progress
+
+
+async def within_request_time(work: Awaitable[T], limit: float, progress: RequestProgress) -> T:
+    """``work``'s result; past ``limit`` seconds (``server.request_timeout_s``) it is cancelled,
+    so a round it interrupts stores nothing, and :func:`timeout_error` is raised. A
+    ``TimeoutError`` of the work's own passes through as it is."""
+    timer = asyncio.timeout(limit)
+    try:
+        async with timer:
+            return await work
+    except TimeoutError:
+        if not timer.expired():
+            raise
+        raise timeout_error(limit, progress) from None
 
 
 def timeout_error(limit: float, progress: RequestProgress) -> ApiError:

@@ -62,7 +62,7 @@ async def answer_events(
     loop = asyncio.get_running_loop()
     limit = settings.request_timeout_s
     deadline = loop.time() + limit
-    with question_scope(body, caller, limit) as progress:
+    with question_scope(body.session_id, caller, limit) as progress:
         question = WatchedQuestion(
             lambda: app.ask(body.message, body.domain, body.session_id, caller=caller)
         )
