@@ -30,8 +30,10 @@ So a tool whose schema has one unfit for the prompts is refused at the declarati
 (:func:`schema_refusal`): a property name must match :data:`PROPERTY_NAME` at every depth, and a
 value must be text :func:`listed_text` leaves as it is within :data:`MAX_SCHEMA_VALUE_CHARS`
 (no control or invisible character, line break or run of white space), with no ``<`` that opens a
-tag or a template token (``"<="`` is an ordinary value, ``"</task>"`` is not). A YAML
-``input_schema:`` is trusted configuration and used as written.
+tag or a template token (``"<="`` is an ordinary value, ``"</task>"`` is not). Its size is
+bounded too: at most :data:`MAX_SCHEMA_PROPERTIES` properties in all, :data:`MAX_ENUM_VALUES`
+values in one enum, :data:`MAX_SCHEMA_DEPTH` levels of schemas. A YAML ``input_schema:`` is
+trusted configuration and used as written.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
 
 MAX_DESCRIPTION_CHARS = 1_000
 """Most characters of a listed tool's description, and of each description in its input
@@ -52,6 +54,22 @@ PROPERTY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 accept for a tool's parameters, so a schema toolwire takes can be offered to any of them."""
 MAX_SCHEMA_VALUE_CHARS = 128
 """Most characters of one ``enum``, ``const`` or ``default`` string of a listed input schema."""
+
+MAX_SCHEMA_PROPERTIES = 64
+"""Most properties a listed input schema declares in all, those of nested objects and ``$defs``
+counted too. A schema's text goes into the prompts (the parameter extraction's output format
+lists every property and enum value) and into the grammar the model's output is held to, on every
+question the tool runs for: a huge one costs tokens and time on each (or makes a grammar too big
+to build). So a tool past any of these bounds is left out; a form of a few dozen fields is
+inside."""
+MAX_ENUM_VALUES = 256
+"""Most values of one ``enum`` of a listed input schema (why: :data:`MAX_SCHEMA_PROPERTIES`); a
+list of the world's countries is inside."""
+MAX_SCHEMA_DEPTH = 8
+"""Most levels of schemas in a listed input schema (why: :data:`MAX_SCHEMA_PROPERTIES`): the
+schema itself is the first, and a property's, an item's or an option's schema is one more than
+the schema holding it (``$ref`` is not followed); a list of objects holding lists of objects
+is 5."""
 
 _VALUE_KEYWORDS = frozenset({"enum", "const", "default"})
 _SCHEMA_MAPS = frozenset(
@@ -106,17 +124,32 @@ def listed_schema(schema: Any) -> Any:
 def schema_refusal(schema: Any) -> str | None:
     """Why a listed input schema cannot reach the prompts as written (module docstring), or
     None when it can."""
-    for kind, text in _written_as_sent(schema):
-        if kind == "name" and not PROPERTY_NAME.fullmatch(text):
-            return (
-                "a property name that is not 1 to 64 letters, digits, '_', '.' or '-', "
-                f"{quoted(text)}"
-            )
-        if kind == "value" and not _fit_value(text):
-            return (
-                f"an enum, const or default value that is not plain text of at most "
-                f"{MAX_SCHEMA_VALUE_CHARS} characters on one line, or opens a tag, {quoted(text)}"
-            )
+    properties = 0
+    for depth, part in _subschemas(schema):
+        if depth > MAX_SCHEMA_DEPTH:
+            return f"schemas nested more than {MAX_SCHEMA_DEPTH} levels deep"
+        names = part.get("properties")
+        if isinstance(names, dict):
+            for name in names:
+                if not PROPERTY_NAME.fullmatch(str(name)):
+                    return (
+                        "a property name that is not 1 to 64 letters, digits, '_', '.' or '-', "
+                        f"{quoted(str(name))}"
+                    )
+            properties += len(names)
+            if properties > MAX_SCHEMA_PROPERTIES:
+                return f"more than {MAX_SCHEMA_PROPERTIES} properties (nested objects' counted too)"
+        enum = part.get("enum")
+        if isinstance(enum, list) and len(enum) > MAX_ENUM_VALUES:
+            return f"an enum of {len(enum):,} values (at most {MAX_ENUM_VALUES})"
+        values = [value for key, value in part.items() if key in _VALUE_KEYWORDS]
+        for text in _strings(values):
+            if not _fit_value(text):
+                return (
+                    f"an enum, const or default value that is not plain text of at most "
+                    f"{MAX_SCHEMA_VALUE_CHARS} characters on one line, or opens a tag, "
+                    f"{quoted(text)}"
+                )
     return None
 
 
@@ -132,25 +165,23 @@ def _fit_value(text: str) -> bool:
     )
 
 
-def _written_as_sent(schema: Any) -> Iterator[tuple[Literal["name", "value"], str]]:
-    """``("name", ...)`` for every property name at any depth of ``schema``, ``("value", ...)``
-    for every string in its enum, const and default values (``examples`` are skipped: the
-    parameter model drops them)."""
+def _subschemas(schema: Any, depth: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Every schema in ``schema`` with its level (:data:`MAX_SCHEMA_DEPTH`), a schema before
+    those it holds. The keys of a map of schemas (``properties``, ``$defs`` …) are names, never
+    keywords; ``enum``, ``const``, ``default`` and ``examples`` hold values, not schemas (the
+    parameter model drops ``examples``). Lazy: a caller that stops at a level stops the walk."""
     if isinstance(schema, list):
         for item in schema:
-            yield from _written_as_sent(item)
+            yield from _subschemas(item, depth)
         return
     if not isinstance(schema, dict):
         return
+    yield depth, schema
     for key, value in schema.items():
-        if key in _VALUE_KEYWORDS:
-            yield from (("value", text) for text in _strings(value))
-        elif key in _SCHEMA_MAPS and isinstance(value, dict):
-            if key == "properties":
-                yield from (("name", str(name)) for name in value)
-            yield from _written_as_sent(list(value.values()))
-        elif key != "examples":
-            yield from _written_as_sent(value)
+        if key in _VALUE_KEYWORDS or key == "examples":
+            continue
+        held = list(value.values()) if key in _SCHEMA_MAPS and isinstance(value, dict) else value
+        yield from _subschemas(held, depth + 1)
 
 
 def _strings(value: Any) -> Iterator[str]:
