@@ -134,6 +134,29 @@ def test_a_control_character_is_located(isolated: Path) -> None:
     assert problem.line == 3 and "character U+0001 is not allowed" in problem.message
 
 
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("1" * 5000, "cannot be read as int (Exceeds the limit (4300 digits)"),
+        ("2020-13-45", "'2020-13-45' cannot be read as timestamp (month must be in 1..12)"),
+        ("0000-01-01", "cannot be read as timestamp (year 0 is out of range)"),
+        ("!!bool maybe", "'maybe' cannot be read as bool"),
+    ],
+    ids=["5000-digits", "month-13", "year-0", "bool-tag"],
+)
+def test_a_scalar_its_tag_cannot_convert_is_located(
+    isolated: Path, write_file: WriteFile, value: str, says: str
+) -> None:
+    """The safe constructor raised a bare ValueError or KeyError: a traceback from check."""
+    path = write_file("app.yaml", f"default_domain: shop\nllm:\n  max_retries: {value}\n")
+
+    problem = only_problem(path)
+
+    assert problem.line == 3
+    assert says in problem.message and problem.message.endswith("quote it if it is text")
+    assert "set_int_max_str_digits" not in problem.message
+
+
 def test_a_symlink_to_dev_zero_is_not_read(isolated: Path) -> None:
     link = isolated / "zero.yaml"
     link.symlink_to("/dev/zero")

@@ -6,8 +6,9 @@ symlink to ``/dev/zero`` or a FIFO is refused, not read forever), decodes it as 
 byte is reported at its line), refuses nesting deeper than ``MAX_DEPTH`` before the parser builds
 it (a 100k-deep ``[[[…`` would crash or stall the C parser), and refuses aliases beyond
 ``MAX_ALIASES`` or expanding the document by more than ``MAX_ALIAS_EXPANSION`` nodes (a
-"billion laughs" file is a few hundred bytes). Every refusal is a ``ConfigError`` at
-``path:line:``, never a traceback.
+"billion laughs" file is a few hundred bytes). A scalar its tag cannot convert (an integer of
+more than 4,300 digits, a date such as ``2020-13-45``, ``!!bool maybe``) is refused at its line
+too. Every refusal is a ``ConfigError`` at ``path:line:``, never a traceback.
 
 The safe loader is ruamel.yaml's, with its C parser when installed; its node tree keeps line
 numbers for the validation messages (``toolwire.config``).
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.constructor import ConstructorError, SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -58,6 +60,7 @@ def read_yaml(path: Path) -> YamlDocument:
     where = str(path)
     text = _decode(_read_regular_file(path), where)
     yaml = YAML(typ="safe", pure=False)
+    yaml.Constructor = _LocatedConstructor
     try:
         first_alias_line = _check_structure(yaml, text, where)
         node = yaml.compose(text)
@@ -83,6 +86,29 @@ def read_yaml(path: Path) -> YamlDocument:
     if not isinstance(node, MappingNode) or not isinstance(data, dict):
         raise ConfigError(Problem("the file must contain a mapping at its top level", where, 1))
     return YamlDocument(to_plain(data), node)
+
+
+class _LocatedConstructor(SafeConstructor):
+    """The safe constructor, with a scalar its tag cannot convert as a located error.
+
+    The safe constructor converts a resolved scalar with ``int()``, ``datetime()`` or a lookup,
+    and lets their ``ValueError`` or ``KeyError`` out without a mark: ``2020-13-45`` (a
+    timestamp), 5,000 digits (Python's limit on converting digits to an int), ``!!bool maybe``.
+    """
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, KeyError) as error:
+            value = str(node.value)
+            shown = f"{value[:40]}…" if len(value) > 40 else value
+            kind = str(node.tag).rsplit(":", 1)[-1]
+            why = str(error).split(";")[0]  # not Python's advice to raise its digit limit
+            raise ConstructorError(
+                problem=f"the value {shown!r} cannot be read as {kind} ({why}); quote it if it "
+                "is text",
+                problem_mark=node.start_mark,
+            ) from None
 
 
 def _read_regular_file(path: Path) -> bytes:
