@@ -145,6 +145,18 @@ class ExitingTool(_Tool):
         sys.exit("no licence key")
 
 
+class UnprintableError(Exception):
+    """An exception whose text cannot be read: its ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+class UnprintableTool(_Tool):
+    def __init__(self) -> None:
+        raise UnprintableError
+
+
 class BrokenUserTool(_Tool):
     def __init__(self, broken: BrokenTool) -> None:
         self.broken = broken
@@ -565,14 +577,25 @@ def test_a_constructor_that_raises_is_reported_at_build_time_with_its_cause() ->
     assert isinstance(caught.value.__cause__, RuntimeError)
 
 
-def test_a_constructor_calling_sys_exit_is_reported_like_any_failure() -> None:
-    """Before, the SystemExit ended App.load (every toolwire command) with no location."""
+@pytest.mark.parametrize(
+    ("tool_class", "failure"),
+    [
+        (ExitingTool, "SystemExit: no licence key"),
+        (UnprintableTool, "UnprintableError: (its message cannot be shown: str() of it raised)"),
+    ],
+    ids=["sys-exit", "error-without-text"],
+)
+def test_a_constructor_calling_sys_exit_or_raising_without_text_is_reported_like_any_failure(
+    tool_class: type[_Tool], failure: str
+) -> None:
+    """Before, the SystemExit ended App.load (every toolwire command) with no location, and
+    reporting an error whose str() raises raised again."""
     with pytest.raises(WiringError) as caught:
-        ToolContainer.build(registry(reg(ExitingTool, "exiting", line=2)))
+        ToolContainer.build(registry(reg(tool_class, "failing", line=2)))
 
     assert [str(problem) for problem in caught.value.problems] == [
-        f"{YAML}:2: pharma.exiting: building tool 'pharma.exiting' "
-        f"({__name__}.ExitingTool) failed: SystemExit: no licence key"
+        f"{YAML}:2: pharma.failing: building tool 'pharma.failing' "
+        f"({__name__}.{tool_class.__name__}) failed: {failure}"
     ]
 
 

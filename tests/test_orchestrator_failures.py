@@ -63,6 +63,29 @@ async def test_a_tool_that_raises_is_reported_and_the_others_still_run(
     ]
 
 
+class UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+async def test_a_tool_raising_an_error_without_text_is_a_recorded_failure(
+    scripted_model: ScriptedModel,
+) -> None:
+    """Recording the failure called str() of the error, which raised: the question crashed."""
+    broken = EchoTool("broken", UnprintableError(), priority=1)
+    fine = EchoTool("fine", "fine context", priority=2)
+    scripted_model.on_suitability(["broken", "fine"]).on_answer()
+    service = conversation_for(domain(), broken, fine, model=scripted_model)
+
+    answer = await service.ask("q")
+
+    assert answer.text.startswith("fine context")
+    assert answer.failures == [
+        "task 1: tool demo.broken raised UnprintableError: (its message cannot be shown: str() "
+        "of it raised)"
+    ]
+
+
 async def test_a_tool_returning_something_else_than_a_result_is_a_recorded_error(
     scripted_model: ScriptedModel,
 ) -> None:

@@ -162,6 +162,36 @@ def test_a_plugin_calling_sys_exit_is_reported_and_the_others_load(
     assert [d.name for d in found.domains] == ["calm"]
 
 
+UNPRINTABLE = (
+    "class Unprintable(Exception):\n"
+    "    def __str__(self):\n"
+    "        raise RuntimeError('no text')\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        (UNPRINTABLE + "raise Unprintable()\n", "failed to import: Unprintable: "),
+        (UNPRINTABLE + "import toolwire\n@toolwire.hookimpl\ndef register_domains(register):\n"
+         "    raise Unprintable()\n", "raised Unprintable: "),
+    ],
+    ids=["at-import", "in-a-hook"],
+)  # fmt: skip
+def test_a_plugin_raising_an_error_without_text_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, error: str
+) -> None:
+    """Reporting it called str() of the error, which raised: toolwire plugins (and every
+    command) ended in a traceback."""
+    write_module(tmp_path, monkeypatch, "unprintable_plugin", source)
+    monkeypatch.delitem(sys.modules, "unprintable_plugin", raising=False)
+    fake_entry_points(monkeypatch, EntryPoint("unprintable", "unprintable_plugin", "toolwire"))
+
+    (info,) = discover().plugins
+
+    assert info.error == error + "(its message cannot be shown: str() of it raised)"
+
+
 def test_toolwire_plugins_limits_entry_points(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

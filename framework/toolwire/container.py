@@ -38,6 +38,7 @@ from toolwire.errors import (
     ToolNameError,
     UnknownToolError,
     WiringError,
+    describe,
 )
 from toolwire.registry import ToolRegistration, ToolRegistry, located
 from toolwire.tools import ChatbotTool
@@ -150,7 +151,7 @@ class ToolContainer:
             except PLUGIN_FAILURES as error:  # any constructor failure (sys.exit() too) is the
                 # author's to see, located
                 # the cause stays chained to the WiringError; a log line carries no traceback
-                log.error("tool_build_failed", tool=name, error=f"{type(error).__name__}: {error}")
+                log.error("tool_build_failed", tool=name, error=describe(error))
                 failed.add(name)
                 causes.append(error)
                 registration = self._registrations[name]
@@ -158,7 +159,7 @@ class ToolContainer:
                     _problem(
                         registration,
                         f"building tool {name!r} ({_class_path(registration)}) failed: "
-                        f"{type(error).__name__}: {error}",
+                        f"{describe(error)}",
                     )
                 )
         if problems:

@@ -57,6 +57,19 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f"did you mean {close[0]!r}? " if close else ""
 
 
+def describe(error: BaseException) -> str:
+    """``"RuntimeError: boom"``: how an exception raised by plugin code reads in a failure.
+
+    Its text is the plugin's: an ``__str__`` that raises must not turn the report of one failing
+    tool or plugin into a crash of the whole question (or of ``toolwire plugins``).
+    """
+    try:
+        message = str(error)
+    except PLUGIN_FAILURES:
+        message = "(its message cannot be shown: str() of it raised)"
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
 class ToolwireError(Exception):
     """Root of every error toolwire raises on purpose."""
 

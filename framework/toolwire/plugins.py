@@ -33,6 +33,7 @@ from toolwire.errors import (
     PluginError,
     Problem,
     ToolDeclarationError,
+    describe,
     did_you_mean,
 )
 from toolwire.hookspecs import (
@@ -276,7 +277,7 @@ def _load_entry_points(result: PluginSet, allowed: set[str] | None) -> list[_Can
         try:
             plugin = entry_point.load()
         except PLUGIN_FAILURES as error:  # any import-time failure (sys.exit too) is the plugin's
-            _fail(result, name, version, f"failed to import: {_describe(error)}", error)
+            _fail(result, name, version, f"failed to import: {describe(error)}", error)
             continue
         loaded.append(_Candidate(name, version, plugin))
     for name in sorted((allowed or set()) - set(by_name)):
@@ -364,7 +365,7 @@ def _collect(
                 impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
         tools = _place_tools(contribution, candidate.name)
     except PLUGIN_FAILURES as error:  # a plugin's bug (sys.exit too) must not stop the others
-        _fail(result, candidate.name, candidate.version, f"raised {_describe(error)}", error)
+        _fail(result, candidate.name, candidate.version, f"raised {describe(error)}", error)
         pm.unregister(name=candidate.name)
         return
     for spec, source in contribution.domains:
@@ -642,6 +643,3 @@ def _function_location(function: object) -> dict[str, Any]:
     code = getattr(function, "__code__", None)
     return {"path": code.co_filename, "line": code.co_firstlineno} if code else {}
 
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"

@@ -13,6 +13,7 @@ from toolwire.errors import (
     ToolThreadsExhaustedError,
     ToolTimeoutError,
 )
+from toolwire.errors import describe as describe  # re-exported: callers import it from here
 
 T = TypeVar("T")
 
@@ -44,12 +45,6 @@ async def call_model(
             problem = "the model returned invalid output"
         log.warning("model_call_failed", purpose=purpose, attempt=attempt, problem=problem)
     raise ModelError(purpose, f"{problem} (after {attempts} attempt(s))")
-
-
-def describe(error: BaseException) -> str:
-    """``"RuntimeError: boom"``: how an exception appears in the trace."""
-    message = str(error)
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def failed(error: BaseException) -> str:
