@@ -150,6 +150,41 @@ def test_a_store_name_taken_or_badly_registered_fails_the_plugin_at_its_register
     assert found.session_stores["sqlite"].plugin == BUILTIN_PLUGIN_NAME
 
 
+def _raises(*args: object) -> Any:
+    raise RuntimeError("store at 10.0.0.7 refused")
+
+
+@pytest.mark.parametrize(
+    ("hook", "section", "factory", "says"),
+    [
+        ("register_session_stores", "sessions", lambda settings: None,
+         "the session store factory 'broken' returned NoneType, not a SessionStore"),
+        ("register_session_stores", "sessions", _raises,
+         "the session store factory 'broken' raised RuntimeError: store at 10.0.0.7 refused"),
+        ("register_models", "llm", lambda settings, environ: "a model",
+         "the model factory 'broken' returned str, not a LanguageModel"),
+        ("register_models", "llm", _raises,
+         "the model factory 'broken' raised RuntimeError: store at 10.0.0.7 refused"),
+    ],
+    ids=["store-returns-none", "store-raises", "model-returns-str", "model-raises"],
+)  # fmt: skip
+def test_a_factory_that_raises_or_builds_the_wrong_thing_is_a_plugin_error_at_its_line(
+    isolated: Path, write_file: WriteFile, hook: str, section: str, factory: Any, says: str
+) -> None:
+    """The factory's error, or the None it returned, was a traceback from the first question
+    (``'NoneType' object has no attribute 'load'``)."""
+    key = "store" if section == "sessions" else "provider"
+    config = write_file("toolwire.yaml", f"{section}:\n  {key}: broken\n")
+    plugin = plugin_with(hook, ("broken", factory), name="flaky")
+    app = App.load(config, plugins=[shop(), plugin], load_entry_points=False)
+
+    with pytest.raises(toolwire.PluginError) as raised:
+        app.session_store if section == "sessions" else app.llm  # noqa: B018
+
+    assert str(raised.value).endswith(f"plugin 'flaky': {says}")
+    assert raised.value.problem.path == __file__
+
+
 # -- register_commands ---------------------------------------------------------------------
 
 

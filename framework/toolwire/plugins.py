@@ -33,6 +33,7 @@ from toolwire.errors import (
     PluginError,
     Problem,
     ToolDeclarationError,
+    ToolwireError,
     describe,
     did_you_mean,
 )
@@ -81,7 +82,7 @@ BUILTIN_PLUGIN_NAME = "toolwire"
 COMMAND_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]*$")
 """``toolwire`` subcommand names: lower case words joined by ``-``, as typer writes them."""
 
-T = TypeVar("T")
+T = TypeVar("T", covariant=True)
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,38 @@ class Named(Generic[T]):
     """The plugin that registered it (``toolwire`` for the built-in ones)."""
     source: SourceLocation | None = None
     """The ``register(...)`` line."""
+
+
+R = TypeVar("R")
+
+
+def built_by(registered: Named[Callable[..., R]], kind: str, expected: type, *args: object) -> R:
+    """What the factory registered as ``registered`` builds from ``args``.
+
+    The factory is plugin code called when the app first needs a model or a store: one that
+    raises (not a toolwire error, which says what to fix itself) or returns something else than
+    ``expected`` is a ``PluginError`` at its ``register(...)`` line, instead of a traceback from
+    the first question. ``kind``: what it builds ("session store").
+    """
+    source = registered.source
+
+    def failure(message: str) -> PluginError:
+        return PluginError(
+            registered.plugin,
+            f"the {kind} factory {registered.name!r} {message}",
+            path=source.path if source else None,
+            line=source.line if source else None,
+        )
+
+    try:
+        built = registered.value(*args)
+    except ToolwireError:
+        raise
+    except PLUGIN_FAILURES as error:
+        raise failure(f"raised {describe(error)}") from error
+    if not isinstance(built, expected):
+        raise failure(f"returned {type(built).__name__}, not a {expected.__name__}")
+    return built
 
 
 ModelProvider = Named[ModelFactory]
@@ -642,4 +675,3 @@ def _function_location(function: object) -> dict[str, Any]:
     """``path``/``line`` keyword arguments for a PluginError about a hook implementation."""
     code = getattr(function, "__code__", None)
     return {"path": code.co_filename, "line": code.co_firstlineno} if code else {}
-

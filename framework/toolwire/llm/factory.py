@@ -51,14 +51,14 @@ def create_language_model(
     ones, found through the same hook."""
     env = os.environ if environ is None else environ
     resolved = resolve_settings(settings or LLMSettings(), env)
-    if providers is None:
-        from toolwire.plugins import discover
+    from toolwire.plugins import built_by, discover
 
+    if providers is None:
         providers = discover(load_entry_points=False).models
     name = provider_name(resolved, env)
     if name not in providers:
         raise ConfigError(unknown_provider(name, providers))
-    return providers[name].value(resolved, env)
+    return built_by(providers[name], "model", LanguageModel, resolved, env)
 
 
 def unknown_provider(name: str, providers: Mapping[str, ModelProvider]) -> str:

@@ -56,13 +56,13 @@ def create_session_store(
 ) -> SessionStore:
     """The store ``settings.store`` names. ``stores``: the registered ones
     (``App.session_stores``); by default the built-in ones, found through the same hook."""
-    if stores is None:
-        from toolwire.plugins import discover
+    from toolwire.plugins import built_by, discover
 
+    if stores is None:
         stores = discover(load_entry_points=False).session_stores
     if settings.store not in stores:
         raise ConfigError(unknown_store(settings.store, stores))
-    return stores[settings.store].value(settings)
+    return built_by(stores[settings.store], "session store", SessionStore, settings)
 
 
 def unknown_store(name: str, stores: Mapping[str, SessionStoreProvider]) -> str:
