@@ -17,7 +17,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 from server_support.processes import ServerProcess, write_config
 from toolwire.redaction import session_ref
 from toolwire.server import auth
-from toolwire.server.problems import ApiError
+from toolwire.server.problems import MAX_PROBLEMS_LISTED, ApiError
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -204,6 +204,24 @@ def test_a_hostile_body_is_422_naming_what_to_fix(
     assert location in [problem["location"] for problem in body["details"]["problems"]]
     assert says in body["message"]
     assert not [e for e in server.events() if e["event"] == "request_crashed"]
+
+
+def test_a_body_of_many_unknown_keys_lists_the_first_problems_and_counts_the_rest(
+    server: ServerProcess,
+) -> None:
+    """Every problem was listed: a body of 250 unknown keys got a 22 kB answer (a 64 kB body,
+    about a megabyte)."""
+    raw = ("{" + ",".join(f'"{n:x}":0' for n in range(250)) + ',"message":"hi"}').encode()
+
+    response = httpx.post(
+        f"{server.url}/v1/ask", content=raw, headers={**AUTH, "content-type": "application/json"}
+    )
+
+    body = assert_error(response, 422, "invalid_request")
+    assert len(body["details"]["problems"]) == MAX_PROBLEMS_LISTED
+    assert body["details"]["problems_not_listed"] == 250 - MAX_PROBLEMS_LISTED
+    assert body["message"].endswith(f"… and {250 - MAX_PROBLEMS_LISTED} more problem(s)")
+    assert len(response.content) < 4000  # every problem listed: 22 kB
 
 
 # -- conversations and errors ----------------------------------------------------------------

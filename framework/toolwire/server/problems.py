@@ -36,6 +36,11 @@ from toolwire.server.schemas import ErrorBody
 log = structlog.get_logger(__name__)
 
 
+MAX_PROBLEMS_LISTED = 20
+"""Validation problems a 422 lists; the rest are counted. A body of thousands of unknown keys
+(``{"a":0,"b":0,…}``) made an answer thirteen times its size, about a megabyte for 64 kB."""
+
+
 class ApiError(Exception):
     """An error response: the server's own decisions (auth, limits, time, unknown domain) are
     raised as one; every other failure is turned into one by the handlers below."""
@@ -185,19 +190,21 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        errors = exc.errors()
         problems = [
             {
                 "location": ".".join(str(part) for part in problem.get("loc", ())),
                 "message": str(problem.get("msg", "")),
             }
-            for problem in exc.errors()
+            for problem in errors[:MAX_PROBLEMS_LISTED]
         ]
         summary = "; ".join(f"{p['location']}: {p['message']}" for p in problems)
+        details: dict[str, Any] = {"problems": problems}
+        if len(errors) > len(problems):
+            details["problems_not_listed"] = len(errors) - len(problems)
+            summary += f"; … and {len(errors) - len(problems)} more problem(s)"
         return ApiError(
-            422,
-            "invalid_request",
-            f"the request body is not valid: {summary}",
-            details={"problems": problems},
+            422, "invalid_request", f"the request body is not valid: {summary}", details=details
         ).response()
 
     async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
