@@ -4,6 +4,7 @@ traceback, a hang or a crash of the C parser."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,13 @@ from toolwire import ConfigError
 from toolwire.cli import app as cli
 from toolwire.config import PluginConfigFile, load_app_config, load_file
 from toolwire.errors import Problem
-from toolwire.yaml_file import MAX_ALIAS_EXPANSION, MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES
+from toolwire.yaml_file import (
+    MAX_ALIAS_EXPANSION,
+    MAX_ALIASES,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_NODES,
+)
 
 BILLION_LAUGHS = """\
 default_domain: shop
@@ -112,6 +119,28 @@ def test_deep_nesting_is_refused_before_the_parser_builds_it(
 
     assert problem.line == line
     assert f"nesting deeper than {MAX_DEPTH} levels" in problem.message
+
+
+@pytest.mark.parametrize("layout", ["flow", "block"])
+def test_a_file_of_many_tiny_values_is_refused_quickly_before_composing(
+    isolated: Path, write_file: WriteFile, layout: str
+) -> None:
+    """Under the size limit, 400,000 items took 6 s to compose and construct before the check."""
+    if layout == "flow":
+        text = "default_domain: x\nitems: [" + "1," * 400_000 + "1]\n"
+        line = 2
+    else:
+        text = "default_domain: x\nitems:\n" + "- 1\n" * 250_000
+        line = MAX_NODES - 2  # the file's mapping, default_domain, x, items and the list first
+    path = write_file("many.yaml", text)
+    assert path.stat().st_size <= MAX_FILE_BYTES
+
+    started = time.perf_counter()
+    problem = only_problem(path)
+
+    assert time.perf_counter() - started < 1
+    assert problem.line == line
+    assert f"more than {MAX_NODES} values" in problem.message
 
 
 def test_a_byte_that_is_not_utf8_is_located(isolated: Path) -> None:

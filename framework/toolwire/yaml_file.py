@@ -4,7 +4,9 @@ Configuration comes from the app and from every installed plugin, so the reader 
 about a file: it reads only a regular file of at most ``MAX_FILE_BYTES`` (a path that is a
 symlink to ``/dev/zero`` or a FIFO is refused, not read forever), decodes it as UTF-8 (a bad
 byte is reported at its line), refuses nesting deeper than ``MAX_DEPTH`` before the parser builds
-it (a 100k-deep ``[[[…`` would crash or stall the C parser), and refuses aliases beyond
+it (a 100k-deep ``[[[…`` would crash or stall the C parser), refuses more than ``MAX_NODES``
+values before composing them (building the node tree and the data costs some 15 µs a value, so a
+MiB of ``- 1`` lines took seconds to refuse), and refuses aliases beyond
 ``MAX_ALIASES`` or expanding the document by more than ``MAX_ALIAS_EXPANSION`` nodes (a
 "billion laughs" file is a few hundred bytes). A scalar its tag cannot convert (an integer of
 more than 4,300 digits, a date such as ``2020-13-45``, ``!!bool maybe``) is refused at its line
@@ -26,7 +28,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.constructor import ConstructorError, SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent
+from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
@@ -34,6 +36,9 @@ from toolwire.errors import ConfigError, Problem
 
 MAX_FILE_BYTES = 1_048_576
 """A configuration file is a few kilobytes; one MiB leaves room for generated files."""
+MAX_NODES = 50_000
+"""Values (scalars, mappings, lists and aliases) a file may hold; the largest shipped file has
+about 6,000. Counted on the parser's events, which cost a tenth of composing them."""
 MAX_DEPTH = 64
 """Nested collections (mappings and lists) a file may open inside each other."""
 MAX_ALIASES = 100
@@ -184,25 +189,31 @@ def _decode(raw: bytes, where: str) -> str:
 
 
 def _check_structure(yaml: YAML, text: str, where: str) -> int | None:
-    """Refuse deep nesting and too many aliases from the parser's events, before composing.
+    """Refuse too many values, deep nesting and too many aliases from the parser's events.
 
-    The events are read one at a time, so the check stops at the first collection too deep,
-    after reading only that much of the file. Returns the line of the first alias, if any.
+    The events are read one at a time, before anything is composed, so the check stops at the
+    first value over a limit after reading only that much of the file. Returns the line of the
+    first alias, if any.
     """
+    nodes = 0
     depth = 0
     aliases = 0
     first_alias_line: int | None = None
     for event in yaml.parse(text):
+        refusal: str | None = None
+        if isinstance(event, NodeEvent):
+            nodes += 1
+            if nodes > MAX_NODES:
+                refusal = (
+                    f"more than {MAX_NODES} values (scalars, mappings, lists); a configuration "
+                    "file holds far fewer: split it or shorten its lists"
+                )
         if isinstance(event, CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                raise ConfigError(
-                    Problem(
-                        f"nesting deeper than {MAX_DEPTH} levels of mappings and lists; "
-                        "flatten the structure",
-                        where,
-                        _line(event),
-                    )
+                refusal = (
+                    f"nesting deeper than {MAX_DEPTH} levels of mappings and lists; "
+                    "flatten the structure"
                 )
         elif isinstance(event, CollectionEndEvent):
             depth -= 1
@@ -210,14 +221,12 @@ def _check_structure(yaml: YAML, text: str, where: str) -> int | None:
             aliases += 1
             first_alias_line = first_alias_line or _line(event)
             if aliases > MAX_ALIASES:
-                raise ConfigError(
-                    Problem(
-                        f"more than {MAX_ALIASES} aliases (*name); write the values out or "
-                        "split the file",
-                        where,
-                        _line(event),
-                    )
+                refusal = (
+                    f"more than {MAX_ALIASES} aliases (*name); write the values out or split "
+                    "the file"
                 )
+        if refusal is not None:
+            raise ConfigError(Problem(refusal, where, _line(event)))
     return first_alias_line
 
 
