@@ -115,7 +115,7 @@ def test_openapi_documents_the_api(server: ServerProcess) -> None:
 
     assert set(spec["paths"]) == {"/v1/ask", "/v1/domains", "/v1/tools", "/healthz", "/readyz"}
     ask_op = spec["paths"]["/v1/ask"]["post"]
-    assert {"200", "401", "404", "409", "413", "422", "504"} <= set(ask_op["responses"])
+    assert {"200", "401", "404", "409", "413", "415", "422", "504"} <= set(ask_op["responses"])
     assert ask_op["security"] == [{"HTTPBearer": []}]
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     assert {"Answer", "AskRequest", "ErrorBody"} <= set(spec["components"]["schemas"])
@@ -204,6 +204,44 @@ def test_a_hostile_body_is_422_naming_what_to_fix(
     assert location in [problem["location"] for problem in body["details"]["problems"]]
     assert says in body["message"]
     assert not [e for e in server.events() if e["event"] == "request_crashed"]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "declared"),
+    [
+        ("text/plain", "Content-Type is 'text/plain'"),
+        ("application/x-www-form-urlencoded", "'application/x-www-form-urlencoded'"),  # curl -d
+        ("multipart/form-data; boundary=x", "'multipart/form-data; boundary=x'"),
+        (None, "has no Content-Type"),  # a 422 "valid dictionary" too: FastAPI parses no JSON
+    ],
+    ids=["text", "form", "multipart", "none"],
+)
+def test_a_body_not_sent_as_json_is_415_saying_which_content_type_to_send(
+    server: ServerProcess, content_type: str | None, declared: str
+) -> None:
+    """It was a 422 "Input should be a valid dictionary", which says nothing of the header."""
+    headers = {**AUTH, **({"content-type": content_type} if content_type else {})}
+
+    response = httpx.post(
+        f"{server.url}/v1/ask", content=b'{"message": "hi"}', headers=headers, timeout=10
+    )
+
+    body = assert_error(response, 415, "unsupported_media_type")
+    assert "must be JSON sent with 'Content-Type: application/json'" in body["message"]
+    assert declared in body["message"]
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "Application/JSON"])
+def test_a_json_content_type_with_parameters_or_capitals_is_json(
+    server: ServerProcess, content_type: str
+) -> None:
+    response = httpx.post(
+        f"{server.url}/v1/ask",
+        content=b'{"message": "book city=Oslo"}',
+        headers={**AUTH, "content-type": content_type},
+        timeout=10,
+    )
+    assert response.status_code == 200, response.text
 
 
 def test_a_body_of_many_unknown_keys_lists_the_first_problems_and_counts_the_rest(

@@ -61,6 +61,7 @@ _ASK_ERRORS: dict[int | str, dict[str, Any]] = {
         "model": ErrorBody,
         "description": "Another request applied this round first; the conversation is intact.",
     },
+    415: {"model": ErrorBody, "description": "Body sent without Content-Type: application/json."},
     502: {"model": ErrorBody, "description": "The language model failed."},
     503: {
         "model": ErrorBody,

@@ -176,6 +176,34 @@ def unreadable_body(cause: BaseException) -> ApiError:
     )
 
 
+def _declares_json(content_type: str | None) -> bool:
+    """Whether FastAPI parses a body of this ``Content-Type`` as JSON: ``application/json`` or
+    any ``…/json`` or ``…+json`` type, parameters (``; charset=utf-8``) aside. Without the
+    header it does not (FastAPI's strict content type), so curl's ``-d`` default of a form is
+    refused like any other."""
+    if not content_type:
+        return False
+    subtype = content_type.split(";", 1)[0].strip().lower().partition("/")[2]
+    return subtype == "json" or subtype.endswith("+json")
+
+
+def _body_not_json(content_type: str | None) -> ApiError:
+    """The 415 of a body sent without a JSON ``Content-Type``: FastAPI hands such a body to
+    validation as bytes, which said only "Input should be a valid dictionary"."""
+    declared = (
+        f"this request's Content-Type is {content_type[:100]!r}"
+        if content_type
+        else "this request has no Content-Type"
+    )
+    return ApiError(
+        415,
+        "unsupported_media_type",
+        "the request body must be JSON sent with 'Content-Type: application/json' "
+        f"({declared}); with curl, add -H 'Content-Type: application/json'",
+        details={"content_type": content_type[:100] if content_type else None},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that turn exceptions into ``ErrorBody`` responses."""
 
@@ -191,6 +219,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         errors = exc.errors()
+        content_type = request.headers.get("content-type")
+        if not _declares_json(content_type) and any(
+            tuple(problem.get("loc", ()))[:1] == ("body",) for problem in errors
+        ):
+            return _body_not_json(content_type).response()
         problems = [
             {
                 "location": ".".join(str(part) for part in problem.get("loc", ())),
