@@ -18,6 +18,7 @@ from orchestration_kit import (
     subtask,
 )
 from toolwire import (
+    Clarification,
     ModelError,
     SubtaskDecision,
     TaskInfo,
@@ -32,6 +33,7 @@ from toolwire.errors import ConfigError, SessionError, UnknownDomainError
 from toolwire.llm import Purpose
 from toolwire.orchestrator import ConversationService, DomainOrchestrator
 from toolwire.registry import DomainSpec
+from toolwire.server.problems import toolwire_error_status
 from toolwire.sessions import MemorySessionStore
 from toolwire.settings import OrchestratorSettings
 from toolwire.testing import (
@@ -384,15 +386,19 @@ async def test_an_unscripted_model_call_inside_a_tool_is_not_swallowed(
         await orchestrator.run_round(TaskInfo(task_prompt="q", required_tool_names={"greedy"}))
 
 
-async def test_conversation_errors_are_clear(scripted_model: ScriptedModel) -> None:
+def two_domain_service(model: ScriptedModel) -> ConversationService:
     registry, tools = registry_of("a", EchoTool("x"))
-    service = ConversationService(
+    return ConversationService(
         registry=registry,
         domains={"a": DomainSpec(name="a"), "b": DomainSpec(name="b")},
         tools=tools,
-        llm=scripted_model,
+        llm=model,
         store=MemorySessionStore(),
     )
+
+
+async def test_conversation_errors_are_clear(scripted_model: ScriptedModel) -> None:
+    service = two_domain_service(scripted_model)
 
     scripted_model.on_route(None)  # the message fits neither domain
     with pytest.raises(UnknownDomainError, match="no default domain is configured"):
@@ -407,6 +413,33 @@ async def test_conversation_errors_are_clear(scripted_model: ScriptedModel) -> N
         await service.ask("reply", domain="b", session_id=stored.session_id)
     with pytest.raises(SessionError, match="holds no task waiting for a reply"):
         await service.ask("reply", session_id=stored.session_id)
+
+
+async def test_a_stored_conversation_with_two_waiting_questions_is_called_inconsistent(
+    scripted_model: ScriptedModel,
+) -> None:
+    """It said "holds no task waiting for a reply (2 waiting)"; a round stops at its first
+    question, so only a damaged stored tree has two."""
+    service = two_domain_service(scripted_model)
+    root = TaskInfo(
+        task_prompt="q", sub_tasks=[TaskInfo(task_prompt="s"), TaskInfo(task_prompt="t")]
+    )
+    for sub in root.sub_tasks:
+        sub.run.status = TaskStatus.WAITING_FOR_USER
+        sub.run.clarifications.append(
+            Clarification(tool_name="x", question="?", execution_text="s")
+        )
+    stored = await service.store.create("a", root)
+
+    with pytest.raises(SessionError) as raised:
+        await service.ask("reply", session_id=stored.session_id)
+
+    assert str(raised.value) == (
+        f"the stored conversation of session {stored.session_id!r} is inconsistent: 2 tasks wait "
+        "for a reply, but a reply can answer only one; start a new conversation without a "
+        "session id"
+    )
+    assert toolwire_error_status(raised.value)[:2] == (400, "session_error")
 
 
 def test_misspelt_domain_tool_names_fail_when_the_orchestrator_is_built(

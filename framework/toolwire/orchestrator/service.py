@@ -234,11 +234,22 @@ class ConversationService:
 
 
 def _give_reply(root: TaskInfo, reply: str, session_id: str) -> None:
+    """Set the reply on the one question the stored conversation waits for.
+
+    A round stops at its first clarifying question, so a stored tree with several is damaged
+    (edited, or written by something else), not a conversation the reply could continue.
+    """
     waiting = [task.run.pending_clarification for task in root.walk()]
     questions = [question for question in waiting if question is not None]
     if len(questions) != 1:
+        state = (
+            "holds no task waiting for a reply"
+            if not questions
+            else f"is inconsistent: {len(questions)} tasks wait for a reply, but a reply can "
+            "answer only one"
+        )
         raise SessionError(
-            f"session {session_id!r} holds no task waiting for a reply "
-            f"({len(questions)} waiting); start a new conversation without a session id"
+            f"the stored conversation of session {session_id!r} {state}; start a new "
+            "conversation without a session id"
         )
     questions[0].reply = escape_marker(reply)  # users designate no tasks
