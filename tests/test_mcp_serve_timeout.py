@@ -4,14 +4,19 @@ question still running at the limit is cancelled, its place under
 conversation can be continued by sending the reply again), and the call is an error result in
 the words of the HTTP path's 504, naming the limit, the setting and the last step logged.
 
-Over the SDK's in-process client (the handler stdio and streamable HTTP both run); the tools are
-async and wait at a gate the test holds (``server_support.gated``).
+A direct call of one of the domain's tools is bounded by ``orchestrator.tool_timeout_s`` alone,
+through the app's tool runner as in a question: past it the call is an error result naming the
+limit and the setting, whether the tool awaits or blocks its tool thread.
+
+Over the SDK's in-process client (the handler stdio and streamable HTTP both run); the tools wait
+at a gate the test holds (``server_support.gated``, and ``Blocking`` here).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TypeVar
@@ -20,17 +25,36 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
-from orchestration_kit import plugin_of
+from orchestration_kit import NoParams, plugin_of
 from server_support.gated import Slow, SlowReply
-from toolwire import App
+from toolwire import App, OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.mcp.server import DomainMcpServer
 from toolwire.registry import DomainSpec
 from toolwire.server.run import configure_server_logging
 from toolwire.sessions import MemorySessionStore
 from toolwire.testing import ScriptedModel
 
-T = TypeVar("T", Slow, SlowReply)
+
+class Blocking(OrchestratorActivatedTool[NoParams]):
+    """A plain method: blocks its tool thread until the test releases it."""
+
+    name = "blocking"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def executable_instruction(self) -> str:
+        return "Does it block?"
+
+    def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
+        self.release.wait(10)
+        return ToolExecutionResult.context("unblocked")
+
+
+T = TypeVar("T", Slow, SlowReply, Blocking)
 LIMIT_S = 0.2
+TOOL_LIMIT_S = 0.5
+"""Above ``LIMIT_S``: a question's tool is cut by the request's limit first."""
 SPEC = DomainSpec(name="demo", description="Slow things (test domain).")
 
 
@@ -44,6 +68,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[DomainMcpServer, MemoryS
                 "default_domain": "demo",
                 "sessions": {"store": "memory"},
                 "server": {"request_timeout_s": LIMIT_S},
+                "orchestrator": {"tool_timeout_s": TOOL_LIMIT_S},
             }
         )
     )
@@ -56,7 +81,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[DomainMcpServer, MemoryS
     app = App.load(
         config,
         llm=model,
-        plugins=[plugin_of(SPEC, Slow, SlowReply)],
+        plugins=[plugin_of(SPEC, Slow, SlowReply, Blocking)],
         load_entry_points=False,
         session_store=store,
     )
@@ -134,3 +159,25 @@ async def test_a_reply_past_the_limit_leaves_the_conversation_waiting_for_it(
     assert not answered.is_error, text_of(answered)
     assert text_of(answered) == "Done with the red one."
     assert mcp.places.in_flight == 0
+
+
+@pytest.mark.parametrize("kind", [Slow, Blocking], ids=["awaits", "blocks-its-thread"])
+async def test_a_direct_tool_call_past_the_tool_limit_is_an_error_result_naming_it(
+    served: tuple[DomainMcpServer, MemorySessionStore], kind: type[Slow | Blocking]
+) -> None:
+    mcp, _store = served
+    tool = tool_of(mcp, kind)
+    try:
+        async with Client(mcp.server) as client, asyncio.timeout(5):
+            result = await client.call_tool(f"demo.{kind.name}", {})
+    finally:
+        if isinstance(tool, Blocking):
+            tool.release.set()  # the abandoned thread returns
+
+    assert result.is_error
+    assert text_of(result) == (
+        f"tool demo.{kind.name} did not finish within {TOOL_LIMIT_S:g} s "
+        "(orchestrator.tool_timeout_s)"
+    )
+    if isinstance(tool, Slow):
+        assert tool.gate.cancelled and not tool.gate.finished
