@@ -235,7 +235,6 @@ class ToolSelector:
                 )
             if unlike:
                 await self._ask(task_prompt, unlike, record, llm, attempts, batched=False)
-            record.activated = [name for name, yes in record.answers.items() if yes]
             return
 
     def _alike(self, one: SelectableTool, other: SelectableTool) -> bool:
