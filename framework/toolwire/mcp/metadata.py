@@ -158,11 +158,8 @@ def _fit_value(text: str) -> bool:
     opens no tag or template token is kept (comparison operators such as ``"<="`` are ordinary
     enum values), one that does (``</task>``, ``<|im_start|>``) is not."""
     plain = text.replace("<", "x")  # any visible character: "a < b" keeps its spaces
-    return (
-        len(text) <= MAX_SCHEMA_VALUE_CHARS
-        and listed_text(plain, MAX_SCHEMA_VALUE_CHARS) == plain
-        and not _OPENS_MARKUP.search(text)
-    )
+    # listed_text cuts what is longer than the limit, so an unchanged text is within it
+    return listed_text(plain, MAX_SCHEMA_VALUE_CHARS) == plain and not _OPENS_MARKUP.search(text)
 
 
 def _subschemas(schema: Any, depth: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -226,9 +226,10 @@ class ToolSelector:
             await self._ask(task_prompt, [tool], record, llm, attempts, batched=False)
             if not record.answers[tool.qualified_name]:
                 continue
-            further = chosen[index + 1 :]
-            alike = [other for other in further if self._alike(tool, other)]
-            unlike = [other for other in further if not self._alike(tool, other)]
+            alike: list[SelectableTool] = []
+            unlike: list[SelectableTool] = []
+            for other in chosen[index + 1 :]:
+                (alike if self._alike(tool, other) else unlike).append(other)
             if alike:
                 await self._ask(
                     task_prompt, alike, record, llm, attempts, batched=False, handled=tool
