@@ -132,6 +132,31 @@ async def test_a_further_tool_unlike_the_confirmed_one_is_asked_its_own_question
     assert income.texts and hotel.texts and not sales.texts
 
 
+async def test_a_failing_own_question_of_an_unlike_further_tool_runs_it_unconfirmed() -> None:
+    income = AskedTool("income_tax", "Income tax on wages?")
+    sales = AskedTool("sales_tax", "Sales tax on purchases?")
+    hotel = AskedTool("hotel_search", "Hotel rooms in a city?")
+    model = ScriptedModel().on_choose(["income_tax", "sales_tax", "hotel_search"])
+    model.on_suitability(["income_tax"], times=2)  # its own question, then sales tax besides it
+    model.on_suitability(ModelError("suitability", "timeout")).on_answer()
+
+    answer = await asking(model, income, sales, hotel).ask("Tax on 70,000, and a hotel in Rome?")
+
+    assert confirmations(model) == [
+        (["demo.income_tax"], None),
+        (["demo.sales_tax"], "demo.income_tax"),
+        (["demo.hotel_search"], None),
+    ]
+    selection = selection_of(answer)
+    assert selection.activated == ["demo.income_tax", "demo.hotel_search"]  # the choice stands
+    assert selection.why("demo.sales_tax") == (
+        "chosen, refused as a further request besides demo.income_tax"
+    )
+    assert selection.why("demo.hotel_search") == "chosen (not confirmed)"
+    assert answer.failures[0].startswith("task 1: confirmation failed, the chosen tools run")
+    assert income.texts and hotel.texts and not sales.texts
+
+
 async def test_a_refused_first_choice_hands_the_own_question_to_the_next() -> None:
     one, two, three = EchoTool("one", "1"), EchoTool("two", "2"), EchoTool("three", "3")
     model = ScriptedModel().on_choose(["one", "two", "three"])
