@@ -10,6 +10,9 @@ HTTP: the launcher, with and without a bearer token, and toolwire itself as the 
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import re
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -111,6 +114,66 @@ async def test_domain_ask_goes_through_a_clarification_round_over_stdio(tmp_path
         assert direct.structured_content is not None
         assert direct.structured_content["kind"] == "context"
         await ask_through_a_clarification(session)
+
+
+async def test_over_stdio_a_message_naming_a_key_twice_is_refused_and_the_next_answered(
+    tmp_path: Path,
+) -> None:
+    """The SDK read it with the last value winning (a table booked in Rome), where a proxy or a
+    log that keeps the first value saw Oslo. The messages are written raw: the SDK's client
+    cannot send a key twice."""
+    module = ("-m", "mcp_support.serve_launch", str(trip_config(tmp_path)))
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, *module, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, env={**os.environ, **launcher_env()},
+    )  # fmt: skip
+    assert server.stdin is not None and server.stdout is not None
+    stdin, stdout = server.stdin, server.stdout
+
+    async def exchange(raw: str) -> dict[str, Any]:
+        stdin.write(raw.encode() + b"\n")
+        await stdin.drain()
+        async with asyncio.timeout(20):
+            answer: dict[str, Any] = json.loads(await stdout.readline())
+        return answer
+
+    client = {"name": "raw", "version": "0"}
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+    try:
+        started = await exchange(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize})
+        )
+        assert "result" in started, started
+        stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        if Path(f"/proc/{server.pid}/fd/0").exists():  # stdin is the client's alone
+            assert os.readlink(f"/proc/{server.pid}/fd/0") == os.devnull
+        call = (
+            '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", '
+            '"params": {"name": "trip.booking", "arguments": %s}}'
+        )
+        refused = await exchange(call % (2, '{"city": "Oslo", "city": "Rome"}'))
+        repeated_id = await exchange('{"jsonrpc": "2.0", "id": 3, "id": 4, "method": "ping"}')
+        answered = await exchange(call % (5, '{"city": "Oslo"}'))
+    finally:
+        stdin.close()
+        async with asyncio.timeout(20):
+            await server.wait()
+
+    said = "; send each key once (JSON parsers disagree on which value of a repeated key wins)"
+    assert refused == {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "error": {
+            "code": -32600,
+            "message": 'Invalid request: the message has a duplicate key "city" at '
+            f"$.params.arguments.city{said}",
+        },
+    }
+    assert repeated_id["id"] is None and repeated_id["error"]["code"] == -32600
+    assert repeated_id["error"]["message"].endswith(f'duplicate key "id" at $.id{said}')
+    assert answered["id"] == 5
+    assert answered["result"]["structuredContent"]["text"].startswith("Table booked in Oslo")
+    assert server.returncode == 0
 
 
 @pytest.fixture

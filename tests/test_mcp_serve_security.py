@@ -160,6 +160,58 @@ def test_connections_beyond_the_limit_get_503(bounded_server: McpHttpServer) -> 
     assert again.status_code == 200
 
 
+# -- a message naming a key twice ---------------------------------------------------------------
+
+BOOKING_CALL = (
+    '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", '
+    '"params": {"name": "trip.booking", "arguments": %s}}'
+)
+
+
+def post_message(url: str, raw: bytes) -> httpx.Response:
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    return httpx.post(url, content=raw, headers=headers, timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("raw", "request_id", "key", "path"),
+    [
+        (BOOKING_CALL % '{"city": "Oslo", "city": "Rome"}', 7, "city", "$.params.arguments.city"),
+        (BOOKING_CALL % '{"city": "Oslo", "ask": {"x": 1, "x": 2}}', 7, "x",
+         "$.params.arguments.ask.x"),
+        ('{"jsonrpc": "2.0", "id": 7, "id": 8, "method": "ping"}', None, "id", "$.id"),
+    ],
+    ids=["arguments", "nested", "id"],
+)  # fmt: skip
+def test_a_message_naming_a_key_twice_is_refused_naming_it(
+    bounded_server: McpHttpServer, raw: str, request_id: int | None, key: str, path: str
+) -> None:
+    """The SDK read it with the last value winning (a table booked in Rome; the ping answered
+    as request 8), where a proxy or a log that keeps the first value saw another message."""
+    response = post_message(bounded_server.url, raw.encode())
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": request_id,  # not the id when the id is what is named twice
+        "error": {
+            "code": -32600,
+            "message": f'Invalid request: the message has a duplicate key "{key}" at {path}; '
+            "send each key once (JSON parsers disagree on which value of a repeated key wins)",
+        },
+    }
+    refused = [e for e in bounded_server.events() if e["event"] == "mcp_message_refused"]
+    assert {"transport": "http", "key": key, "path": path}.items() <= refused[-1].items()
+
+
+def test_a_message_naming_each_key_once_is_answered(bounded_server: McpHttpServer) -> None:
+    response = post_message(bounded_server.url, (BOOKING_CALL % '{"city": "Oslo"}').encode())
+
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert result["structuredContent"]["text"].startswith("Table booked in Oslo")
+
+
 # -- a conversation belongs to the key that started it ------------------------------------------
 
 

@@ -19,6 +19,7 @@ import structlog
 
 from toolwire.mcp.callers import bind_caller
 from toolwire.mcp.server import DomainMcpServer
+from toolwire.mcp.unique_keys import UniqueKeyBodies, unique_key_stdio
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -32,12 +33,11 @@ MCP_PATH = "/mcp"
 
 
 async def serve_stdio(served: DomainMcpServer) -> None:
-    """Serve over this process's stdin and stdout until the client closes them."""
-    from mcp.server.stdio import stdio_server
-
+    """Serve over this process's stdin and stdout until the client closes them; a message that
+    names a key twice is refused (:mod:`toolwire.mcp.unique_keys`)."""
     log.info("mcp_serving", domain=served.domain, transport="stdio", tools=len(served.tools) + 1)
     try:
-        async with stdio_server() as (read_stream, write_stream):
+        async with unique_key_stdio() as (read_stream, write_stream):
             await served.server.run(
                 read_stream, write_stream, served.server.create_initialization_options()
             )
@@ -47,7 +47,8 @@ async def serve_stdio(served: DomainMcpServer) -> None:
 
 def http_app(served: DomainMcpServer, settings: ServerSettings, keys: list[ApiKey]) -> ASGIApp:
     """The streamable HTTP application at ``/mcp``: behind the API keys when any is given, then
-    the HTTP service's request ids and access log, body size limit and body deadline."""
+    the HTTP service's request ids and access log, body size limit and body deadline, and the
+    refusal of a body that names a key twice (:mod:`toolwire.mcp.unique_keys`)."""
     from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
 
     application = served.server.streamable_http_app(
@@ -57,7 +58,7 @@ def http_app(served: DomainMcpServer, settings: ServerSettings, keys: list[ApiKe
         host=settings.host,
     )
     bounded = BodyLimitMiddleware(
-        application,
+        UniqueKeyBodies(application),
         limit=lambda: settings.max_body_bytes,
         timeout=lambda: settings.body_timeout_s,
     )

@@ -26,6 +26,7 @@ from toolwire.orchestrator import Answer
 from toolwire.redaction import redact
 from toolwire.server.admission import QuestionAdmission
 from toolwire.server.auth import ApiKey, authenticated_caller, read_api_keys
+from toolwire.server.json_bodies import StrictJsonRoute
 from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
 from toolwire.server.problems import ApiError, api_error_for, install_error_handlers
 from toolwire.server.questions import (
@@ -51,7 +52,10 @@ READINESS_TIMEOUT_S = 2.0
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or wrong bearer token."},
     413: {"model": ErrorBody, "description": "Request body larger than server.max_body_bytes."},
-    422: {"model": ErrorBody, "description": "Invalid body, or message over the length limit."},
+    422: {
+        "model": ErrorBody,
+        "description": "Invalid body (a key named twice too), or message over the length limit.",
+    },
 }
 _ASK_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS,
@@ -214,7 +218,12 @@ def _health_router() -> APIRouter:
 
 
 def _api_router() -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["chat"], dependencies=[Depends(authenticated_caller)])
+    router = APIRouter(
+        prefix="/v1",
+        tags=["chat"],
+        dependencies=[Depends(authenticated_caller)],
+        route_class=StrictJsonRoute,  # a JSON body naming a key twice is a 422
+    )
 
     @router.post("/ask", response_model=Answer, responses=_ASK_RESPONSES)
     async def ask(

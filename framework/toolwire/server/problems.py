@@ -32,6 +32,7 @@ from toolwire.errors import (
 )
 from toolwire.redaction import redact
 from toolwire.server.schemas import ErrorBody
+from toolwire.strict_json import DuplicateKeyError
 
 log = structlog.get_logger(__name__)
 
@@ -161,6 +162,8 @@ def api_error_for(error: ToolwireError, *, verbose: bool = False) -> ApiError:
 def unreadable_body(cause: BaseException) -> ApiError:
     """The 422 of a body FastAPI could not parse for a reason other than broken JSON syntax
     (which is a validation error): it raises a bare 400 "error parsing the body" from it."""
+    if isinstance(cause, DuplicateKeyError):
+        return _duplicate_key(cause)
     if isinstance(cause, UnicodeDecodeError):
         why = "is not UTF-8 text"
     elif isinstance(cause, RecursionError):
@@ -170,9 +173,21 @@ def unreadable_body(cause: BaseException) -> ApiError:
     return ApiError(
         422,
         "invalid_request",
-        f"the request body {why}: send one JSON object in UTF-8, such as "
-        '{"message": "..."}',
+        f'the request body {why}: send one JSON object in UTF-8, such as {{"message": "..."}}',
         details={"problems": [{"location": "body", "message": f"the body {why}"}]},
+    )
+
+
+def _duplicate_key(cause: DuplicateKeyError) -> ApiError:
+    """The 422 of a body that names a key twice (``toolwire.strict_json``): which of the two
+    values counts depends on the parser, so neither does."""
+    location = ".".join(["body", *(str(step) for step in cause.location or ())])
+    return ApiError(
+        422,
+        "invalid_request",
+        f"the request body has a {cause}: send each key once (JSON parsers disagree on which "
+        "value of a repeated key wins)",
+        details={"problems": [{"location": location, "message": str(cause)}]},
     )
 
 
