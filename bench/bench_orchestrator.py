@@ -1,9 +1,11 @@
 """The orchestrator's own overhead per question, with a scripted (zero-latency) model.
 
 Run: .venv/bin/python bench/bench_orchestrator.py
-Prints milliseconds per question for a one-tool domain and for a 20-tool domain whose coordinator
-splits each message into three subtasks (one conditional, one context consumer on the parent),
-the ratio between them, and the cost of a clarification round stored in SQLite (ask + resume).
+Prints milliseconds per question for a one-tool domain (a plain tool, run in a tool thread; an
+``async`` one on the app's loop; an ``async`` one with ``own_event_loop``) and for a 20-tool domain
+whose coordinator splits each message into three subtasks (one conditional, one context consumer
+on the parent), the ratio between them, and the cost of a clarification round stored in SQLite
+(ask + resume).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from orchestration_kit import (
     AskingTool,
     Coordinator,
     EchoTool,
+    NoParams,
     Query,
     domain,
     subtask,
 )
-from toolwire import TaskInfo
+from toolwire import TaskInfo, ToolExecutionResult
 from toolwire.sessions import SQLiteSessionStore
 from toolwire.testing import ScriptedModel, conversation_for
 
@@ -61,6 +64,25 @@ def _simple():  # type: ignore[no-untyped-def]
     return conversation_for(domain(), EchoTool("one", "ctx"), model=model)
 
 
+class AsyncEcho(EchoTool):
+    async def execute_with_result(  # type: ignore[override]
+        self, params: NoParams, text: str
+    ) -> ToolExecutionResult:
+        return ToolExecutionResult.context("ctx")
+
+
+class OwnLoopEcho(AsyncEcho):
+    own_event_loop = True
+
+
+def _one(tool_class):  # type: ignore[no-untyped-def]
+    def build():  # type: ignore[no-untyped-def]
+        model = ScriptedModel().on_suitability(["one"]).on_answer()
+        return conversation_for(domain(), tool_class("one", "ctx"), model=model)
+
+    return build
+
+
 def _rich():  # type: ignore[no-untyped-def]
     model = ScriptedModel().on_suitability(["t3", "t7", "collector"]).on_answer()
     tools = [EchoTool(f"t{n}", f"context {n}", priority=n) for n in range(16)]
@@ -88,10 +110,14 @@ async def _clarification_ms(path: Path) -> float:
 async def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     simple = await _per_question_ms(_simple, "q")
+    on_loop = await _per_question_ms(_one(AsyncEcho), "q")
+    own_loop = await _per_question_ms(_one(OwnLoopEcho), "q")
     rich = await _per_question_ms(_rich, "q")
     with tempfile.TemporaryDirectory() as directory:
         clarification = await _clarification_ms(Path(directory) / "sessions.sqlite3")
     print(f"one tool, one task:                      {simple:7.3f} ms/question")
+    print(f"  the same, an async tool on the app's loop: {on_loop:5.3f} ms/question")
+    print(f"  the same, an async tool, own_event_loop:   {own_loop:5.3f} ms/question")
     print(f"21 tools, coordinator + 3 subtasks:      {rich:7.3f} ms/question")
     print(f"ratio rich/simple:                       {rich / simple:7.1f}x")
     print(f"clarification round trip (SQLite store): {clarification:7.3f} ms (ask + resume)")

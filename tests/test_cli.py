@@ -161,7 +161,7 @@ def test_check_prints_every_problem_with_its_line(pharma_only: Path, write_file:
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
         "broken.yaml:4: unknown key 'clas'; did you mean 'class'? allowed keys: name, class, "
-        "domain, priority, enabled, settings, inject, examples",
+        "domain, priority, enabled, settings, inject, examples, own_event_loop",
     ]
 
 

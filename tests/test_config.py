@@ -127,7 +127,7 @@ def test_every_problem_of_a_file_is_reported_with_its_line(
         "domains, tools, llm, orchestrator, sessions, server, default_domain, mcp_servers",
         f"{path}:3: llm.timeout_s: Input should be greater than 0",
         f"{path}:6: unknown key 'clas'; did you mean 'class'? allowed keys: name, class, "
-        "domain, priority, enabled, settings, inject, examples",
+        "domain, priority, enabled, settings, inject, examples, own_event_loop",
         f"{path}:9: tools[1].priority: Input should be a valid integer, unable to parse string "
         "as an integer",
         f"{path}:11: domains[0].name: required key is missing",

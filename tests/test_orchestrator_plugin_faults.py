@@ -52,6 +52,12 @@ class AsyncRaiser(EchoTool):
         raise self.error
 
 
+class OwnLoopRaiser(AsyncRaiser):
+    """The same, on an event loop of its own in a tool thread."""
+
+    own_event_loop = True
+
+
 class SyncRaiser(EchoTool):
     """A plain tool (run in a tool thread) that raises whatever it is given."""
 
@@ -82,6 +88,10 @@ class AsyncStuck(Stuck):
     ) -> ToolExecutionResult:
         await asyncio.sleep(30)
         return ToolExecutionResult.context("late")
+
+
+class OwnLoopStuck(AsyncStuck):
+    own_event_loop = True
 
 
 ABORTS = [SystemExit(3), KeyboardInterrupt()]
@@ -137,7 +147,7 @@ async def test_no_selection_call_when_no_question_could_be_asked(
 
 
 @pytest.mark.parametrize("error", ABORTS, ids=type)
-@pytest.mark.parametrize("kind", [SyncRaiser, AsyncRaiser])
+@pytest.mark.parametrize("kind", [SyncRaiser, AsyncRaiser, OwnLoopRaiser])
 async def test_a_tool_raising_systemexit_or_keyboardinterrupt_is_a_recorded_failure(
     scripted_model: ScriptedModel, kind: type[EchoTool], error: BaseException
 ) -> None:
@@ -199,14 +209,15 @@ async def test_a_parameter_instruction_raising_systemexit_is_a_recorded_failure(
     assert careless.calls == []
 
 
+@pytest.mark.parametrize("kind", [AsyncRaiser, OwnLoopRaiser])
 async def test_cancellation_is_never_recorded_as_a_tool_failure(
-    scripted_model: ScriptedModel,
+    scripted_model: ScriptedModel, kind: type[AsyncRaiser]
 ) -> None:
     """``asyncio.CancelledError`` (a cancelled request, a time limit, a shutdown) must reach the
     caller, or a time limit around the question would silently not apply."""
     assert not issubclass(asyncio.CancelledError, PLUGIN_FAILURES)
     orchestrator = orchestrator_for(
-        domain(), AsyncRaiser("canceller", asyncio.CancelledError()), model=scripted_model
+        domain(), kind("canceller", asyncio.CancelledError()), model=scripted_model
     )
 
     with pytest.raises(asyncio.CancelledError):
@@ -216,7 +227,9 @@ async def test_cancellation_is_never_recorded_as_a_tool_failure(
 # -- item 4: a tool that never returns ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("tool_class", [Stuck, AsyncStuck], ids=["plain", "async"])
+@pytest.mark.parametrize(
+    "tool_class", [Stuck, AsyncStuck, OwnLoopStuck], ids=["plain", "async", "own-loop"]
+)
 async def test_a_tool_over_its_time_limit_is_a_recorded_failure_and_the_rest_goes_on(
     scripted_model: ScriptedModel, release: threading.Event, tool_class: type[Stuck]
 ) -> None:

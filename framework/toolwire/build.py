@@ -69,6 +69,7 @@ class _ToolDecl:
     settings_entry: ToolEntry | None = None
     injections: dict[str, str] = field(default_factory=dict)
     examples: list[str] | None = None
+    own_event_loop: bool | None = None
     source: SourceLocation | None = None
 
     @property
@@ -239,6 +240,8 @@ class _Builder:
         existing.injections = {**existing.injections, **entry.inject}
         if entry.examples is not None:
             existing.examples = entry.examples
+        if entry.own_event_loop is not None:
+            existing.own_event_loop = entry.own_event_loop
 
     def _import_class(self, entry: ToolEntry) -> type[ChatbotTool[Any]] | None:
         reference = entry.class_ or ""
@@ -282,6 +285,7 @@ class _Builder:
                 examples=tuple(
                     decl.tool_class.examples if decl.examples is None else decl.examples
                 ),
+                own_event_loop=decl.own_event_loop,
                 source=decl.source,
             )
             try:

@@ -56,6 +56,9 @@ class ToolEntry(Located):
     examples: list[str] | None = None
     """Sample user messages the tool answers; tool selection finds the tool by them too.
     Replaces the class's ``examples``."""
+    own_event_loop: bool | None = None
+    """Run the tool's ``async`` methods on an event loop of their own, in a tool thread
+    (``ChatbotTool.own_event_loop``); defaults to the class's."""
 
 
 class DomainEntry(Located):

@@ -177,6 +177,8 @@ def _construct(registration: ToolRegistration, **kwargs: Any) -> ChatbotTool[Any
     instance.name = registration.short_name
     instance.domain = registration.domain
     instance.priority = registration.priority
+    if registration.own_event_loop is not None:
+        instance.own_event_loop = registration.own_event_loop
     return instance
 
 

@@ -109,6 +109,8 @@ class ToolRegistration:
     """Constructor parameter → tool name (short or prefixed), overriding autowiring by type."""
     examples: tuple[str, ...] = ()
     """Sample user messages the tool answers (YAML ``examples``, else the class's)."""
+    own_event_loop: bool | None = None
+    """YAML ``own_event_loop``; None: the class's ``own_event_loop``."""
     source: SourceLocation | None = None
 
     @property

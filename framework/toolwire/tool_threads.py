@@ -2,6 +2,14 @@
 ones in ``ToolThreads``, a fixed number of threads apart from everything else, each call within
 a time limit. The orchestrator and the MCP server run tools through the app's one runner.
 
+An ``async`` method runs on the caller's event loop, watched by :mod:`toolwire.loop_watchdog`
+(one that blocks the loop is logged as ``event_loop_blocked``, by name), unless its tool sets
+``own_event_loop``: then it runs in a tool thread, on that thread's own event loop (made once per
+thread and reused), so that blocking stops only that thread and the time limit, which is the
+caller's, still strikes. Why this is not the default: objects made on the app's loop cannot be
+used on another one (an ``httpx.AsyncClient`` raises "bound to a different event loop"), and the
+framework's own ``async`` tools use such objects (the injected model's client, its semaphore).
+
 Why not ``asyncio.to_thread``: its pool is the event loop's default executor, which the SQLite
 session store (and any library calling ``to_thread``) shares, so a few stuck tools used to starve
 the store and fail ``/readyz``. Why not ``concurrent.futures.ThreadPoolExecutor``: its threads
@@ -16,6 +24,7 @@ app that is closed does), and a later call starts threads again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import queue
@@ -27,6 +36,7 @@ from typing import Any
 import structlog
 
 from toolwire.errors import ToolThreadsExhaustedError, ToolTimeoutError
+from toolwire.loop_watchdog import watchdog
 from toolwire.settings import OrchestratorSettings
 
 log = structlog.get_logger(__name__)
@@ -36,6 +46,14 @@ _Work = tuple[Future[Any], Callable[[], Any]] | None
 
 IDLE_EXIT_S = 10.0
 """A thread with nothing to do for this long ends (a new one starts when work comes)."""
+
+OWN_LOOP_ATTRIBUTE = "own_event_loop"
+"""The tool attribute (``ChatbotTool.own_event_loop``, YAML ``own_event_loop``) that runs its
+``async`` methods on an event loop of their own in a tool thread."""
+
+LEFTOVER_GRACE_S = 1.0
+"""How long tasks that an ``own_event_loop`` call started and left running get to end once they
+are cancelled (its call is over); tasks still running then are dropped with their loop."""
 
 
 class ToolThreads:
@@ -111,6 +129,12 @@ class ToolThreads:
             self._abandoned -= 1
 
     def _work(self) -> None:
+        try:
+            self._serve()
+        finally:
+            _close_thread_loop()
+
+    def _serve(self) -> None:
         while True:
             try:
                 work = self._queue.get(timeout=IDLE_EXIT_S)
@@ -147,8 +171,9 @@ class ToolThreads:
 
 
 class PluginRunner:
-    """Runs tools' and coordinators' methods: ``async`` ones awaited, plain ones (which may block)
-    in the tool threads, each call within ``timeout_s`` (None: no limit).
+    """Runs tools' and coordinators' methods: ``async`` ones awaited (on the caller's loop, or
+    for a tool with ``own_event_loop`` on a tool thread's loop), plain ones (which may block) in
+    the tool threads, each call within ``timeout_s`` (None: no limit).
 
     One runner serves every domain of an app. Its threads are its own: the event loop's default
     executor (the SQLite session store, the server) never waits behind a stuck tool. A call that
@@ -177,7 +202,13 @@ class PluginRunner:
         try:
             async with timer:
                 if inspect.iscoroutinefunction(method):
-                    return await method(*args)
+                    if runs_on_own_loop(method):
+                        return await self._on_own_loop(method, *args)
+                    watch = watchdog.start(method)
+                    try:
+                        return await method(*args)
+                    finally:
+                        watchdog.finish(watch)
                 result = await self._in_thread(method, *args)
                 if inspect.isawaitable(result):
                     result = await result
@@ -204,3 +235,124 @@ class PluginRunner:
         except asyncio.CancelledError:  # a time limit (this call's or the request's), a shutdown
             self.threads.abandon(future)
             raise
+
+    async def _on_own_loop(self, method: Callable[..., Any], *args: Any) -> Any:
+        call = _OnOwnLoop(method, args, contextvars.copy_context())
+        future = self.threads.submit(call)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:  # as above: the coroutine is cancelled on its loop too
+            call.cancel()
+            self.threads.abandon(future)
+            raise
+
+
+def runs_on_own_loop(method: Callable[..., Any]) -> bool:
+    """Whether ``method`` (a coroutine function) belongs to a tool with ``own_event_loop`` set
+    (or, not a bound method, carries the attribute itself)."""
+    owner = getattr(method, "__self__", method)
+    return getattr(owner, OWN_LOOP_ATTRIBUTE, False) is True
+
+
+class _OnOwnLoop:
+    """A coroutine method called in a tool thread, on that thread's event loop, in the caller's
+    context variables; the caller, on its own loop, may :meth:`cancel` it at any time."""
+
+    def __init__(
+        self, method: Callable[..., Any], args: tuple[Any, ...], context: contextvars.Context
+    ) -> None:
+        self._method = method
+        self._args = args
+        self._context = context
+        self._lock = threading.Lock()
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelled = False
+
+    def __call__(self) -> Any:
+        """In the tool thread: run the coroutine to its end, then end the tasks it left."""
+        loop, tasks = _thread_loop()
+        with self._lock:
+            if self._cancelled:  # the caller gave up before it started
+                raise asyncio.CancelledError
+            task = self._task = loop.create_task(self._method(*self._args), context=self._context)
+        try:
+            return loop.run_until_complete(task)
+        finally:
+            _end_leftovers(loop, tasks, task, self._method)
+
+    def cancel(self) -> None:
+        """From the caller's thread: cancel the coroutine (at its next ``await``, which comes
+        when whatever blocks its loop returns), or never start it."""
+        with self._lock:
+            self._cancelled = True
+            task = self._task
+        if task is not None and not task.done():
+            with contextlib.suppress(RuntimeError):  # its loop was closed: the task is over
+                task.get_loop().call_soon_threadsafe(task.cancel)
+
+
+_local = threading.local()
+"""A tool thread's own event loop (``loop``) and the tasks alive on it (``tasks``)."""
+
+
+def _thread_loop() -> tuple[asyncio.AbstractEventLoop, set[asyncio.Task[Any]]]:
+    """This tool thread's event loop, made on its first ``own_event_loop`` call and kept until
+    the thread ends; a task factory keeps track of the tasks on it (cheaper than
+    ``asyncio.all_tasks``, which looks at every task of the process)."""
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is not None and not loop.is_closed():
+        tasks: set[asyncio.Task[Any]] = _local.tasks
+        return loop, tasks
+    loop = asyncio.new_event_loop()
+    tasks = set()
+
+    def track(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        return task
+
+    loop.set_task_factory(track)
+    _local.loop, _local.tasks = loop, tasks
+    return loop, tasks
+
+
+def _end_leftovers(
+    loop: asyncio.AbstractEventLoop,
+    tasks: set[asyncio.Task[Any]],
+    main: asyncio.Task[Any],
+    method: Callable[..., Any],
+) -> None:
+    """Cancel the tasks a call started and did not wait for, as ``asyncio.run`` does: the loop
+    runs only during calls, so they would otherwise stand still until the next one. Tasks that
+    do not end within :data:`LEFTOVER_GRACE_S` are dropped with the loop (the next call on this
+    thread gets a new one)."""
+    left = [task for task in tasks if task is not main and not task.done()]
+    if not left:
+        return
+    for task in left:
+        task.cancel()
+    _done, pending = loop.run_until_complete(asyncio.wait(left, timeout=LEFTOVER_GRACE_S))
+    if pending:
+        log.warning(
+            "tool_tasks_left_running",
+            method=getattr(method, "__qualname__", repr(method)),
+            tasks=len(pending),
+            grace_s=LEFTOVER_GRACE_S,
+        )
+        _local.loop = None
+        loop.close()
+
+
+def _close_thread_loop() -> None:
+    """When a tool thread ends: close its event loop, if it made one."""
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    _local.loop = None
+    if loop is None or loop.is_closed():
+        return
+    try:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    except Exception:  # an async generator's cleanup failed: the loop is closed all the same
+        log.warning("tool_loop_close_failed", exc_info=True)
+    finally:
+        loop.close()

@@ -118,6 +118,13 @@ class ChatbotTool(ABC, Generic[P]):
     """True for a tool that runs only on coordinator-designated tasks (``required_tool_names``),
     never on a user's question: its suitability question always answers no (seed 6.4), so the
     orchestrator spends no model call on it, and a small model cannot wrongly answer yes."""
+    own_event_loop: bool = False
+    """True: the tool's ``async`` methods run in a tool thread, on an event loop of that thread,
+    so one that blocks (``time.sleep``, CPU work) holds only that thread, and
+    ``orchestrator.tool_timeout_s`` still ends it for the question. Such a method must not use
+    objects made on the app's loop: the injected ``LanguageModel``, an ``httpx.AsyncClient`` or
+    ``asyncio.Lock`` made in ``__init__`` (make them inside the call). The YAML ``own_event_loop``
+    sets it per declaration. Plain methods always run in a tool thread."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
