@@ -41,7 +41,7 @@ async def test_a_second_chosen_tool_is_asked_besides_the_confirmed_first() -> No
     model = ScriptedModel().on_choose(["income_tax", "vat"]).on_suitability(["income_tax", "vat"])
     model.on_answer()
 
-    answer = await asking(model, tax, vat, other).ask("income tax on 70,000, and the VAT?")
+    answer = await asking(model, tax, vat, other).ask("income tax on 70,000 and the VAT")
 
     assert model.purposes[:3] == [Purpose.CHOICE, Purpose.SUITABILITY, Purpose.SUITABILITY]
     assert confirmations(model) == [
@@ -115,7 +115,7 @@ async def test_a_further_tool_unlike_the_confirmed_one_is_asked_its_own_question
     model = ScriptedModel().on_choose(["income_tax", "hotel_search", "sales_tax"])
     model.on_suitability(["income_tax", "hotel_search"]).on_answer()
 
-    answer = await asking(model, income, sales, hotel).ask("Tax on 70,000, and a hotel in Rome?")
+    answer = await asking(model, income, sales, hotel).ask("Tax on 70,000 and a hotel in Rome")
 
     assert confirmations(model) == [
         (["demo.income_tax"], None),
@@ -140,7 +140,7 @@ async def test_a_failing_own_question_of_an_unlike_further_tool_runs_it_unconfir
     model.on_suitability(["income_tax"], times=2)  # its own question, then sales tax besides it
     model.on_suitability(ModelError("suitability", "timeout")).on_answer()
 
-    answer = await asking(model, income, sales, hotel).ask("Tax on 70,000, and a hotel in Rome?")
+    answer = await asking(model, income, sales, hotel).ask("Tax on 70,000 and a hotel in Rome")
 
     assert confirmations(model) == [
         (["demo.income_tax"], None),

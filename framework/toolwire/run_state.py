@@ -213,13 +213,19 @@ class SelectionRecord(BaseModel):
     chosen: list[str] | None = None
     """``choose`` mode: the candidates the model named, in its order (None: no choice made)."""
     ignored: list[str] = Field(default_factory=list)
-    """Names the model gave that are not candidates (left out)."""
+    """Names the model gave that were not among the tools put to it (left out)."""
     answers: dict[str, bool] = Field(default_factory=dict)
     """Yes/no answers to the tools' own questions: every candidate's in ``per_tool`` and
     ``batched`` mode, the chosen tools' confirmations in ``choose`` mode."""
     besides: dict[str, str] = Field(default_factory=dict)
     """``confirm: also``: tools asked as a further request → the tool confirmed before them,
     whose request their question said was already handled."""
+    several_requests: bool = False
+    """``confirm: also``: the task reads as several requests (``several_requests``): each chosen
+    tool was asked its own question, and a second choice may have added one."""
+    second_choice: list[str] | None = None
+    """The candidates a second choice named, after one tool of a task read as several requests
+    was confirmed (None: no second choice made). The first of them was asked its question."""
     activated: list[str] = Field(default_factory=list)
     failure: str | None = None
     """A model call that failed, and what was done instead."""
@@ -237,6 +243,12 @@ class SelectionRecord(BaseModel):
             answer = self.answers.get(tool_name)
             verdict = "no answer" if answer is None else ("yes" if answer else "no")
             return f"its question answered {verdict}"
+        if self.second_choice and tool_name == self.second_choice[0]:
+            answer = self.answers.get(tool_name)
+            if answer is None:
+                return "named by the second choice, not confirmed (it did not run)"
+            verdict = "confirmed" if answer else "refused"
+            return f"named by the second choice, {verdict} on its question"
         if self.chosen is None or tool_name not in self.chosen:
             return "not chosen among the candidates"
         if tool_name not in self.answers:
@@ -251,9 +263,7 @@ class SelectionRecord(BaseModel):
 
 # -- notices ------------------------------------------------------------------------------
 
-NoticeKind = Literal[
-    "context_cut", "compression_failed", "answer_cut_off", "clarification_limit"
-]
+NoticeKind = Literal["context_cut", "compression_failed", "answer_cut_off", "clarification_limit"]
 
 
 class Notice(BaseModel):

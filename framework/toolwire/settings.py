@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from toolwire.selection.requests import SEVERAL_REQUESTS, several_requests_pattern
 from toolwire.task import MAX_TASK_DEPTH
 
 
@@ -148,6 +149,19 @@ class SelectionSettings(Section):
     ``with_parameters`` like ``batched`` but a single chosen tool's answer carries its parameters
     (one call instead of two; not on a task with prompt context); ``off`` not at all (the
     choice decides)."""
+    several_requests: str = SEVERAL_REQUESTS
+    """``confirm: also``: a regular expression (case-insensitive) a task matches when it joins
+    several requests ("…, and how long is …?"). Such a task has every chosen tool asked its own
+    question (none as a further request), and when one tool is confirmed a second choice among
+    the candidates not yet asked may add one. The default is English
+    (``toolwire.selection.requests.SEVERAL_REQUESTS``); give your users' language's joining
+    words, or ``""`` to read every task as one request."""
+
+    @field_validator("several_requests")
+    @classmethod
+    def _several_requests_compiles(cls, pattern: str) -> str:
+        several_requests_pattern(pattern)
+        return pattern
 
     @model_validator(mode="after")
     def _arguments_need_function_calls(self) -> SelectionSettings:

@@ -238,9 +238,10 @@ def _selection_node(parent: Tree, selection: SelectionRecord) -> None:
     not activated, names the model gave that were no candidates, a failed step."""
     activated = ", ".join(selection.activated) or "no tool"
     how = "retrieved" if selection.retrieved else "all"
+    several = ", read as several requests" if selection.several_requests else ""
     node = parent.add(
         f"[cyan]selection[/cyan] {selection.mode}: {len(selection.candidates)} candidate(s) "
-        f"({how}) → {literal(activated)}"
+        f"({how}{several}) → {literal(activated)}"
     )
     for candidate in selection.candidates:
         node.add(

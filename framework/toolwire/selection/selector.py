@@ -21,6 +21,7 @@ The selector sees only the task prompt, never its prompt context (SPEC §3 step 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -35,6 +36,7 @@ from toolwire.orchestrator.invoke import call_model, describe
 from toolwire.run_state import RetrievedTool, SelectionRecord
 from toolwire.selection.catalogue import SelectableTool, tool_index
 from toolwire.selection.lexical import LexicalIndex
+from toolwire.selection.requests import several_requests_pattern
 from toolwire.settings import SelectionSettings
 from toolwire.tools import ChatbotTool
 
@@ -213,6 +215,7 @@ class ToolSelector:
         record: SelectionRecord,
         llm: LanguageModel,
         attempts: int,
+        several: bool,
     ) -> None:
         """``confirm: also``: the chosen tools' own questions in the order named, until one is
         confirmed; each later one that is alike the confirmed tool (either is among the other's
@@ -221,7 +224,8 @@ class ToolSelector:
         readily as a second request; asked besides it, it is mostly refused. A tool unlike the
         confirmed one is no sibling to refuse, and the further-request question refused real
         second requests of that kind ("Trains from Munich to Prague …, and a hotel"); its own
-        question accepts them (docs/models.md)."""
+        question accepts them (docs/models.md). ``several``: the task reads as several requests,
+        so every later one is asked its own question (a sibling may be a request of its own)."""
         for index, tool in enumerate(chosen):
             await self._ask(task_prompt, [tool], record, llm, attempts, batched=False)
             if not record.answers[tool.qualified_name]:
@@ -229,7 +233,7 @@ class ToolSelector:
             alike: list[SelectableTool] = []
             unlike: list[SelectableTool] = []
             for other in chosen[index + 1 :]:
-                (alike if self._alike(tool, other) else unlike).append(other)
+                (alike if not several and self._alike(tool, other) else unlike).append(other)
             if alike:
                 await self._ask(
                     task_prompt, alike, record, llm, attempts, batched=False, handled=tool
@@ -267,12 +271,15 @@ class ToolSelector:
         record.chosen = [tool.qualified_name for tool in chosen]
         if not chosen:
             return
+        record.several_requests = confirm == "also" and self._reads_as_several(task_prompt)
         if confirm == "off":
             record.activated = list(record.chosen)
         else:
             await self._confirm(
                 task_prompt, chosen, selection, llm, attempts, parameters_from_task, model_chose
             )
+        if record.several_requests and len(record.activated) == 1:
+            await self._second_request(task_prompt, candidates, record, llm, attempts)
         if self.settings.parameters_from_choice and parameters_from_task:
             self._take_arguments(calls, chosen, selection)
 
@@ -297,7 +304,8 @@ class ToolSelector:
                     task_prompt, chosen[0], selection, llm, attempts
                 )
             elif confirm == "also":
-                await self._confirm_in_turn(task_prompt, chosen, record, llm, attempts)
+                several = record.several_requests
+                await self._confirm_in_turn(task_prompt, chosen, record, llm, attempts, several)
             else:  # one chosen tool: its own yes/no call; several: one call unless per_tool
                 batched = confirm != "per_tool" and len(chosen) > 1
                 await self._ask(task_prompt, chosen, record, llm, attempts, batched=batched)
@@ -309,6 +317,46 @@ class ToolSelector:
             record.activated = [name for name in names if record.answers.get(name) is not False]
             raise SelectionFailed(
                 f"confirmation failed, the chosen tools run unconfirmed: {failure.__cause__}"
+            ) from failure
+
+    @cached_property
+    def _several_requests(self) -> re.Pattern[str] | None:
+        return several_requests_pattern(self.settings.several_requests)
+
+    def _reads_as_several(self, task_prompt: str) -> bool:
+        pattern = self._several_requests
+        return pattern is not None and pattern.search(task_prompt) is not None
+
+    async def _second_request(
+        self,
+        task_prompt: str,
+        candidates: Sequence[SelectableTool],
+        record: SelectionRecord,
+        llm: LanguageModel,
+        attempts: int,
+    ) -> None:
+        """A task read as several requests of which one tool was confirmed: a second choice
+        among the candidates not asked yet, and the first one it names asked its own question
+        (a single one left is asked without a choice). The model names one tool for such a task
+        far more often than two; asked again without the tools it has answered for, it names the
+        second request's. If a call fails, the confirmed tool runs alone and the failure is
+        recorded."""
+        rest = [tool for tool in candidates if tool.qualified_name not in record.answers]
+        if not rest:
+            return
+        try:
+            if len(rest) == 1:
+                named = rest
+            else:
+                calls = await self._named(task_prompt, rest, record, llm, attempts)
+                by_short_name = {tool.short_name: tool for tool in rest}
+                named = [by_short_name[call.name] for call in calls]
+            record.second_choice = [tool.qualified_name for tool in named]
+            if named:
+                await self._ask(task_prompt, named[:1], record, llm, attempts, batched=False)
+        except SelectionFailed as failure:
+            raise SelectionFailed(
+                f"second choice failed, the confirmed tool runs alone: {failure.__cause__}"
             ) from failure
 
     async def _confirm_with_parameters(
@@ -362,7 +410,7 @@ class ToolSelector:
             message = f"tool choice failed, no tool activated by it: {error}"
             raise SelectionFailed(message) from error
         names = {tool.short_name for tool in candidates}
-        record.ignored = [call.name for call in calls if call.name not in names]
+        record.ignored.extend(call.name for call in calls if call.name not in names)
         first_calls: dict[str, FunctionChoice] = {}
         for call in calls:
             if call.name in names:

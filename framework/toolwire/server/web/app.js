@@ -313,7 +313,8 @@ function taskNode(task, calls, open) {
 
 function selectionItem(task) {
   const selection = task.selection;
-  const how = selection.retrieved ? "retrieved" : "all";
+  const how = (selection.retrieved ? "retrieved" : "all") +
+    (selection.several_requests ? ", read as several requests" : "");
   const item = el("li", "selection", el("span", "kind", "selection"),
     `${selection.mode}: ${selection.candidates.length} candidate(s) (${how}) → ` +
     (selection.activated.join(", ") || "no tool"));
