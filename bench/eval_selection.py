@@ -44,6 +44,7 @@ from scoring import Case, evaluate_modes, print_kinds, warm_up
 from toolwire.app import App
 from toolwire.llm import LanguageModel, collect_calls, create_language_model
 from toolwire.orchestrator import DomainOrchestrator
+from toolwire.orchestrator.preselection import preselections
 from toolwire.selection.routing import DomainRouter
 from toolwire.settings import LLMSettings, OrchestratorSettings, RoutingSettings
 
@@ -91,13 +92,19 @@ async def evaluate_routing(
         {name: o.describing_tools() for name, o in orchestrators.items()},
         RoutingSettings(),
     )
+
     right: Counter[str] = Counter()
     total: Counter[str] = Counter()
     lexical = calls_made = 0
     started = time.perf_counter()
     for message in messages:
-        with collect_calls() as calls:
-            record = await router.route(message.message, llm, attempts=2)
+        with collect_calls() as calls, preselections():
+            record = await router.route(
+                message.message,
+                llm,
+                attempts=2,
+                takes=lambda domain, text: orchestrators[domain].takes(text),
+            )
         calls_made += len(calls)
         lexical += record.decided_by == "lexical"
         kind = kind_of(message)

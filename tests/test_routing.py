@@ -27,7 +27,11 @@ class Convert(EchoTool):
 
 
 def service(
-    model: ScriptedModel, *, default: str | None = "travel", **routing: Any
+    model: ScriptedModel,
+    *,
+    default: str | None = "travel",
+    travel_rag: str | None = None,
+    **routing: Any,
 ) -> ConversationService:
     forecast, convert = Forecast("forecast", "sunny"), Convert("convert", "92 EUR")
     asker = AskingTool("booking", "Which city?")
@@ -35,7 +39,9 @@ def service(
     convert.domain = "finance"
     registry, tools = registry_of("travel", forecast, asker, convert)
     domains = {
-        "travel": DomainSpec(name="travel", description="Trips: weather, bookings."),
+        "travel": DomainSpec(
+            name="travel", description="Trips: weather, bookings.", rag_tool=travel_rag
+        ),
         "finance": DomainSpec(name="finance", description="Money: currencies and rates."),
     }
     return ConversationService(
@@ -58,6 +64,27 @@ async def test_decisive_words_route_without_a_model_call() -> None:
     assert answer.routing is not None
     assert (answer.routing.decided_by, answer.routing.domain) == ("lexical", "finance")
     assert answer.routing.scores[0].domain == "finance"
+    assert Purpose.ROUTING not in model.purposes
+
+
+async def test_a_single_shared_word_does_not_decide_alone() -> None:
+    model = ScriptedModel().on_route(None).on_suitability([]).on_answer("I cannot help with that")
+
+    answer = await service(model, default="finance").ask("A poem about rain, please")
+
+    assert answer.routing is not None
+    assert [score.domain for score in answer.routing.scores] == ["travel"]  # only it matches
+    assert model.calls_for(Purpose.ROUTING)  # "weather" alone: the model is asked
+    assert (answer.routing.decided_by, answer.routing.domain) == ("no tool takes it", None)
+    assert answer.domain == "finance"
+
+
+async def test_one_decisive_word_is_enough_when_so_configured() -> None:
+    model = ScriptedModel().on_suitability(["forecast"]).on_answer()
+
+    answer = await service(model, decisive_words=1).ask("A poem about rain, please")
+
+    assert answer.routing is not None and answer.routing.decided_by == "lexical"
     assert Purpose.ROUTING not in model.purposes
 
 
@@ -93,16 +120,84 @@ async def test_a_message_no_domain_fits_goes_to_the_default_domain() -> None:
     assert (answer.routing.decided_by, answer.routing.domain) == ("model", None)
 
 
-async def test_the_models_none_gives_way_to_a_domain_that_shares_words_with_the_message() -> None:
-    model = ScriptedModel().on_route(None).on_suitability([]).on_answer("no rate for that")
+WORDS_OF_BOTH = "Any news about currencies and bookings?"
+"""Shares words with both domains, travel's a little more: the words alone do not decide."""
 
-    answer = await service(model).ask("Any news about currencies and bookings?")
+
+async def test_the_models_none_gives_way_to_a_domain_whose_tool_takes_the_message() -> None:
+    model = ScriptedModel().on_route(None).on_choose(["forecast"]).on_suitability(["forecast"])
+    model.on_answer()
+
+    answer = await service(model, default="finance").ask(WORDS_OF_BOTH)
 
     assert model.calls_for(Purpose.ROUTING)  # the words alone did not decide
     assert answer.routing is not None
-    best = answer.routing.scores[0].domain
-    assert (answer.routing.decided_by, answer.routing.domain) == ("words over none", best)
-    assert answer.domain == best
+    assert answer.routing.scores[0].domain == "travel"
+    assert (answer.routing.decided_by, answer.routing.domain) == ("words over none", "travel")
+    assert answer.domain == "travel" and answer.text == "sunny"
+    # routing's selection is the task's: the model is not asked the same twice
+    assert len(model.calls_for(Purpose.CHOICE)) == len(model.calls_for(Purpose.SUITABILITY)) == 1
+    assert answer.trace.selection is not None
+    assert answer.trace.selection.activated == ["travel.forecast"]
+
+
+async def test_words_over_none_give_way_when_no_tool_of_the_domain_takes_the_message() -> None:
+    model = ScriptedModel().on_route(None).on_choose([]).on_suitability([])
+    model.on_answer("I cannot help with that")
+
+    answer = await service(model, default="finance").ask(WORDS_OF_BOTH)
+
+    assert answer.routing is not None
+    assert (answer.routing.decided_by, answer.routing.domain) == ("no tool takes it", None)
+    assert answer.domain == "finance"  # the default domain answers, with its own selection
+    [suitability] = model.calls_for(Purpose.SUITABILITY)
+    assert suitability.inputs["tool_names"] == ["finance.convert"]
+
+
+async def test_the_default_domain_reuses_the_selection_routing_made_in_it() -> None:
+    model = ScriptedModel().on_route(None).on_choose([]).on_answer("I cannot help with that")
+
+    answer = await service(model, default="travel").ask(WORDS_OF_BOTH)
+
+    assert answer.routing is not None and answer.routing.decided_by == "no tool takes it"
+    assert answer.domain == "travel"
+    assert len(model.calls_for(Purpose.CHOICE)) == 1
+
+
+async def test_a_failing_selection_leaves_routing_to_the_words() -> None:
+    model = ScriptedModel().on_route(None).on_choose(ModelError("choice", "down")).on_answer("a")
+
+    answer = await service(model, default="finance").ask(WORDS_OF_BOTH)
+
+    assert answer.routing is not None
+    assert (answer.routing.decided_by, answer.routing.domain) == ("words over none", "travel")
+    assert len(model.calls_for(Purpose.CHOICE)) == 1  # the failed selection is the task's
+    assert [failure for failure in answer.failures if "tool choice failed" in failure] == [
+        "task 1: tool choice failed, no tool activated by it: model call for 'choice' failed: "
+        "down (after 1 attempt(s))"
+    ]
+
+
+async def test_a_domain_with_a_retrieval_tool_takes_what_its_words_point_at() -> None:
+    model = ScriptedModel().on_route(None).on_suitability([]).on_answer()
+
+    answer = await service(model, default="finance", travel_rag="forecast").ask(WORDS_OF_BOTH)
+
+    assert answer.routing is not None
+    assert (answer.routing.decided_by, answer.routing.domain) == ("words over none", "travel")
+    assert answer.text == "sunny"  # its retrieval tool ran, as it does for every task
+    [suitability] = model.calls_for(Purpose.SUITABILITY)  # asked by the task, not by routing
+    assert suitability.inputs["tool_names"] == ["travel.booking"]
+
+
+async def test_a_selection_routing_made_is_not_kept_for_a_later_question() -> None:
+    model = ScriptedModel().on_route(None).on_choose([]).on_suitability([]).on_answer("no")
+    conversations = service(model, default="finance")
+
+    await conversations.ask(WORDS_OF_BOTH)  # travel's selection made, the default answered
+    await conversations.ask(WORDS_OF_BOTH, domain="travel")
+
+    assert len(model.calls_for(Purpose.CHOICE)) == 2  # asked afresh, not taken from the first
 
 
 async def test_no_fit_and_no_default_domain_is_a_clear_error() -> None:
@@ -147,7 +242,8 @@ async def test_routing_switched_off_sends_every_message_to_the_default_domain() 
 async def test_a_watched_question_streams_its_routing_before_its_tasks() -> None:
     model = ScriptedModel().on_suitability(["convert"]).on_answer()
 
-    events = [e async for e in service(model).ask_stream("Convert 100 dollars, please")]
+    message = "Convert 100 dollars into another currency, please"
+    events = [e async for e in service(model).ask_stream(message)]
 
     routed = [event for event in events if isinstance(event, Routed)]
     final = events[-1]

@@ -180,7 +180,11 @@ class RoutingSettings(Section):
     """False: every such message goes to ``default_domain``."""
     decisive_ratio: float = Field(default=2.0, ge=1.0)
     """The best domain's retrieval score at least this many times the runner-up's decides
-    without a model call."""
+    without a model call, when the message shares ``decisive_words`` words with it."""
+    decisive_words: int = Field(default=2, ge=1)
+    """How many different words of the message the best domain must share for the scores to
+    decide alone: one shared word ("Tell me a joke about cats") is weak evidence, and the
+    model is asked (docs/models.md, "Routing between domains")."""
 
 
 class OrchestratorSettings(Section):

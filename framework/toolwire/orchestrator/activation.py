@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, create_model
 
 from toolwire.errors import PLUGIN_FAILURES, ModelError, ToolNameError, UnknownToolError
 from toolwire.llm.base import LanguageModel, Purpose
+from toolwire.orchestrator import preselection
 from toolwire.orchestrator.invoke import call_model
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.run_state import ToolRun
@@ -210,12 +211,12 @@ async def _suitable(
     """What selection activates; the record of how goes on the task for the trace."""
     if not scope.suitability_candidates:
         return None
-    selection = await scope.selector.select(
-        task.task_prompt,
-        llm,
-        attempts,
-        parameters_from_task=not task.prompt_context and task.run.agent_status() is None,
-    )
+    from_task = not task.prompt_context and task.run.agent_status() is None
+    selection = preselection.take(scope.selector, task.task_prompt) if from_task else None
+    if selection is None:
+        selection = await scope.selector.select(
+            task.task_prompt, llm, attempts, parameters_from_task=from_task
+        )
     record = selection.record
     task.run.selection = record
     for name, error in record.left_out.items():

@@ -51,6 +51,7 @@ from toolwire.llm.base import (
 from toolwire.llm.context_limits import ContextIssue, collect_context_issues
 from toolwire.llm.prompts import with_agent_status
 from toolwire.logging import bound
+from toolwire.orchestrator import preselection
 from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
 from toolwire.orchestrator.answer import answer_cut_off
 from toolwire.orchestrator.buffer import buffer_of, siblings_so_far, snapshot, subtree_results
@@ -182,6 +183,23 @@ class DomainOrchestrator:
         orchestrator; ``await selector.select(task_prompt, llm, attempts)`` runs SPEC §3 step 5
         on its own (``bench/eval_selection.py`` does)."""
         return self._scope.selector
+
+    async def takes(self, message: str) -> bool:
+        """Whether a tool of this domain takes ``message`` (for routing): the tool selection its
+        first task would make, made now and kept for that task (asked once). A domain with a
+        retrieval tool (``rag_tool``, which runs for every task) or without selectable tools takes
+        every message, and so does one whose selection failed (the words that pointed at it
+        decide)."""
+        if self._scope.rag is not None or not self._scope.suitability_candidates:
+            return True
+        task_prompt = escape_marker(message)
+        first = {"domain": self.domain.name, "task_no": "1"}  # the task it is made for
+        with bound(**first), domain_prompt(self.domain.description):
+            selection = await self.selector.select(
+                task_prompt, self.llm, self.settings.model_attempts
+            )
+        preselection.keep(self.selector, task_prompt, selection)
+        return bool(selection.record.activated) or selection.record.failure is not None
 
     def describing_tools(self) -> list[SelectableTool]:
         """The tools that tell what the domain covers, for routing: its selectable tools and

@@ -28,6 +28,7 @@ from toolwire.llm.budget import question_budget
 from toolwire.logging import bound
 from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
+from toolwire.orchestrator.preselection import preselections
 from toolwire.orchestrator.streaming import Answered, stream_question
 from toolwire.redaction import session_ref
 from toolwire.registry import DomainSpec, ToolRegistry
@@ -139,11 +140,14 @@ class ConversationService:
             collect_calls() as calls,
             bound(**resumed),
             question_budget(self.settings.question_budget_s),
+            preselections(),
         ):
             if session_id is None:
                 if domain is None and self.router is not None:
                     attempts = self.settings.model_attempts
-                    routing = await self.router.route(message, self.llm, attempts)
+                    routing = await self.router.route(
+                        message, self.llm, attempts, takes=self._takes
+                    )
                     emit(Routed(routing=routing.model_copy(deep=True)))
                     domain = routing.domain
                 orchestrator = self.orchestrator(domain, routed=routing is not None)
@@ -190,6 +194,10 @@ class ConversationService:
             usage=Usage.of(calls),
             model_calls=list(calls),
         )
+
+    async def _takes(self, domain: str, message: str) -> bool:
+        """Routing's question whether a tool of ``domain`` takes ``message``."""
+        return await self.orchestrators[domain].takes(message)
 
     def orchestrator(self, domain: str | None, *, routed: bool = False) -> DomainOrchestrator:
         """The orchestrator of ``domain``, the default domain, or the only domain.

@@ -4,16 +4,18 @@ Built once over every installed domain: its name and description, and the text o
 tools (name, description, suitability question, parameters, examples). A message is routed by:
 
 1. retrieval (BM25): each domain scores its best-matching document;
-2. one domain matches, or the best scores at least ``decisive_ratio`` times the runner-up: that
-   domain (no model call; the lexical evidence is decisive);
+2. one domain matches, or the best scores at least ``decisive_ratio`` times the runner-up, and
+   it shares at least ``decisive_words`` words with the message: that domain (no model call; the
+   lexical evidence is decisive);
 3. otherwise (no match at all included) one call, constrained to the domain names or none,
    decides among every domain; none with no domain matching any word: nothing fits, and the
-   default domain answers; none while some domain matched: the best-matching domain.
+   default domain answers; none while some domain matched: the best-matching domain, if one of
+   its tools takes the message (``takes``: its tool selection activates one), else nothing fits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,6 +26,7 @@ from toolwire.errors import ModelError
 from toolwire.llm.base import LanguageModel, Option, Purpose
 from toolwire.orchestrator.invoke import call_model
 from toolwire.registry import DomainSpec
+from toolwire.search.index import query_terms
 from toolwire.selection.catalogue import FIELD_WEIGHTS, SelectableTool
 from toolwire.selection.lexical import Document, LexicalIndex
 from toolwire.settings import RoutingSettings
@@ -46,8 +49,10 @@ class RoutingRecord(BaseModel):
 
     scores: list[DomainScore] = Field(default_factory=list)
     """Every domain that matched the message, best first."""
-    decided_by: Literal["lexical", "model", "words over none", "failure"]
-    """``words over none``: the model named no domain, but one shares words with the message."""
+    decided_by: Literal["lexical", "model", "words over none", "no tool takes it", "failure"]
+    """``words over none``: the model named no domain, but one shares words with the message
+    and a tool of it takes the message; ``no tool takes it``: the same, but none of its tools
+    does (the default domain answers)."""
     domain: str | None
     """The domain chosen; None: nothing fits (the default domain answers)."""
     failure: str | None = None
@@ -86,8 +91,18 @@ class DomainRouter:
         )
         return cls(dict(domains), LexicalIndex(documents, DOMAIN_WEIGHTS), options, settings)
 
-    async def route(self, message: str, llm: LanguageModel, attempts: int) -> RoutingRecord:
-        """The domain for ``message`` (None: nothing fits), and how it was decided."""
+    async def route(
+        self,
+        message: str,
+        llm: LanguageModel,
+        attempts: int,
+        *,
+        takes: Callable[[str, str], Awaitable[bool]] | None = None,
+    ) -> RoutingRecord:
+        """The domain for ``message`` (None: nothing fits), and how it was decided.
+
+        ``takes(domain, message)``: whether a tool of that domain takes the message, asked only
+        when the model named no domain and words point at one. Without it, the words decide."""
         hits = self.index.search(message, limit=len(self.domains))
         scores = [DomainScore(domain=hit.key, score=round(hit.score, 3)) for hit in hits]
         best = scores[0] if scores else None
@@ -96,6 +111,7 @@ class DomainRouter:
             best is not None
             and best.score > 0
             and best.score >= self.settings.decisive_ratio * runner_up
+            and self._shared_words(message, best.domain) >= self.settings.decisive_words
         ):
             return self._done(
                 RoutingRecord(scores=scores, decided_by="lexical", domain=best.domain)
@@ -120,12 +136,25 @@ class DomainRouter:
         domain = next((name for name in named if name in self.domains), None)
         if domain is None and best is not None and best.score > 0:
             # The model's "none" against words a domain shares with the message: the domain
-            # takes it. Sent to the default domain, a question its domain covers gets a wrong
-            # answer; an off-topic one gets "nothing found" from either (see docs/models.md).
+            # takes it if one of its tools does. Sent to the default domain, a question its
+            # domain covers gets a wrong answer; an off-topic question that merely shares a word
+            # ("Tell me a joke about cats") is taken by no tool (see docs/models.md).
+            if takes is not None and not await takes(best.domain, message):
+                return self._done(
+                    RoutingRecord(scores=scores, decided_by="no tool takes it", domain=None)
+                )
             return self._done(
                 RoutingRecord(scores=scores, decided_by="words over none", domain=best.domain)
             )
         return self._done(RoutingRecord(scores=scores, decided_by="model", domain=domain))
+
+    def _shared_words(self, message: str, domain: str) -> int:
+        """How many different words of ``message`` some text of ``domain`` matches."""
+        limit = len(self.domains)
+        return sum(
+            any(hit.key == domain for hit in self.index.search(term, limit=limit))
+            for term in query_terms(message)
+        )
 
     @staticmethod
     def _done(record: RoutingRecord) -> RoutingRecord:
