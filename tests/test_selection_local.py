@@ -41,6 +41,11 @@ async def app() -> AsyncIterator[App]:
             ["geometry.triangle_area"],
         ),
         ("finance", "Write me a short poem about autumn leaves.", []),
+        (  # two requests joined by ", and": the second choice finds the second one's tool
+            "geometry",
+            "How far is the point (1, 1) from (4, 5), and how many miles is 5 km?",
+            ["geometry.length_conversion", "geometry.point_distance"],
+        ),
         (  # two requests: the second named tool is confirmed as a further request
             "finance",
             "I make 70,000 a year in Canada. How much income tax is that, and what's the sales "
@@ -64,6 +69,14 @@ async def test_a_message_naming_no_domain_is_routed_to_the_one_it_is_about(app: 
 
     assert answer.domain == "finance"
     assert answer.routing is not None and answer.routing.domain == "finance"
+
+
+async def test_an_off_topic_message_sharing_a_word_with_a_domain_fits_none(app: App) -> None:
+    answer = await app.ask("Tell me a joke about cats.")
+
+    assert answer.routing is not None and answer.routing.domain is None
+    assert answer.routing.decided_by in ("model", "no tool takes it")
+    assert answer.domain == app.config.default_domain  # it answers what fits no domain
 
 
 async def test_a_single_chosen_tool_is_confirmed_with_its_parameters_in_one_call(
