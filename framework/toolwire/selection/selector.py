@@ -266,8 +266,7 @@ class ToolSelector:
         chosen = list(candidates)
         if model_chose:
             calls = await self._named(task_prompt, candidates, record, llm, attempts)
-            by_short_name = {tool.short_name: tool for tool in candidates}
-            chosen = [by_short_name[call.name] for call in calls]
+            chosen = _tools_called(calls, candidates)
         record.chosen = [tool.qualified_name for tool in chosen]
         if not chosen:
             return
@@ -349,8 +348,7 @@ class ToolSelector:
                 named = rest
             else:
                 calls = await self._named(task_prompt, rest, record, llm, attempts)
-                by_short_name = {tool.short_name: tool for tool in rest}
-                named = [by_short_name[call.name] for call in calls]
+                named = _tools_called(calls, rest)
             record.second_choice = [tool.qualified_name for tool in named]
             if named:
                 await self._ask(task_prompt, named[:1], record, llm, attempts, batched=False)
@@ -444,6 +442,14 @@ class ToolSelector:
                 selection.parameters[name] = tool.tool.params_model.model_validate(given)
             except PLUGIN_FAILURES as error:  # invalid, or a plugin's validator raised
                 log.info("choice_arguments_not_used", tool=name, error=describe(error))
+
+
+def _tools_called(
+    calls: Sequence[FunctionChoice], options: Sequence[SelectableTool]
+) -> list[SelectableTool]:
+    """The options ``calls`` name (each a name :meth:`ToolSelector._named` kept), in order."""
+    by_short_name = {tool.short_name: tool for tool in options}
+    return [by_short_name[call.name] for call in calls]
 
 
 def _chooses_functions(llm: LanguageModel) -> bool:
