@@ -34,6 +34,7 @@ import anyio
 import structlog
 
 from toolwire import strict_json
+from toolwire.server.middleware import replay
 from toolwire.strict_json import DuplicateKeyError
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ class UniqueKeyBodies:
             return
         except (ValueError, RecursionError):
             pass  # not JSON (or too deep for Python): the SDK answers it as it always did
-        await self.app(scope, _replay(messages, receive), send)
+        await self.app(scope, replay(messages, receive), send)
 
 
 def _refusal_response(error: JSONRPCError) -> ASGIApp:
@@ -123,18 +124,6 @@ def _refusal_response(error: JSONRPCError) -> ASGIApp:
         status_code=400,
         media_type="application/json",
     )
-
-
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    """A ``receive`` that returns the messages already read first, then the real ones."""
-    pending = list(messages)
-
-    async def replayed() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replayed
 
 
 # -- stdio --------------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ class BodyLimitMiddleware:
                 while True:
                     message = await receive()
                     if message["type"] != "http.request":  # the client went away
-                        await self.app(scope, _replay([message], receive), send)
+                        await self.app(scope, replay([message], receive), send)
                         return
                     chunk = message.get("body", b"")
                     size += len(chunk)
@@ -140,7 +140,7 @@ class BodyLimitMiddleware:
             await _body_timeout(timeout, size)(scope, receive, send)
             return
         body = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-        await self.app(scope, _replay([body], receive), send)
+        await self.app(scope, replay([body], receive), send)
 
 
 def _too_large(limit: int, declared: int | None) -> ASGIApp:
@@ -165,7 +165,7 @@ def _body_timeout(timeout: float, received: int) -> ASGIApp:
     ).response()
 
 
-def _replay(messages: list[Message], receive: Receive) -> Receive:
+def replay(messages: list[Message], receive: Receive) -> Receive:
     """A ``receive`` that returns the buffered messages first, then the real ones."""
     pending = list(messages)
 
