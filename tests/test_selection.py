@@ -8,12 +8,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from orchestration_kit import EchoTool, domain
+from orchestration_kit import EchoTool, domain, selection_of
 from toolwire import OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.errors import ModelError
 from toolwire.llm import Purpose
-from toolwire.orchestrator import Answer
-from toolwire.run_state import SelectionRecord
 from toolwire.selection.catalogue import SelectableTool, tool_index
 from toolwire.settings import OrchestratorSettings, SelectionSettings
 from toolwire.testing import ScriptedModel, conversation_for
@@ -49,11 +47,6 @@ def entry(tool: Any) -> SelectableTool:
 def selecting(model: ScriptedModel, *tools: Any, top_k: int = 8, **selection: Any) -> Any:
     settings = OrchestratorSettings(selection=SelectionSettings(top_k=top_k, **selection))
     return conversation_for(domain(), *tools, model=model, settings=settings)
-
-
-def selection_of(answer: Answer) -> SelectionRecord:
-    assert answer.trace.selection is not None
-    return answer.trace.selection
 
 
 # -- the tool index ---------------------------------------------------------------------------

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from orchestration_kit import EchoTool, domain
+from orchestration_kit import EchoTool, confirmations, domain, selection_of
 from toolwire.errors import ModelError
 from toolwire.llm import OpenAIGateway, Purpose, SuitabilityQuestion, prompts
-from toolwire.orchestrator import Answer, ConversationService
-from toolwire.run_state import SelectionRecord
+from toolwire.orchestrator import ConversationService
 from toolwire.settings import LLMSettings
 from toolwire.testing import ScriptedModel, conversation_for
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest
@@ -18,19 +17,6 @@ from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeReques
 
 def asking(model: ScriptedModel, *tools: EchoTool) -> ConversationService:
     return conversation_for(domain(), *tools, model=model)  # the default: confirm also
-
-
-def selection_of(answer: Answer) -> SelectionRecord:
-    assert answer.trace.selection is not None
-    return answer.trace.selection
-
-
-def confirmations(model: ScriptedModel) -> list[tuple[list[str], str | None]]:
-    """Each confirmation call: the tools asked, and the tool whose request was handled."""
-    return [
-        (call.inputs["tool_names"], call.inputs["handled"])
-        for call in model.calls_for(Purpose.SUITABILITY)
-    ]
 
 
 # -- with the scripted model ------------------------------------------------------------------

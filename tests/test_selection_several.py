@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from orchestration_kit import EchoTool, domain
+from orchestration_kit import EchoTool, confirmations, domain, selection_of
 from toolwire.errors import ModelError
 from toolwire.llm import Purpose
-from toolwire.orchestrator import Answer, ConversationService
-from toolwire.run_state import SelectionRecord
+from toolwire.orchestrator import ConversationService
 from toolwire.selection.requests import SEVERAL_REQUESTS, several_requests_pattern
 from toolwire.settings import OrchestratorSettings, SelectionSettings
 from toolwire.testing import ScriptedModel, conversation_for
@@ -23,18 +22,6 @@ ONE = "What is the volume of a sphere with a 15 cm radius?"
 def asking(model: ScriptedModel, *tools: EchoTool, **selection: object) -> ConversationService:
     settings = OrchestratorSettings(selection=SelectionSettings.model_validate(selection))
     return conversation_for(domain(), *tools, model=model, settings=settings)
-
-
-def selection_of(answer: Answer) -> SelectionRecord:
-    assert answer.trace.selection is not None
-    return answer.trace.selection
-
-
-def confirmations(model: ScriptedModel) -> list[tuple[list[str], str | None]]:
-    return [
-        (call.inputs["tool_names"], call.inputs["handled"])
-        for call in model.calls_for(Purpose.SUITABILITY)
-    ]
 
 
 def choices(model: ScriptedModel) -> list[list[str]]:
@@ -188,21 +175,16 @@ async def test_a_task_read_as_one_request_gets_no_second_choice() -> None:
     assert not selection.several_requests and selection.second_choice is None
 
 
-async def test_an_empty_pattern_turns_the_second_choice_off() -> None:
+@pytest.mark.parametrize(
+    "selection",
+    [{"several_requests": ""}, {"confirm": "batched"}],
+    ids=["an empty pattern", "another confirmation"],
+)
+async def test_the_second_choice_is_off_with(selection: dict[str, str]) -> None:
     volume, circumference, area = tools()
     model = ScriptedModel().on_choose(["volume"]).on_suitability(["volume"]).on_answer()
 
-    answer = await asking(model, volume, circumference, area, several_requests="").ask(SEVERAL)
-
-    assert len(model.calls_for(Purpose.CHOICE)) == 1
-    assert not selection_of(answer).several_requests
-
-
-async def test_another_confirmation_reads_every_task_as_one_request() -> None:
-    volume, circumference, area = tools()
-    model = ScriptedModel().on_choose(["volume"]).on_suitability(["volume"]).on_answer()
-
-    answer = await asking(model, volume, circumference, area, confirm="batched").ask(SEVERAL)
+    answer = await asking(model, volume, circumference, area, **selection).ask(SEVERAL)
 
     assert len(model.calls_for(Purpose.CHOICE)) == 1
     assert not selection_of(answer).several_requests

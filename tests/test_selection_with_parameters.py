@@ -9,12 +9,11 @@ import json
 import pytest
 from pydantic import BaseModel, Field
 
-from orchestration_kit import EchoTool, domain
+from orchestration_kit import EchoTool, domain, selection_of
 from toolwire import OrchestratorActivatedTool, TaskInfo, ToolExecutionResult
 from toolwire.errors import ModelError
 from toolwire.llm import OpenAIGateway, Purpose, SuitabilityQuestion, prompts
-from toolwire.orchestrator import Answer, ConversationService
-from toolwire.run_state import SelectionRecord
+from toolwire.orchestrator import ConversationService
 from toolwire.settings import LLMSettings, OrchestratorSettings, SelectionSettings
 from toolwire.testing import ScriptedModel, conversation_for, orchestrator_for
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest
@@ -49,11 +48,6 @@ class TriangleArea(OrchestratorActivatedTool[Area]):
 def asking(model: ScriptedModel, triangle: TriangleArea | None = None) -> ConversationService:
     tools = (triangle or TriangleArea(), EchoTool("bmi", "bmi 22"))
     return conversation_for(domain(), *tools, model=model, settings=WITH_PARAMETERS)
-
-
-def selection_of(answer: Answer) -> SelectionRecord:
-    assert answer.trace.selection is not None
-    return answer.trace.selection
 
 
 # -- with the scripted model ------------------------------------------------------------------
