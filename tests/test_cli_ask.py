@@ -266,6 +266,32 @@ def test_ask_trace_draws_the_task_tree_with_coordinators_decisions_and_failures(
     )
 
 
+def test_ask_trace_shows_a_task_read_as_several_requests_and_its_second_choice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
+) -> None:
+    model = ScriptedModel().on_choose(["cheap"], times=1).on_choose(["full"])
+    model.on_suitability(["cheap", "full"]).on_answer("ok")
+    plugin = plugin_of(DomainSpec(name="trip"), CheapTool, FullTool, BrokenTool)
+
+    def load_app(ctx: object) -> App:
+        return App.load(None, plugins=[plugin], load_entry_points=False, llm=model)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ask_commands, "load_app", load_app)
+
+    message = "a cheap lookup, and then a full search?"
+    result = CliRunner().invoke(cli_app, ["ask", message, "--trace"], env={"COLUMNS": "160"})
+
+    assert result.exit_code == 0, result.output
+    lines = [line.rstrip() for line in result.output.splitlines()]
+    assert (
+        "├── selection choose: 3 candidate(s) (all, read as several requests) → trip.cheap, "
+        "trip.full" in lines
+    ), "\n".join(lines)
+    [second] = [line for line in lines if line.startswith("│   ├── trip.full (score")]
+    assert second.endswith("named by the second choice, confirmed on its question")
+
+
 @pytest.mark.parametrize("json_output", [False, True])
 def test_without_trace_a_failure_shows_an_error_id_and_the_log_has_the_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None, json_output: bool
