@@ -17,6 +17,9 @@ nests deeper are refused: a tree hundreds of levels deep could be stored but not
 conversation lost), or broke the orchestrator's recursive steps. ``orchestrator.max_depth``
 (the levels processed) stays within it."""
 
+ROOT_TASK_NO = "1"
+"""The number of the task a user's message becomes; its subtasks are "1.1", "1.2", …"""
+
 AGENT_COORDINATOR_MARKER = "\n\n[[toolwire:coordinator-task]]\n\n"
 """Separates a subtask's prompt context (its parent's text) from its own coordinator-set task."""
 

@@ -17,7 +17,7 @@ from toolwire.run_state import (
     ToolRunRecord,
 )
 from toolwire.selection.routing import RoutingRecord
-from toolwire.task import TaskInfo
+from toolwire.task import ROOT_TASK_NO, TaskInfo
 
 
 class TaskTrace(BaseModel):
@@ -114,7 +114,7 @@ def answer_cut_off(with_context: bool) -> Notice:
     limit = "answer" if with_context else "answer_without_context"
     limit_key = f"llm.max_completion_tokens.{limit}"
     message = f"the answer reached its length limit and was cut off ({limit_key})"
-    return Notice(kind="answer_cut_off", task_no="1", message=message)
+    return Notice(kind="answer_cut_off", task_no=ROOT_TASK_NO, message=message)
 
 
 class Answer(BaseModel):

@@ -78,7 +78,7 @@ from toolwire.run_state import (
 from toolwire.selection.catalogue import SelectableTool
 from toolwire.selection.selector import ToolSelector
 from toolwire.settings import OrchestratorSettings
-from toolwire.task import TaskInfo, escape_marker
+from toolwire.task import ROOT_TASK_NO, TaskInfo, escape_marker
 from toolwire.tool_threads import PluginRunner
 from toolwire.tools import (
     AgentCoordinator,
@@ -193,7 +193,7 @@ class DomainOrchestrator:
         if self._scope.rag is not None or not self._scope.suitability_candidates:
             return True
         task_prompt = escape_marker(message)
-        first = {"domain": self.domain.name, "task_no": "1"}  # the task it is made for
+        first = {"domain": self.domain.name, "task_no": ROOT_TASK_NO}  # the task made for it
         with bound(**first), domain_prompt(self.domain.description):
             selection = await self.selector.select(
                 task_prompt, self.llm, self.settings.model_attempts
@@ -230,7 +230,8 @@ class DomainOrchestrator:
         orchestrator designates tasks.
         """
         message = escape_marker(message)
-        task = TaskInfo(task_no="1", task_prompt=message, run=TaskRun(user_message=message))
+        run = TaskRun(user_message=message)
+        task = TaskInfo(task_no=ROOT_TASK_NO, task_prompt=message, run=run)
         with bound(domain=self.domain.name), domain_prompt(self.domain.description):
             await classify(self.llm, task, self.domain.prompt_types, self.settings.model_attempts)
         return task
