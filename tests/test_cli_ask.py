@@ -266,11 +266,11 @@ def test_ask_trace_draws_the_task_tree_with_coordinators_decisions_and_failures(
     )
 
 
-def test_ask_trace_shows_a_task_read_as_several_requests_and_its_second_choice(
+def test_ask_trace_shows_a_task_read_as_several_requests_its_words_and_second_choice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
 ) -> None:
-    model = ScriptedModel().on_choose(["cheap"], times=1).on_choose(["full"])
-    model.on_suitability(["cheap", "full"]).on_answer("ok")
+    model = ScriptedModel().on_choose(["cheap"]).on_suitability(["cheap", "full"])
+    model.on_answer("ok")
     plugin = plugin_of(DomainSpec(name="trip"), CheapTool, FullTool, BrokenTool)
 
     def load_app(ctx: object) -> App:
@@ -285,10 +285,12 @@ def test_ask_trace_shows_a_task_read_as_several_requests_and_its_second_choice(
     assert result.exit_code == 0, result.output
     lines = [line.rstrip() for line in result.output.splitlines()]
     assert (
-        "├── selection choose: 3 candidate(s) (all, read as several requests) → trip.cheap, "
-        "trip.full" in lines
+        "├── selection choose: 3 candidate(s) (all, read as several requests) → trip.full, "
+        "trip.cheap" in lines
     ), "\n".join(lines)
-    [second] = [line for line in lines if line.startswith("│   ├── trip.full (score")]
+    [first] = [line for line in lines if line.startswith("│   ├── trip.full (score")]
+    assert first.endswith("decided by its words, confirmed on its question (no choice made)")
+    [second] = [line for line in lines if line.startswith("│   ├── trip.cheap (score")]
     assert second.endswith("named by the second choice, confirmed on its question")
 
 

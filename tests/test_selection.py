@@ -195,7 +195,7 @@ async def test_retrieval_narrows_a_large_domain_to_the_top_k_best_matches() -> N
     )
     model.on_answer()
 
-    answer = await selecting(model, *tools, triangle, top_k=3).ask(
+    answer = await selecting(model, *tools, triangle, top_k=3, decisive_ratio=None).ask(
         "What is the area of a triangle with base 3 and height 4?"
     )
 

@@ -64,6 +64,20 @@ async def test_the_embedded_model_selects_the_right_tools(
     assert sorted(run.tool_name for run in answer.trace.tools) == expected
 
 
+async def test_a_tool_its_words_point_at_runs_in_three_calls_without_a_choice(app: App) -> None:
+    answer = await app.ask(
+        "What is the area of a triangle with a base of 10 cm and a height of 7 cm?",
+        domain="geometry",
+    )
+
+    selection = answer.trace.selection
+    assert selection is not None
+    assert selection.decided_by_words == "geometry.triangle_area"
+    assert selection.chosen is None and selection.activated == ["geometry.triangle_area"]
+    assert [call.purpose for call in answer.model_calls] == ["suitability", "parameters", "answer"]
+    assert "35" in answer.text
+
+
 async def test_a_message_naming_no_domain_is_routed_to_the_one_it_is_about(app: App) -> None:
     answer = await app.ask("How many euros do I get for 200 US dollars at today's rate?")
 

@@ -226,6 +226,10 @@ class SelectionRecord(BaseModel):
     second_choice: list[str] | None = None
     """The candidates a second choice named, after one tool of a task read as several requests
     was confirmed (None: no second choice made). The first of them was asked its question."""
+    decided_by_words: str | None = None
+    """``choose`` mode: the best match whose words were decisive (``decisive_ratio``), asked its
+    own question before any choice; the model chose only if it was refused (None: no such
+    match)."""
     activated: list[str] = Field(default_factory=list)
     failure: str | None = None
     """A model call that failed, and what was done instead."""
@@ -243,6 +247,15 @@ class SelectionRecord(BaseModel):
             answer = self.answers.get(tool_name)
             verdict = "no answer" if answer is None else ("yes" if answer else "no")
             return f"its question answered {verdict}"
+        if tool_name == self.decided_by_words:
+            answer = self.answers.get(tool_name)
+            if answer is None:
+                return "decided by its words, not confirmed (it did not run)"
+            return (
+                "decided by its words, confirmed on its question (no choice made)"
+                if answer
+                else "pointed at by its words, refused on its question"
+            )
         if self.second_choice and tool_name == self.second_choice[0]:
             answer = self.answers.get(tool_name)
             if answer is None:

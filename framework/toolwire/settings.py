@@ -157,6 +157,17 @@ class SelectionSettings(Section):
     (``toolwire.selection.requests.SEVERAL_REQUESTS``); give your users' language's joining
     words, or ``""`` to read every task as one request."""
 
+    decisive_ratio: float | None = Field(default=2.0, ge=1.0)
+    """``choose`` mode with a confirmation: when the best-matching candidate scores at least this
+    many times the runner-up (or alone matches) and shares ``decisive_words`` different words
+    with the task, more than any other candidate, its words decide: its own question is asked
+    with no choice call before it.
+    Confirmed, it runs (a task read as several requests may then get its second choice);
+    refused, the model chooses among the candidates as usual. ``None``: the model always
+    chooses (docs/models.md measures both)."""
+    decisive_words: int = Field(default=2, ge=1)
+    """How many different words of the task the best match must share for ``decisive_ratio``."""
+
     @field_validator("several_requests")
     @classmethod
     def _several_requests_compiles(cls, pattern: str) -> str:

@@ -40,6 +40,7 @@ class LexicalIndex:
         self.fields = tuple(weights)
         self._weights = tuple(float(weights[name]) for name in self.fields)
         self._keys: list[str] = []
+        self._rows_of: dict[str, list[int]] = {}
         self._lock = threading.Lock()
         self._connection = sqlite3.connect(":memory:", check_same_thread=False)
         columns = ", ".join(self.fields)
@@ -52,6 +53,7 @@ class LexicalIndex:
             if unknown:
                 raise ValueError(f"document {document.key!r} has unweighted fields {unknown}")
             self._keys.append(document.key)
+            self._rows_of.setdefault(document.key, []).append(len(self._keys))
             rows.append(tuple(document.fields.get(name, "") for name in self.fields))
         placeholders = ", ".join("?" for _ in self.fields)
         self._connection.executemany(f"INSERT INTO docs ({columns}) VALUES ({placeholders})", rows)
@@ -77,6 +79,23 @@ class LexicalIndex:
             key = self._keys[rowid - 1]
             best.setdefault(key, -float(rank))
         return [Hit(key, score) for key, score in list(best.items())[:limit]]
+
+    def shared_terms(self, query: str, key: str) -> int:
+        """How many different terms of ``query`` some document of ``key`` matches: one match
+        can be one word repeated, two different words are evidence of the topic."""
+        rows = self._rows_of.get(key, [])
+        if not rows:
+            return 0
+        sql = (
+            "SELECT 1 FROM docs WHERE docs MATCH ? "
+            f"AND rowid IN ({', '.join('?' for _ in rows)}) LIMIT 1"
+        )
+        with self._lock:
+            return sum(
+                self._connection.execute(sql, (match_expression([term]), *rows)).fetchone()
+                is not None
+                for term in query_terms(query)
+            )
 
     def close(self) -> None:
         with self._lock:

@@ -26,7 +26,6 @@ from toolwire.errors import ModelError
 from toolwire.llm.base import LanguageModel, Option, Purpose
 from toolwire.orchestrator.invoke import call_model
 from toolwire.registry import DomainSpec
-from toolwire.search.index import query_terms
 from toolwire.selection.catalogue import FIELD_WEIGHTS, SelectableTool
 from toolwire.selection.lexical import Document, LexicalIndex
 from toolwire.settings import RoutingSettings
@@ -111,7 +110,7 @@ class DomainRouter:
             best is not None
             and best.score > 0
             and best.score >= self.settings.decisive_ratio * runner_up
-            and self._shared_words(message, best.domain) >= self.settings.decisive_words
+            and self.index.shared_terms(message, best.domain) >= self.settings.decisive_words
         ):
             return self._done(
                 RoutingRecord(scores=scores, decided_by="lexical", domain=best.domain)
@@ -147,14 +146,6 @@ class DomainRouter:
                 RoutingRecord(scores=scores, decided_by="words over none", domain=best.domain)
             )
         return self._done(RoutingRecord(scores=scores, decided_by="model", domain=domain))
-
-    def _shared_words(self, message: str, domain: str) -> int:
-        """How many different words of ``message`` some text of ``domain`` matches."""
-        limit = len(self.domains)
-        return sum(
-            any(hit.key == domain for hit in self.index.search(term, limit=limit))
-            for term in query_terms(message)
-        )
 
     @staticmethod
     def _done(record: RoutingRecord) -> RoutingRecord:

@@ -258,29 +258,70 @@ class ToolSelector:
         parameters_from_task: bool,
     ) -> None:
         """Name the fitting candidates in one call, then confirm them. A single candidate is the
-        choice already: only its own question is asked (the same decision in one call less)."""
+        choice already: only its own question is asked (the same decision in one call less).
+        So is a best match whose words are decisive (:meth:`_words_decide`); refused, the model
+        chooses among all the candidates, and its answer stands."""
         record = selection.record
         confirm = self.settings.confirm
         model_chose = len(candidates) > 1 or confirm == "off"
+        record.several_requests = confirm == "also" and self._reads_as_several(task_prompt)
+        if model_chose and confirm != "off" and self._words_decide(task_prompt, record):
+            lead = candidates[0]
+            record.decided_by_words = lead.qualified_name
+            await self._confirm(
+                task_prompt, [lead], selection, llm, attempts, parameters_from_task, False
+            )
+            if record.activated:
+                await self._second_request_when_due(task_prompt, candidates, record, llm, attempts)
+                return
         calls: list[FunctionChoice] = []
         chosen = list(candidates)
         if model_chose:
             calls = await self._named(task_prompt, candidates, record, llm, attempts)
             chosen = _tools_called(calls, candidates)
         record.chosen = [tool.qualified_name for tool in chosen]
-        if not chosen:
+        # a tool its words pointed at was refused already: its answer stands
+        unanswered = [tool for tool in chosen if tool.qualified_name not in record.answers]
+        if not unanswered:
             return
-        record.several_requests = confirm == "also" and self._reads_as_several(task_prompt)
         if confirm == "off":
             record.activated = list(record.chosen)
         else:
             await self._confirm(
-                task_prompt, chosen, selection, llm, attempts, parameters_from_task, model_chose
+                task_prompt, unanswered, selection, llm, attempts, parameters_from_task, model_chose
             )
-        if record.several_requests and len(record.activated) == 1:
-            await self._second_request(task_prompt, candidates, record, llm, attempts)
+        await self._second_request_when_due(task_prompt, candidates, record, llm, attempts)
         if self.settings.parameters_from_choice and parameters_from_task:
             self._take_arguments(calls, chosen, selection)
+
+    async def _second_request_when_due(
+        self,
+        task_prompt: str,
+        candidates: Sequence[SelectableTool],
+        record: SelectionRecord,
+        llm: LanguageModel,
+        attempts: int,
+    ) -> None:
+        """A task read as several requests with one tool confirmed gets its second choice."""
+        if record.several_requests and len(record.activated) == 1:
+            await self._second_request(task_prompt, candidates, record, llm, attempts)
+
+    def _words_decide(self, task_prompt: str, record: SelectionRecord) -> bool:
+        """Whether the best-matching candidate's words are decisive: it scores ``decisive_ratio``
+        times the runner-up, and shares ``decisive_words`` different words of the task, more
+        than any other candidate shares. Its own question then comes before any choice
+        (docs/models.md, "Decisive words")."""
+        ratio = self.settings.decisive_ratio
+        scores = [candidate.score for candidate in record.candidates]
+        if ratio is None or not scores or scores[0] <= 0:
+            return False
+        if scores[0] < ratio * (scores[1] if len(scores) > 1 else 0.0):
+            return False
+        names = [candidate.tool_name for candidate in record.candidates if candidate.score > 0]
+        shared = [self.index.shared_terms(task_prompt, name) for name in names]
+        return shared[0] >= self.settings.decisive_words and all(
+            shared[0] > other for other in shared[1:]
+        )
 
     async def _confirm(
         self,

@@ -1,0 +1,190 @@
+"""Decisive words (``orchestrator.selection.decisive_ratio``): a best match the task's words
+point at clearly is asked its own question before any choice, with the scripted model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from orchestration_kit import EchoTool, domain, selection_of
+from toolwire.errors import ModelError
+from toolwire.llm import Purpose
+from toolwire.selection.lexical import Document, LexicalIndex
+from toolwire.settings import OrchestratorSettings, SelectionSettings
+from toolwire.testing import ScriptedModel, conversation_for
+
+
+class Flights(EchoTool):
+    """Searches flights between two cities on a date."""
+
+    def executable_instruction(self) -> str:
+        return "Does the message ask to search for flights?"
+
+
+class Weather(EchoTool):
+    """The current weather in a city."""
+
+    def executable_instruction(self) -> str:
+        return "Does the message ask for the current weather?"
+
+
+class Forecast(EchoTool):
+    """The weather forecast for the coming days."""
+
+    def executable_instruction(self) -> str:
+        return "Does the message ask for a weather forecast?"
+
+
+class Hotels(EchoTool):
+    """Finds hotels in a city."""
+
+    def executable_instruction(self) -> str:
+        return "Does the message ask to find a hotel?"
+
+
+FLIGHTS_TASK = "Search flights from Paris to Rome on Friday."
+
+
+def travel(model: ScriptedModel, **selection: Any) -> Any:
+    tools = (Flights("flights", "AF 1234"), Weather("weather", "sunny"))
+    tools += (Forecast("forecast", "rain"), Hotels("hotels", "Hotel Roma"))
+    settings = OrchestratorSettings(selection=SelectionSettings(**selection))
+    return conversation_for(domain(), *tools, model=model, settings=settings)
+
+
+async def test_a_match_the_words_point_at_is_asked_its_question_without_a_choice() -> None:
+    model = ScriptedModel().on_suitability(["flights"]).on_answer()
+
+    answer = await travel(model).ask(FLIGHTS_TASK)
+
+    assert model.purposes == [Purpose.SUITABILITY, Purpose.ANSWER]
+    [confirmation] = model.calls_for(Purpose.SUITABILITY)
+    assert confirmation.inputs["tool_names"] == ["demo.flights"]
+    selection = selection_of(answer)
+    assert selection.decided_by_words == "demo.flights"
+    assert selection.chosen is None
+    assert selection.activated == ["demo.flights"]
+    assert selection.why("demo.flights") == (
+        "decided by its words, confirmed on its question (no choice made)"
+    )
+    assert selection.why("demo.hotels") == "not chosen among the candidates"
+    assert [run.tool_name for run in answer.trace.tools] == ["demo.flights"]
+
+
+async def test_refused_the_model_chooses_and_the_refused_answer_stands() -> None:
+    model = ScriptedModel().on_choose(["flights", "hotels"]).on_answer()
+    model.on_suitability(["hotels"])
+
+    answer = await travel(model).ask(FLIGHTS_TASK)
+
+    assert model.purposes[:3] == [Purpose.SUITABILITY, Purpose.CHOICE, Purpose.SUITABILITY]
+    asked = [call.inputs["tool_names"] for call in model.calls_for(Purpose.SUITABILITY)]
+    assert asked == [["demo.flights"], ["demo.hotels"]]  # the refused one is not asked again
+    selection = selection_of(answer)
+    assert selection.chosen == ["demo.flights", "demo.hotels"]
+    assert selection.answers == {"demo.flights": False, "demo.hotels": True}
+    assert selection.activated == ["demo.hotels"]
+    assert selection.why("demo.flights") == "pointed at by its words, refused on its question"
+
+
+async def test_refused_and_chosen_alone_nothing_runs_and_nothing_is_asked_again() -> None:
+    model = ScriptedModel().on_choose(["flights"]).on_suitability([]).on_answer("no tool")
+
+    answer = await travel(model).ask(FLIGHTS_TASK)
+
+    assert model.purposes == [Purpose.SUITABILITY, Purpose.CHOICE, Purpose.ANSWER]
+    assert selection_of(answer).activated == []
+    assert answer.trace.tools == []
+
+
+@pytest.mark.parametrize(
+    ("task", "settings"),
+    [
+        ("What's the weather in Rome?", {}),  # one word, shared by two tools
+        (FLIGHTS_TASK, {"decisive_ratio": None}),
+        (FLIGHTS_TASK, {"decisive_words": 4}),
+        ("Search flights, find hotels.", {"decisive_ratio": 1.0}),  # two words each
+    ],
+    ids=["one-shared-word", "turned-off", "too-few-words", "as-many-words-elsewhere"],
+)
+async def test_without_decisive_words_the_model_chooses(task: str, settings: Any) -> None:
+    model = ScriptedModel().on_choose(["weather"]).on_suitability(["weather"]).on_answer()
+
+    answer = await travel(model, **settings).ask(task)
+
+    assert model.purposes[:2] == [Purpose.CHOICE, Purpose.SUITABILITY]
+    selection = selection_of(answer)
+    assert selection.decided_by_words is None
+    assert selection.activated == ["demo.weather"]
+
+
+async def test_a_runner_up_close_behind_leaves_the_choice_to_the_model() -> None:
+    model = ScriptedModel().on_choose(["forecast"]).on_suitability(["forecast"]).on_answer()
+
+    answer = await travel(model).ask("Weather forecast or current weather in Rome?")
+
+    assert model.purposes[0] is Purpose.CHOICE
+    assert selection_of(answer).decided_by_words is None
+
+
+async def test_without_a_confirmation_the_choice_decides_as_before() -> None:
+    model = ScriptedModel().on_choose(["flights"]).on_answer()
+
+    answer = await travel(model, confirm="off").ask(FLIGHTS_TASK)
+
+    assert model.purposes == [Purpose.CHOICE, Purpose.ANSWER]
+    assert selection_of(answer).activated == ["demo.flights"]
+
+
+async def test_a_task_of_several_requests_gets_its_second_choice_after_the_words() -> None:
+    model = ScriptedModel().on_choose(["hotels"]).on_suitability(["flights", "hotels"])
+    model.on_answer()
+
+    answer = await travel(model).ask(FLIGHTS_TASK + " Also a room for two nights?")
+
+    assert model.purposes[:3] == [Purpose.SUITABILITY, Purpose.CHOICE, Purpose.SUITABILITY]
+    [second] = model.calls_for(Purpose.CHOICE)
+    assert "flights" not in second.inputs["options"]  # answered already
+    selection = selection_of(answer)
+    assert selection.several_requests is True
+    assert selection.second_choice == ["demo.hotels"]
+    assert selection.activated == ["demo.flights", "demo.hotels"]
+
+
+async def test_a_failing_question_is_recorded_and_nothing_runs() -> None:
+    model = ScriptedModel().on_suitability(ModelError(Purpose.SUITABILITY, "server down"))
+    model.on_answer("no tool")
+
+    answer = await travel(model).ask(FLIGHTS_TASK)
+
+    selection = selection_of(answer)
+    assert selection.activated == []
+    assert selection.failure is not None
+    assert "suitability test failed" in selection.failure
+    assert "server down" in selection.failure
+    assert selection.why("demo.flights") == "decided by its words, not confirmed (it did not run)"
+    assert Purpose.CHOICE not in model.purposes
+
+
+def test_shared_terms_counts_different_words_a_keys_documents_match() -> None:
+    index = LexicalIndex(
+        [
+            Document("a", {"text": "search flights"}),
+            Document("a", {"text": "cheap fares"}),
+            Document("b", {"text": "flights status"}),
+        ],
+        {"text": 1.0},
+    )
+
+    assert index.shared_terms("Search cheap flights, flights!", "a") == 3
+    assert index.shared_terms("Search cheap flights", "b") == 1
+    assert index.shared_terms("Search cheap flights", "unknown") == 0
+    assert index.shared_terms("the of", "a") == 0  # stopwords only
+
+
+@pytest.mark.parametrize("settings", [{"decisive_ratio": 0.5}, {"decisive_words": 0}])
+def test_decisive_settings_out_of_range_are_configuration_errors(settings: Any) -> None:
+    with pytest.raises(ValidationError):
+        SelectionSettings(**settings)
