@@ -27,7 +27,7 @@ async def test_a_second_chosen_tool_is_asked_besides_the_confirmed_first() -> No
     model = ScriptedModel().on_choose(["income_tax", "vat"]).on_suitability(["income_tax", "vat"])
     model.on_answer()
 
-    answer = await asking(model, tax, vat, other).ask("income tax on 70,000 and the VAT")
+    answer = await asking(model, tax, vat, other).ask("the tax on 70,000 and the VAT")
 
     assert model.purposes[:3] == [Purpose.CHOICE, Purpose.SUITABILITY, Purpose.SUITABILITY]
     assert confirmations(model) == [

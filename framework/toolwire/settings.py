@@ -157,7 +157,7 @@ class SelectionSettings(Section):
     (``toolwire.selection.requests.SEVERAL_REQUESTS``); give your users' language's joining
     words, or ``""`` to read every task as one request."""
 
-    decisive_ratio: float | None = Field(default=2.0, ge=1.0)
+    decisive_ratio: float | None = Field(default=1.3, ge=1.0)
     """``choose`` mode with a confirmation: when the best-matching candidate scores at least this
     many times the runner-up (or alone matches) and shares ``decisive_words`` different words
     with the task, more than any other candidate, its words decide: its own question is asked
