@@ -112,6 +112,7 @@ def fake_model(request: FakeRequest) -> FakeReply:
 
 MODES = {
     "choose": SelectionSettings(),
+    "choose, words off": SelectionSettings(decisive_ratio=None),
     "choose, function call": SelectionSettings(choice="function_call"),
     "choose, call arguments": SelectionSettings(
         choice="function_call", parameters_from_choice=True
@@ -123,7 +124,9 @@ MODES = {
     "batched": SelectionSettings(mode="batched"),
     "per_tool": SelectionSettings(mode="per_tool"),
 }
-"""The default first (the choice constrained to the candidates' names); ``function call``: the
+"""The default first (the choice constrained to the candidates' names; each question's words point
+at its tool, so no choice call is made); ``words off``: the model always chooses
+(``decisive_ratio: None``); ``function call``: the
 candidates offered as functions; ``call arguments``: and a confirmed tool runs with the arguments
 of its call (``parameters_from_choice``); ``choose/…`` names how the chosen tools are confirmed."""
 
