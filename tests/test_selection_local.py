@@ -110,9 +110,11 @@ async def test_a_single_chosen_tool_is_confirmed_with_its_parameters_in_one_call
         await app.aclose()
         await model.aclose()
 
-    # the choice, then the confirmation carrying the parameters: no extraction of its own
+    # its words decide (no choice), and its confirmation carries the parameters: no extraction
     selecting = [call.purpose for call in area.model_calls if call.purpose != "answer"]
-    assert selecting == ["choice", "parameters"]
+    assert selecting == ["parameters"]
+    assert area.trace.selection is not None
+    assert area.trace.selection.decided_by_words == "geometry.triangle_area"
     [run] = area.trace.tools
     assert run.tool_name == "geometry.triangle_area"
     assert "35" in area.text
