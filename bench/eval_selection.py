@@ -92,7 +92,6 @@ async def evaluate_routing(
         {name: o.describing_tools() for name, o in orchestrators.items()},
         RoutingSettings(),
     )
-
     right: Counter[str] = Counter()
     total: Counter[str] = Counter()
     lexical = calls_made = 0

@@ -178,10 +178,11 @@ def test_shared_terms_counts_different_words_a_keys_documents_match() -> None:
         {"text": 1.0},
     )
 
-    assert index.shared_terms("Search cheap flights, flights!", "a") == 3
-    assert index.shared_terms("Search cheap flights", "b") == 1
-    assert index.shared_terms("Search cheap flights", "unknown") == 0
-    assert index.shared_terms("the of", "a") == 0  # stopwords only
+    assert index.shared_terms("Search cheap flights, flights!", "a") == [3]
+    assert index.shared_terms("Search cheap flights", "b") == [1]
+    assert index.shared_terms("Search cheap flights", "unknown") == [0]
+    assert index.shared_terms("the of", "a") == [0]  # stopwords only
+    assert index.shared_terms("Search cheap flights", "b", "unknown", "a") == [1, 0, 3]
 
 
 @pytest.mark.parametrize("settings", [{"decisive_ratio": 0.5}, {"decisive_words": 0}])

@@ -80,22 +80,22 @@ class LexicalIndex:
             best.setdefault(key, -float(rank))
         return [Hit(key, score) for key, score in list(best.items())[:limit]]
 
-    def shared_terms(self, query: str, key: str) -> int:
-        """How many different terms of ``query`` some document of ``key`` matches: one match
-        can be one word repeated, two different words are evidence of the topic."""
-        rows = self._rows_of.get(key, [])
-        if not rows:
-            return 0
-        sql = (
-            "SELECT 1 FROM docs WHERE docs MATCH ? "
-            f"AND rowid IN ({', '.join('?' for _ in rows)}) LIMIT 1"
-        )
+    def shared_terms(self, query: str, *keys: str) -> list[int]:
+        """For each of ``keys``, how many different terms of ``query`` some document of it
+        matches (one lookup per term): one match can be one word repeated, two different words
+        are evidence of the topic."""
+        owner = {row: index for index, key in enumerate(keys) for row in self._rows_of.get(key, [])}
+        counts = [0] * len(keys)
+        if not owner:
+            return counts
+        placeholders = ", ".join("?" for _ in owner)
+        sql = f"SELECT rowid FROM docs WHERE docs MATCH ? AND rowid IN ({placeholders})"
         with self._lock:
-            return sum(
-                self._connection.execute(sql, (match_expression([term]), *rows)).fetchone()
-                is not None
-                for term in query_terms(query)
-            )
+            for term in query_terms(query):
+                found = self._connection.execute(sql, (match_expression([term]), *owner))
+                for index in {owner[row] for (row,) in found}:
+                    counts[index] += 1
+        return counts
 
     def close(self) -> None:
         with self._lock:

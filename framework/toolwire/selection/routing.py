@@ -110,7 +110,7 @@ class DomainRouter:
             best is not None
             and best.score > 0
             and best.score >= self.settings.decisive_ratio * runner_up
-            and self.index.shared_terms(message, best.domain) >= self.settings.decisive_words
+            and self.index.shared_terms(message, best.domain)[0] >= self.settings.decisive_words
         ):
             return self._done(
                 RoutingRecord(scores=scores, decided_by="lexical", domain=best.domain)

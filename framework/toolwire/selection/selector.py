@@ -272,7 +272,7 @@ class ToolSelector:
                 task_prompt, [lead], selection, llm, attempts, parameters_from_task, False
             )
             if record.activated:
-                await self._second_request_when_due(task_prompt, candidates, record, llm, attempts)
+                await self._second_request(task_prompt, candidates, record, llm, attempts)
                 return
         calls: list[FunctionChoice] = []
         chosen = list(candidates)
@@ -290,21 +290,9 @@ class ToolSelector:
             await self._confirm(
                 task_prompt, unanswered, selection, llm, attempts, parameters_from_task, model_chose
             )
-        await self._second_request_when_due(task_prompt, candidates, record, llm, attempts)
+        await self._second_request(task_prompt, candidates, record, llm, attempts)
         if self.settings.parameters_from_choice and parameters_from_task:
             self._take_arguments(calls, chosen, selection)
-
-    async def _second_request_when_due(
-        self,
-        task_prompt: str,
-        candidates: Sequence[SelectableTool],
-        record: SelectionRecord,
-        llm: LanguageModel,
-        attempts: int,
-    ) -> None:
-        """A task read as several requests with one tool confirmed gets its second choice."""
-        if record.several_requests and len(record.activated) == 1:
-            await self._second_request(task_prompt, candidates, record, llm, attempts)
 
     def _words_decide(self, task_prompt: str, record: SelectionRecord) -> bool:
         """Whether the best-matching candidate's words are decisive: it scores ``decisive_ratio``
@@ -318,10 +306,8 @@ class ToolSelector:
         if scores[0] < ratio * (scores[1] if len(scores) > 1 else 0.0):
             return False
         names = [candidate.tool_name for candidate in record.candidates if candidate.score > 0]
-        shared = [self.index.shared_terms(task_prompt, name) for name in names]
-        return shared[0] >= self.settings.decisive_words and all(
-            shared[0] > other for other in shared[1:]
-        )
+        best, *others = self.index.shared_terms(task_prompt, *names)
+        return best >= self.settings.decisive_words and all(best > other for other in others)
 
     async def _confirm(
         self,
@@ -375,12 +361,14 @@ class ToolSelector:
         llm: LanguageModel,
         attempts: int,
     ) -> None:
-        """A task read as several requests of which one tool was confirmed: a second choice
-        among the candidates not asked yet, and the first one it names asked its own question
-        (a single one left is asked without a choice). The model names one tool for such a task
-        far more often than two; asked again without the tools it has answered for, it names the
-        second request's. If a call fails, the confirmed tool runs alone and the failure is
-        recorded."""
+        """A task read as several requests of which one tool was confirmed (otherwise nothing):
+        a second choice among the candidates not asked yet, and the first one it names asked its
+        own question (a single one left is asked without a choice). The model names one tool for
+        such a task far more often than two; asked again without the tools it has answered for,
+        it names the second request's. If a call fails, the confirmed tool runs alone and the
+        failure is recorded."""
+        if not record.several_requests or len(record.activated) != 1:
+            return
         rest = [tool for tool in candidates if tool.qualified_name not in record.answers]
         if not rest:
             return
