@@ -50,15 +50,30 @@ def _reply(reply: Reply, text: str) -> ToolExecutionResult:
 class EchoTool(OrchestratorActivatedTool[NoParams]):
     """Returns a fixed reply and records every execution text it was given."""
 
-    def __init__(self, name: str, reply: Reply | str = "", *, priority: int = 100) -> None:
+    def __init__(
+        self,
+        name: str,
+        reply: Reply | str = "",
+        *,
+        priority: int = 100,
+        about: str = "",
+        question: str = "",
+    ) -> None:
+        """``about`` and ``question``: its description and yes/no question, for the tool index
+        (by default the class docstring's and one naming the tool)."""
         self.name = name
         self.priority = priority
         self.reply = ToolExecutionResult.context(reply) if isinstance(reply, str) else reply
         self.texts: list[str] = []
         self.log: list[str] | None = None
+        self.about = about
+        self.question = question
+
+    def description(self) -> str:
+        return self.about or super().description()
 
     def executable_instruction(self) -> str:
-        return f"{self.name}: does the question need {self.name}?"
+        return self.question or f"{self.name}: does the question need {self.name}?"
 
     def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
         self.texts.append(text)

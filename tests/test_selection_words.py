@@ -15,41 +15,38 @@ from toolwire.selection.lexical import Document, LexicalIndex
 from toolwire.settings import OrchestratorSettings, SelectionSettings
 from toolwire.testing import ScriptedModel, conversation_for
 
-
-class Flights(EchoTool):
-    """Searches flights between two cities on a date."""
-
-    def executable_instruction(self) -> str:
-        return "Does the message ask to search for flights?"
-
-
-class Weather(EchoTool):
-    """The current weather in a city."""
-
-    def executable_instruction(self) -> str:
-        return "Does the message ask for the current weather?"
-
-
-class Forecast(EchoTool):
-    """The weather forecast for the coming days."""
-
-    def executable_instruction(self) -> str:
-        return "Does the message ask for a weather forecast?"
-
-
-class Hotels(EchoTool):
-    """Finds hotels in a city."""
-
-    def executable_instruction(self) -> str:
-        return "Does the message ask to find a hotel?"
-
-
 FLIGHTS_TASK = "Search flights from Paris to Rome on Friday."
+RUNNER_UP_TASK = "Search flights near a hotel."
+"""Two words for the flights, one for the hotels: decisive at the default ratio."""
 
 
 def travel(model: ScriptedModel, **selection: Any) -> Any:
-    tools = (Flights("flights", "AF 1234"), Weather("weather", "sunny"))
-    tools += (Forecast("forecast", "rain"), Hotels("hotels", "Hotel Roma"))
+    tools = (
+        EchoTool(
+            "flights",
+            "AF 1234",
+            about="Searches flights between two cities on a date.",
+            question="Does the message ask to search for flights?",
+        ),
+        EchoTool(
+            "weather",
+            "sunny",
+            about="The current weather in a city.",
+            question="Does the message ask for the current weather?",
+        ),
+        EchoTool(
+            "forecast",
+            "rain",
+            about="The weather forecast for the coming days.",
+            question="Does the message ask for a weather forecast?",
+        ),
+        EchoTool(
+            "hotels",
+            "Hotel Roma",
+            about="Finds hotels in a city.",
+            question="Does the message ask to find a hotel?",
+        ),
+    )
     settings = OrchestratorSettings(selection=SelectionSettings(**selection))
     return conversation_for(domain(), *tools, model=model, settings=settings)
 
@@ -71,6 +68,15 @@ async def test_a_match_the_words_point_at_is_asked_its_question_without_a_choice
     )
     assert selection.why("demo.hotels") == "not chosen among the candidates"
     assert [run.tool_name for run in answer.trace.tools] == ["demo.flights"]
+
+
+async def test_more_shared_words_well_ahead_of_the_runner_up_decide() -> None:
+    model = ScriptedModel().on_suitability(["flights"]).on_answer()
+
+    answer = await travel(model).ask(RUNNER_UP_TASK)
+
+    assert selection_of(answer).decided_by_words == "demo.flights"
+    assert Purpose.CHOICE not in model.purposes
 
 
 async def test_refused_the_model_chooses_and_the_refused_answer_stands() -> None:
@@ -102,12 +108,21 @@ async def test_refused_and_chosen_alone_nothing_runs_and_nothing_is_asked_again(
 @pytest.mark.parametrize(
     ("task", "settings"),
     [
-        ("What's the weather in Rome?", {}),  # one word, shared by two tools
+        ("Any hotel in Rome?", {}),  # one shared word
         (FLIGHTS_TASK, {"decisive_ratio": None}),
         (FLIGHTS_TASK, {"decisive_words": 4}),
         ("Search flights, find hotels.", {"decisive_ratio": 1.0}),  # two words each
+        ("Weather forecast or current weather in Rome?", {}),  # two words each, close scores
+        (RUNNER_UP_TASK, {"decisive_ratio": 10.0}),  # more words, but the runner-up too close
     ],
-    ids=["one-shared-word", "turned-off", "too-few-words", "as-many-words-elsewhere"],
+    ids=[
+        "one-shared-word",
+        "turned-off",
+        "too-few-words",
+        "as-many-words-elsewhere",
+        "two-words-each",
+        "runner-up-too-close",
+    ],
 )
 async def test_without_decisive_words_the_model_chooses(task: str, settings: Any) -> None:
     model = ScriptedModel().on_choose(["weather"]).on_suitability(["weather"]).on_answer()
@@ -118,15 +133,6 @@ async def test_without_decisive_words_the_model_chooses(task: str, settings: Any
     selection = selection_of(answer)
     assert selection.decided_by_words is None
     assert selection.activated == ["demo.weather"]
-
-
-async def test_a_runner_up_close_behind_leaves_the_choice_to_the_model() -> None:
-    model = ScriptedModel().on_choose(["forecast"]).on_suitability(["forecast"]).on_answer()
-
-    answer = await travel(model).ask("Weather forecast or current weather in Rome?")
-
-    assert model.purposes[0] is Purpose.CHOICE
-    assert selection_of(answer).decided_by_words is None
 
 
 async def test_without_a_confirmation_the_choice_decides_as_before() -> None:

@@ -305,7 +305,8 @@ class ToolSelector:
             return False
         if scores[0] < ratio * (scores[1] if len(scores) > 1 else 0.0):
             return False
-        names = [candidate.tool_name for candidate in record.candidates if candidate.score > 0]
+        names = [candidate.tool_name for candidate in record.candidates]
+        # every candidate: a word half a small domain shares scores next to nothing, but counts
         best, *others = self.index.shared_terms(task_prompt, *names)
         return best >= self.settings.decisive_words and all(best > other for other in others)
 
