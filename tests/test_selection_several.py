@@ -45,6 +45,7 @@ def tools() -> tuple[EchoTool, EchoTool, EchoTool]:
         "What meetings do I have on Monday? Also remind me on Sunday.",
         "Look up Peter's address and send him a note.",
         "Trains to Prague on Sunday, please; a hotel there too.",
+        "How far is Graz from Vienna and is there a night train?",
     ],
 )
 def test_joined_requests_read_as_several(task: str) -> None:
@@ -54,7 +55,12 @@ def test_joined_requests_read_as_several(task: str) -> None:
 
 @pytest.mark.parametrize(
     "task",
-    [ONE, "Cancel my hotel reservation in Vienna.", "Convert 12 ft to metres and centimetres"],
+    [
+        ONE,
+        "Cancel my hotel reservation in Vienna.",
+        "Convert 12 ft to metres and centimetres",
+        "I have 2,000 saved and can add 100 a month. When do I reach 5,000?",
+    ],
 )
 def test_a_single_request_reads_as_one(task: str) -> None:
     pattern = several_requests_pattern(SEVERAL_REQUESTS)

@@ -16,12 +16,16 @@ SEVERAL_REQUESTS = (
     r"|;\s"
     r"|,\s*(and|then|plus)\s"
     r"|\b(also|then|as well|too|while you're at it|besides)\b"
-    r"|\band\s+(what|how|when|where|which|who|whether|is|are|can|could|do|does|will|would|"
+    r"|\band\s+(what|how|when|where|which|who|whether|"
     r"tell|give|show|find|send|book|add|set|remind|email|check|convert|look)\b"
+    # a question's inverted verb ("and is it safe …?"), not a statement's ("and can pay 300")
+    r"|\band\s+(is|are|can|could|do|does|will|would)\s+"
+    r"(i|you|it|he|she|we|they|there|this|that|my|your|the)\b"
 )
 """The default ``orchestrator.selection.several_requests``: English words and signs that join a
 second request to a first (a second question, "…, and …", "also", "then", "and what …",
-"and send …"). Matched case-insensitively anywhere in the task."""
+"and is it …", "and send …"; not a statement's "and can pay …"). Matched case-insensitively
+anywhere in the task."""
 
 
 def several_requests_pattern(pattern: str) -> re.Pattern[str] | None:
