@@ -189,6 +189,7 @@ def test_shared_terms_counts_different_words_a_keys_documents_match() -> None:
     assert index.shared_terms("Search cheap flights", "unknown") == [0]
     assert index.shared_terms("the of", "a") == [0]  # stopwords only
     assert index.shared_terms("Search cheap flights", "b", "unknown", "a") == [1, 0, 3]
+    assert index.shared_terms("Search cheap flights", "a", "b", "a") == [3, 1, 3]  # a repeated key
 
 
 @pytest.mark.parametrize("settings", [{"decisive_ratio": 0.5}, {"decisive_words": 0}])

@@ -84,16 +84,19 @@ class LexicalIndex:
         """For each of ``keys``, how many different terms of ``query`` some document of it
         matches (one lookup per term): one match can be one word repeated, two different words
         are evidence of the topic."""
-        owner = {row: index for index, key in enumerate(keys) for row in self._rows_of.get(key, [])}
+        owners: dict[int, list[int]] = {}  # a row → the positions of its key (a key may repeat)
+        for index, key in enumerate(keys):
+            for row in self._rows_of.get(key, []):
+                owners.setdefault(row, []).append(index)
         counts = [0] * len(keys)
-        if not owner:
+        if not owners:
             return counts
-        placeholders = ", ".join("?" for _ in owner)
+        placeholders = ", ".join("?" for _ in owners)
         sql = f"SELECT rowid FROM docs WHERE docs MATCH ? AND rowid IN ({placeholders})"
         with self._lock:
             for term in query_terms(query):
-                found = self._connection.execute(sql, (match_expression([term]), *owner))
-                for index in {owner[row] for (row,) in found}:
+                found = self._connection.execute(sql, (match_expression([term]), *owners))
+                for index in {index for (row,) in found for index in owners[row]}:
                     counts[index] += 1
         return counts
 
