@@ -181,7 +181,7 @@ async def test_the_selector_asks_for_the_choice_as_a_function_call_when_set() ->
 async def test_by_default_the_choice_is_constrained_without_function_calls() -> None:
     model = ScriptedModel().on_choose(["echo"]).on_suitability(["echo"]).on_answer()
 
-    await conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=model).ask("say hi")
+    await conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=model).ask("echo hi")
 
     [choice] = model.calls_for(Purpose.CHOICE)
     assert "calls" not in choice.inputs

@@ -78,6 +78,18 @@ async def test_a_tool_its_words_point_at_runs_in_three_calls_without_a_choice(ap
     assert "35" in answer.text
 
 
+async def test_a_request_to_cancel_is_not_taken_by_the_search_its_words_match(app: App) -> None:
+    """The hotel search's own question accepts it; the leading-action check drops it."""
+    answer = await app.ask("Cancel my hotel reservation in Vienna.", domain="travel")
+
+    selection = answer.trace.selection
+    assert selection is not None
+    assert selection.answers.get("travel.hotel_search") is True  # confirmed on its question …
+    assert selection.action == "cancel"
+    assert selection.action_checks == {"travel.hotel_search": False}  # … and dropped
+    assert selection.activated == [] and answer.trace.tools == []
+
+
 async def test_a_message_naming_no_domain_is_routed_to_the_one_it_is_about(app: App) -> None:
     answer = await app.ask("How many euros do I get for 200 US dollars at today's rate?")
 

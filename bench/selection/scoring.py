@@ -219,6 +219,12 @@ async def evaluate(
                 f"{case.text[:80]!r}",
                 flush=True,
             )
+        if verbose and record.action_checks:
+            print(
+                f"  [{spec}] {case.id}: action {record.action!r} checked {record.action_checks}"
+                f" ({'right' if right else 'wrong'})",
+                flush=True,
+            )
     return tally
 
 

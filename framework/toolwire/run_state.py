@@ -230,6 +230,11 @@ class SelectionRecord(BaseModel):
     """``choose`` mode: the best match whose words were decisive (``decisive_ratio``), asked its
     own question before any choice; the model chose only if it was refused (None: no such
     match)."""
+    action: str | None = None
+    """``action_check``: the task's leading action a tool's text lacked (None: none checked)."""
+    action_checks: dict[str, bool] = Field(default_factory=dict)
+    """``action_check``: activated tools put against the bare ``action`` → whether the model
+    named the tool (False: it was dropped)."""
     activated: list[str] = Field(default_factory=list)
     failure: str | None = None
     """A model call that failed, and what was done instead."""
@@ -243,6 +248,15 @@ class SelectionRecord(BaseModel):
 
     def why(self, tool_name: str) -> str:
         """Why a candidate was or was not activated, in words."""
+        reason = self._why_answered(tool_name)
+        checked = self.action_checks.get(tool_name)
+        if checked is None:
+            return reason
+        if checked:
+            return f"{reason}; named over the task's bare action ({self.action!r})"
+        return f"{reason}, then dropped: the model named the bare action {self.action!r} over it"
+
+    def _why_answered(self, tool_name: str) -> str:
         if self.mode != "choose":
             answer = self.answers.get(tool_name)
             verdict = "no answer" if answer is None else ("yes" if answer else "no")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache, cached_property, partial
 from typing import Any
 
 import structlog
@@ -34,6 +34,7 @@ from toolwire.errors import PLUGIN_FAILURES, ModelError
 from toolwire.llm.base import FunctionChoice, LanguageModel, Purpose
 from toolwire.orchestrator.invoke import call_model, describe
 from toolwire.run_state import RetrievedTool, SelectionRecord
+from toolwire.selection.actions import action_option, leading_action
 from toolwire.selection.catalogue import SelectableTool, tool_index
 from toolwire.selection.lexical import LexicalIndex
 from toolwire.selection.requests import several_requests_pattern
@@ -115,6 +116,7 @@ class ToolSelector:
                 await self._choose(
                     task_prompt, candidates, selection, llm, attempts, parameters_from_task
                 )
+                await self._check_actions(task_prompt, selection, llm, attempts)
             else:
                 batched = mode == "batched"
                 await self._ask(task_prompt, candidates, record, llm, attempts, batched=batched)
@@ -345,6 +347,41 @@ class ToolSelector:
             raise SelectionFailed(
                 f"confirmation failed, the chosen tools run unconfirmed: {failure.__cause__}"
             ) from failure
+
+    async def _check_actions(
+        self, task_prompt: str, selection: Selection, llm: LanguageModel, attempts: int
+    ) -> None:
+        """``action_check``: a single activated tool whose text lacks the task's leading action
+        (:func:`~toolwire.selection.actions.leading_action`) put against that action alone in a
+        choice of two; dropped unless the model names it. A task read as several requests, or
+        with several tools activated, is not checked (its first word is one request's action).
+        A failed call keeps the tool."""
+        record = selection.record
+        action = leading_action(task_prompt) if self.settings.action_check else None
+        if action is None or len(record.activated) != 1 or self._reads_as_several(task_prompt):
+            return
+        [name] = record.activated
+        if self.index.shared_terms(action, name)[0]:
+            return
+        tool = self._by_name[name]
+        options = [tool.option(), action_option(action, {tool.short_name})]
+        try:
+            named = await call_model(
+                Purpose.CHOICE.value,
+                attempts,
+                partial(llm.choose, task_prompt, options, several=False),
+            )
+        except ModelError as error:
+            raise SelectionFailed(
+                f"action check failed, the activated tool runs unchecked: {error}"
+            ) from error
+        record.action = action
+        record.ignored.extend(other for other in named if other not in {o.name for o in options})
+        kept = tool.short_name in named
+        record.action_checks[name] = kept
+        if not kept:
+            record.activated = []
+            selection.parameters.pop(name, None)
 
     @cached_property
     def _several_requests(self) -> re.Pattern[str] | None:
