@@ -518,7 +518,7 @@ async def test_a_huge_mcp_result_is_cut_for_the_prompts_and_the_answer_names_the
 
     async with FakeOpenAIServer(reply) as server:
         app = toolwire_app_factory(config=config(servers), llm=gateway(server))
-        answer = await app.ask("Show me the full sales report")
+        answer = await app.ask("What is in the full sales report?")
         await app.aclose()
 
     assert answer.kind == "answer" and answer.text.startswith(ANSWER)
@@ -544,7 +544,7 @@ async def test_a_result_over_max_result_bytes_fails_that_tool_at_once_and_the_qu
     report = app.tool("full_report")
     model.on_extract(report.params_model, {"megabytes": 50})
 
-    answer = await app.ask("Show me the full sales report")
+    answer = await app.ask("What is in the full sales report?")
 
     assert answer.kind == "answer"
     [failure] = answer.failures

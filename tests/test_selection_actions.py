@@ -58,6 +58,8 @@ def checks(model: ScriptedModel) -> list[list[str]]:
         ("500 euros in dollars", None),  # a number first
         ("x marks the spot", None),  # one letter
         ("please", None),
+        ('{"city": "Paris"}', None),  # a coordinator's task prompt
+        ("'Cancel' is what I said.", None),
         ("", None),
     ],
 )

@@ -30,10 +30,11 @@ _WORD = re.compile(r"\w+")
 
 def leading_action(task_prompt: str) -> str | None:
     """The task's first word, lower case, when it may name the action the task asks for: None for
-    a question (it ends with "?"), or when the first word after courtesy words is a stopword
+    a question (it ends with "?"), for text that does not begin with a letter (a coordinator's
+    JSON task prompt, a quotation), or when the first word after courtesy words is a stopword
     ("What's …", "I'm …", "Will it …") or holds a digit ("500 euros in dollars")."""
     text = task_prompt.strip()
-    if text.endswith("?"):
+    if not text[:1].isalpha() or text.endswith("?"):
         return None
     words: list[str] = _WORD.findall(text.lower())
     for word in words:
