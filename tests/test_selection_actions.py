@@ -125,10 +125,11 @@ async def test_a_model_that_names_neither_option_drops_the_tool() -> None:
     [
         ("Find a hotel in Vienna for Friday.", {}),  # "find" is in the tool's text
         ("Booking a hotel in Vienna, any ideas.", {"action_check": False}),
+        (CANCEL_TASK, {"confirm": "off"}),  # the choice decides
         ("Can you cancel my hotel reservation in Vienna?", {}),  # a question
         ("Cancel my hotel reservation, then find a new one.", {}),  # several requests
     ],
-    ids=["word-in-the-tool", "turned-off", "a-question", "several-requests"],
+    ids=["word-in-the-tool", "turned-off", "no-confirmation", "a-question", "several-requests"],
 )
 async def test_no_check_where_the_first_word_is_no_evidence(task: str, settings: Any) -> None:
     model = ScriptedModel().on_choose(bare_action_wins).on_suitability(["hotels"]).on_answer()

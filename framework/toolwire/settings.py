@@ -157,12 +157,13 @@ class SelectionSettings(Section):
     (``toolwire.selection.requests.SEVERAL_REQUESTS``); give your users' language's joining
     words, or ``""`` to read every task as one request."""
     action_check: bool = True
-    """``choose`` mode: a task that is a request, not a question, and reads as one request,
-    whose first word (after "please") is not a stopword and appears nowhere in an activated
-    tool's text, has that tool put against the bare action in one more choice ("Cancel my hotel
-    reservation" and a hotel search: "Does the message ask to cancel something?"); the tool is
-    dropped unless the model names it. A synonym the tool's text lacks ("Create a contact" for
-    an ``add_contact`` tool) can lose a right tool: give the tool an example that uses it.
+    """``choose`` mode with a confirmation: a task that is a request, not a question, and reads
+    as one request, whose first word (after "please") is not a stopword and appears nowhere in
+    the one activated tool's text, has that tool put against the bare action in one more choice
+    ("Cancel my hotel reservation" and a hotel search: "Does the message ask to cancel
+    something?"); the tool is dropped unless the model names it. A synonym the tool's text
+    lacks ("Create a contact" for an ``add_contact`` tool) can lose a right tool: give the tool
+    an example that uses it.
     The stopwords are English; for another language's users, or to save the call, turn it off
     (docs/models.md, "The leading action")."""
 

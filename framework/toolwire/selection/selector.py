@@ -8,11 +8,12 @@ Three modes (``orchestrator.selection.mode``), measured side by side in
   (none, one or several); the chosen tools are then confirmed with their own yes/no questions
   (``confirm``: in one call, one call each, one call each with every tool after the first
   confirmed one asked as a further request, in one call whose answer carries a single chosen
-  tool's parameters, or not at all). Its cost does not grow with the number of tools in the
-  domain. Small models name the one best option well and refuse well, but rarely answer "none"
-  to a choice; this mode asks each of them only what it is good at. With ``choice:
-  function_call`` the choice is a native function call: the candidates offered as functions,
-  the ones called are chosen.
+  tool's parameters, or not at all); a lone confirmed tool whose text lacks the request's first
+  word is then put against that bare action (``action_check``). Its cost does not grow with
+  the number of tools in the domain. Small models name the one best option well and refuse
+  well, but rarely answer "none" to a choice; this mode asks each of them only what it is good
+  at. With ``choice: function_call`` the choice is a native function call: the candidates
+  offered as functions, the ones called are chosen.
 * ``batched``: every tool's yes/no question in one structured call.
 * ``per_tool``: one yes/no call per tool.
 
@@ -354,10 +355,11 @@ class ToolSelector:
         """``action_check``: a single activated tool whose text lacks the task's leading action
         (:func:`~toolwire.selection.actions.leading_action`) put against that action alone in a
         choice of two; dropped unless the model names it. A task read as several requests, or
-        with several tools activated, is not checked (its first word is one request's action).
-        A failed call keeps the tool."""
+        with several tools activated, is not checked (its first word is one request's action);
+        nor is a tool with ``confirm: off`` (the choice decides). A failed call keeps the tool."""
         record = selection.record
-        action = leading_action(task_prompt) if self.settings.action_check else None
+        checks = self.settings.action_check and self.settings.confirm != "off"
+        action = leading_action(task_prompt) if checks else None
         if action is None or len(record.activated) != 1 or self._reads_as_several(task_prompt):
             return
         [name] = record.activated
