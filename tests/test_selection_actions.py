@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from orchestration_kit import EchoTool, domain, selection_of
+from orchestration_kit import EchoTool, Query, QueryTool, domain, selection_of
 from toolwire.errors import ModelError
 from toolwire.llm import Purpose
 from toolwire.selection.actions import OTHER_REQUEST, action_option, leading_action
+from toolwire.selection.selector import ToolSelector
 from toolwire.settings import OrchestratorSettings, SelectionSettings
 from toolwire.testing import ScriptedModel, conversation_for
 
@@ -107,17 +108,51 @@ async def test_a_tool_the_model_names_over_the_bare_action_runs() -> None:
     assert [run.tool_name for run in answer.trace.tools] == ["demo.hotels"]
 
 
-async def test_a_model_that_names_neither_option_drops_the_tool() -> None:
+@pytest.mark.parametrize("answer", [[], ["made_up"]], ids=["none-fits", "outside-name"])
+async def test_a_model_that_names_neither_option_drops_the_tool(answer: list[str]) -> None:
     """The check is a choice: none fits, or only a name outside its options, drops the tool
     (the outside name is recorded as ignored, as in the choice step)."""
-    model = ScriptedModel().on_choose(["hotels"], times=1).on_choose(["made_up"])
+    model = ScriptedModel().on_choose(["hotels"], times=1).on_choose(answer)
     model.on_suitability(["hotels"]).on_answer("none")
 
-    answer = await travel(model).ask(CANCEL_TASK)
+    answered = await travel(model).ask(CANCEL_TASK)
 
-    selection = selection_of(answer)
-    assert selection.ignored == ["made_up"]
+    selection = selection_of(answered)
+    assert checks(model) == [["hotels", OTHER_REQUEST]]
+    assert selection.ignored == answer
+    assert selection.action_checks == {"demo.hotels": False}
     assert selection.activated == []
+
+
+async def test_a_dropped_tool_keeps_no_parameters_its_confirmation_carried() -> None:
+    """``confirm: with_parameters``: the confirmation's parameters go with the dropped tool."""
+    lookup = QueryTool("lookup")
+    selector = ToolSelector.build(
+        [("demo.lookup", lookup, ())], SelectionSettings(confirm="with_parameters")
+    )
+    model = ScriptedModel().on_suitability(["lookup"]).on_extract(Query, {"query": "Vienna"})
+    model.on_choose([OTHER_REQUEST])
+
+    selection = await selector.select(CANCEL_TASK, model, attempts=1)
+
+    assert model.purposes == [Purpose.PARAMETERS, Purpose.CHOICE]  # confirmed, then checked
+    assert selection.record.answers == {"demo.lookup": True}
+    assert selection.record.action_checks == {"demo.lookup": False}
+    assert selection.record.activated == []
+    assert selection.parameters == {}
+
+
+async def test_a_kept_tool_keeps_the_parameters_its_confirmation_carried() -> None:
+    lookup = QueryTool("lookup")
+    selector = ToolSelector.build(
+        [("demo.lookup", lookup, ())], SelectionSettings(confirm="with_parameters")
+    )
+    model = ScriptedModel().on_suitability(["lookup"]).on_extract(Query, {"query": "Vienna"})
+
+    selection = await selector.select(CANCEL_TASK, model, attempts=1)
+
+    assert selection.record.action_checks == {"demo.lookup": True}
+    assert selection.parameters == {"demo.lookup": Query(query="Vienna")}
 
 
 @pytest.mark.parametrize(

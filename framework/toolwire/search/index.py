@@ -34,7 +34,8 @@ TITLE_WEIGHT = 4.0
 """BM25 weight of a title match relative to a text match."""
 
 _SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-_WORD = re.compile(r"\w+")
+WORD = re.compile(r"\w+")
+"""A word of a query (and of a task's leading action, :mod:`toolwire.selection.actions`)."""
 
 _STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been
     before being
@@ -58,7 +59,7 @@ def default_cache_dir() -> Path:
 def query_terms(query: str) -> list[str]:
     """The distinct search terms of a free-text query, in order (lower case, no stopwords)."""
     terms: dict[str, None] = {}
-    for word in _WORD.findall(query.lower()):
+    for word in WORD.findall(query.lower()):
         word = word.strip("_")
         if len(word) > 1 and word not in STOPWORDS:
             terms[word] = None

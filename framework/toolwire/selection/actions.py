@@ -13,19 +13,16 @@ stopword and appears nowhere in the tool's indexed text (stemmed: "booking" matc
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 
 from toolwire.llm.base import Option
-from toolwire.search.index import STOPWORDS
+from toolwire.search.index import STOPWORDS, WORD
 
 COURTESY_WORDS = frozenset({"please", "pls", "plz", "kindly", "hey", "hi", "hello", "ok", "okay"})
 """Words before a request's action that are not the action ("Please cancel …")."""
 
 OTHER_REQUEST = "other_request"
 """The bare action's name in the check's choice (made unique among the options)."""
-
-_WORD = re.compile(r"\w+")
 
 
 def leading_action(task_prompt: str) -> str | None:
@@ -36,7 +33,7 @@ def leading_action(task_prompt: str) -> str | None:
     text = task_prompt.strip()
     if not text[:1].isalpha() or text.endswith("?"):
         return None
-    words: list[str] = _WORD.findall(text.lower())
+    words: list[str] = WORD.findall(text.lower())
     for word in words:
         if word in COURTESY_WORDS:
             continue

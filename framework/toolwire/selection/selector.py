@@ -378,7 +378,8 @@ class ToolSelector:
                 f"action check failed, the activated tool runs unchecked: {error}"
             ) from error
         record.action = action
-        record.ignored.extend(other for other in named if other not in {o.name for o in options})
+        offered = {option.name for option in options}
+        record.ignored.extend(other for other in named if other not in offered)
         kept = tool.short_name in named
         record.action_checks[name] = kept
         if not kept:
