@@ -10,9 +10,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 from toolwire.errors import PLUGIN_FAILURES, ModelError, ToolNameError, UnknownToolError
+from toolwire.llm.attempts import call_model
 from toolwire.llm.base import LanguageModel, Purpose
 from toolwire.orchestrator import preselection
-from toolwire.orchestrator.invoke import call_model
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.run_state import ToolRun
 from toolwire.selection.catalogue import SelectableTool

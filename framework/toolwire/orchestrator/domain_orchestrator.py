@@ -38,6 +38,7 @@ from toolwire.events import (
     emit,
     opened,
 )
+from toolwire.llm.attempts import call_model
 from toolwire.llm.base import (
     CallRecord,
     GatekeeperVerdict,
@@ -61,7 +62,7 @@ from toolwire.orchestrator.coordinators import (
     decide_conditional,
 )
 from toolwire.orchestrator.execution import clarified_text, execute, extract_params
-from toolwire.orchestrator.invoke import call_model, failed
+from toolwire.orchestrator.invoke import failed
 from toolwire.registry import DomainSpec, ToolRegistry, domain_reference_problems
 from toolwire.run_state import (
     Clarification,

@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from toolwire.context_buffer import ContextBuffer
+from toolwire.llm.attempts import call_model
 from toolwire.llm.base import LanguageModel, Purpose
-from toolwire.orchestrator.invoke import call_model
 from toolwire.run_state import Clarification
 from toolwire.tool_threads import PluginRunner
 from toolwire.tools import (

@@ -23,8 +23,8 @@ import structlog
 from pydantic import BaseModel, Field
 
 from toolwire.errors import ModelError
+from toolwire.llm.attempts import call_model
 from toolwire.llm.base import LanguageModel, Option, Purpose
-from toolwire.orchestrator.invoke import call_model
 from toolwire.registry import DomainSpec
 from toolwire.selection.catalogue import FIELD_WEIGHTS, SelectableTool
 from toolwire.selection.lexical import Document, LexicalIndex

@@ -31,9 +31,9 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from toolwire.errors import PLUGIN_FAILURES, ModelError
+from toolwire.errors import PLUGIN_FAILURES, ModelError, describe
+from toolwire.llm.attempts import call_model
 from toolwire.llm.base import FunctionChoice, LanguageModel, Purpose
-from toolwire.orchestrator.invoke import call_model, describe
 from toolwire.run_state import RetrievedTool, SelectionRecord
 from toolwire.selection.actions import action_option, leading_action
 from toolwire.selection.catalogue import SelectableTool, tool_index

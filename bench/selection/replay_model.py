@@ -1,0 +1,34 @@
+"""The embedded model behind a recording (``toolwire.testing.replay``), for the evaluations.
+
+Recording: the embedded model answers what the recording lacks, and its reply is kept. Replaying
+alone: no model is started; a prompt the recording lacks is a failed call (the evaluations count
+it as such and say how many there were).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolwire.llm import ChatModel, LanguageModel, create_language_model
+from toolwire.llm.local import local_server, with_model_limits
+from toolwire.settings import LLMSettings
+from toolwire.testing.replay import ReplayTransport
+
+
+def replayed_model(
+    recording: Path | None, *, replay_only: bool = False, settings: LLMSettings | None = None
+) -> tuple[LanguageModel, ReplayTransport | None]:
+    """The model the evaluations use, and the recording's transport (None: no recording)."""
+    settings = settings or LLMSettings()
+    if recording is None:
+        return create_language_model(settings, environ={}), None
+    if replay_only:
+        spec = local_server(settings).spec
+        limits = with_model_limits(settings, spec).model_copy(update={"model": spec.name})
+        transport = ReplayTransport(recording, supports_functions=True)
+        return ChatModel(transport, limits, concurrency=1), transport
+    llm = create_language_model(settings, environ={})
+    assert isinstance(llm, ChatModel)
+    transport = ReplayTransport(recording, inner=llm.transport)
+    llm.transport = transport
+    return llm, transport
