@@ -238,6 +238,12 @@ class OpenAITransport:
         except ValidationError as error:
             message = f"a streamed chunk is not a chat completion chunk ({_problems(error)})"
             raise ModelError(request.purpose, message) from error
+        except UnicodeDecodeError as error:  # the SDK decodes each line as UTF-8
+            message = f"a streamed chunk is not UTF-8 text ({_undecodable(error)})"
+            raise ModelError(request.purpose, message) from error
+        except json.JSONDecodeError as error:  # the SDK reads each chunk with json.loads
+            message = f"a streamed chunk is not JSON ({error.msg} at position {error.pos})"
+            raise ModelError(request.purpose, message) from error
         except RecursionError:  # the SDK reads each chunk with json.loads
             message = "a streamed chunk is JSON nested too deeply to read"
             raise ModelError(request.purpose, message) from None
@@ -275,13 +281,20 @@ class OpenAITransport:
         self, client: AsyncOpenAI, request: ChatRequest, deadline: float
     ) -> str:
         try:
-            page = await client.models.list(timeout=max(deadline - time.monotonic(), 0.1))
+            raw = await client.models.with_raw_response.list(
+                timeout=max(deadline - time.monotonic(), 0.1)
+            )
         except openai.APIError as error:
             message = f"cannot list the server's models: {self._describe(error)}"
             raise ModelError(request.purpose, message) from error
-        if not page.data:
+        try:  # read here, not by the SDK, which fails on a body that is not JSON with a crash
+            listed = _WireModelList.model_validate(json.loads(raw.content))
+        except (ValueError, RecursionError) as error:  # JSON, UTF-8 and validation errors
+            message = f"cannot list the server's models: {_unreadable(error, 'model list')}"
+            raise ModelError(request.purpose, message) from None
+        if not listed.data:
             raise ModelError(request.purpose, "the server lists no model; set TOOLWIRE_LLM_MODEL")
-        return page.data[0].id
+        return listed.data[0].id
 
     def _describe(self, error: openai.APIError) -> str:
         if isinstance(error, openai.APIStatusError):
@@ -309,15 +322,8 @@ def _reply(request: ChatRequest, body: bytes, model: str) -> ChatReply:
     """The reply's text and figures; ``ModelError`` when the body is not a chat completion."""
     try:
         completion = _WireCompletion.model_validate(json.loads(body))
-    except json.JSONDecodeError as error:
-        message = f"the server's reply is not JSON ({error.msg} at position {error.pos})"
-        raise ModelError(request.purpose, message) from error
-    except RecursionError:
-        message = "the server's reply is JSON nested too deeply to read"
-        raise ModelError(request.purpose, message) from None
-    except ValidationError as error:
-        message = f"the server's reply is not an OpenAI chat completion ({_problems(error)})"
-        raise ModelError(request.purpose, message) from error
+    except (ValueError, RecursionError) as error:  # JSON, UTF-8 and validation errors
+        raise ModelError(request.purpose, _unreadable(error, "chat completion")) from None
     choice = completion.choices[0]
     usage = completion.usage or _WireUsage()
     offered = bool(request.functions)
@@ -338,6 +344,36 @@ def _cached_tokens(usage: _WireUsage, timings: _WireTimings | None) -> int:
     if not cached and timings is not None:
         cached = timings.cache_n
     return cached or 0
+
+
+def _unreadable(error: ValueError | RecursionError, expected: str) -> str:
+    """Why a reply's body cannot be read as the ``expected`` JSON (an OpenAI chat completion,
+    a model list): what the server sent is never quoted, only where it went wrong."""
+    if isinstance(error, ValidationError):
+        return f"the server's reply is not an OpenAI {expected} ({_problems(error)})"
+    if isinstance(error, UnicodeDecodeError):
+        return f"the server's reply is not UTF-8 text ({_undecodable(error)})"
+    if isinstance(error, json.JSONDecodeError):
+        return f"the server's reply is not JSON ({error.msg} at position {error.pos})"
+    if isinstance(error, RecursionError):
+        return "the server's reply is JSON nested too deeply to read"
+    return f"the server's reply cannot be read as JSON ({type(error).__name__})"
+
+
+def _undecodable(error: UnicodeDecodeError) -> str:
+    """Where bytes that are not UTF-8 start: ``byte 0xff at position 13``."""
+    byte = error.object[error.start : error.start + 1]
+    return f"byte 0x{byte.hex() or '??'} at position {error.start}"
+
+
+class _WireModel(BaseModel):
+    id: str
+
+
+class _WireModelList(BaseModel):
+    """The part of ``GET /models`` toolwire reads."""
+
+    data: list[_WireModel] = Field(default_factory=list)
 
 
 def _problems(error: ValidationError) -> str:
