@@ -11,6 +11,7 @@ the application's (``toolwire.server.middleware.BodyLimitMiddleware``).
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import math
 import socket
@@ -40,13 +41,41 @@ def configure_server_logging() -> None:
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``; one that cannot be had (the port taken by another
+    process, a port below 1024 without the right, an address not of this machine) is a
+    ``ConfigError`` of one line naming the address and the option that chooses it."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as error:
+        sock.close()
+        raise ConfigError(_bind_refusal(host, port, error)) from None
     sock.setblocking(False)
     return sock
+
+
+def _bind_refusal(host: str, port: int, error: OSError) -> str:
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if error.errno == errno.EADDRINUSE:
+        return (
+            f"cannot listen on {where}: port {port} is already in use by another process; stop "
+            "it, or choose another port with --port (server.port; --port 0 picks a free one)"
+        )
+    if error.errno == errno.EACCES:
+        return (
+            f"cannot listen on {where}: this user may not use port {port} (ports below 1024 "
+            "need privileges); choose another port with --port (server.port)"
+        )
+    if error.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"cannot listen on {where}: {host} is not an address of this machine; choose "
+            "another with --host (server.host)"
+        )
+    reason = error.strerror or type(error).__name__
+    return f"cannot listen on {where}: {reason}; check --host and --port (server.host, server.port)"
 
 
 async def serve(
@@ -89,7 +118,11 @@ async def serve_asgi(
     logs ``listening_event`` with the host, port and URL (``path`` appended) actually bound, and
     ``event_fields``.
     """
-    sock = bind_socket(settings.host, settings.port)
+    try:
+        sock = bind_socket(settings.host, settings.port)
+    except ConfigError:
+        await app.aclose()
+        raise
     host, port = sock.getsockname()[:2]
     try:
         check_exposure(
