@@ -219,8 +219,18 @@ class DeepSearchRound(Event):
 
 
 class ModelCallStarted(StepStarted):
+    """A model call was sent, with what it asks for (its reply's figures come when it ends)."""
+
     type: Literal["model_call_started"] = "model_call_started"
     purpose: str
+    model: str = ""
+    """The model the request names ("" when it is not known yet: the server picks)."""
+    output_type: Literal["text", "json"] = "text"
+    """``json``: the reply must follow a schema; ``text``: free text (or function calls)."""
+    stream: bool = False
+    """The reply is asked for as a stream (the answer's text, watched)."""
+    max_tokens: int | None = None
+    temperature: float | None = None
 
 
 class ModelCallFinished(StepFinished):

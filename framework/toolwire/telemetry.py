@@ -2,12 +2,17 @@
 
 Each question is one trace: a span for the round (``invoke_agent <domain>``), each task
 (``toolwire.task 1.1``), coordinator (``toolwire.coordinator <name>``), tool run
-(``execute_tool <name>``) and model call (``chat <model>``), nested as the steps were. Model
-calls follow OpenTelemetry's GenAI semantic conventions: ``gen_ai.operation.name``,
-``gen_ai.provider.name``, ``gen_ai.request.model``/``gen_ai.response.model``,
-``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens`` and
-``gen_ai.usage.cache_read.input_tokens``. A span that failed has an ERROR status and
-``error.type``; its description is the error text with secret shapes masked.
+(``execute_tool <name>``) and model call (``chat <requested model>``), nested as the steps were.
+The round, tool and model call spans follow OpenTelemetry's GenAI semantic conventions (v1.41.0,
+the last release of the GenAI pages in the main semantic-conventions repository): a model call's
+span gets what the request asks for when it starts (``gen_ai.operation.name``,
+``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.output.type``,
+``gen_ai.request.stream`` when streamed, ``gen_ai.request.max_tokens`` and
+``gen_ai.request.temperature``) and what the reply says when it ends (``gen_ai.response.model``,
+``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``
+and ``gen_ai.usage.cache_read.input_tokens``). A span that failed has an ERROR status and
+``error.type`` (``model_error``, ``tool_error``, ``coordinator_error``, ``abandoned``, or the
+exception's type for the round); its description is the error text with secret shapes masked.
 
 The spans are built by one observer of the question's events (:mod:`toolwire.events`), the same
 events the CLI and the HTTP stream show: there is no second instrumentation to keep in step.
@@ -17,13 +22,15 @@ Turned on by ``App.load`` when the standard ``OTEL_*`` variables ask for traces
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``; ``OTEL_SDK_DISABLED=true`` wins), or by
 :func:`trace_questions`. toolwire uses the global tracer provider when the application set one
 (``opentelemetry-instrument`` does), else it sets one up from the variables (``otlp`` over
-HTTP/protobuf, or ``console``). Without the extra, or without the variables, nothing of
-OpenTelemetry is imported.
+HTTP/protobuf, or ``console``: on stderr, so that a command's own output, ``toolwire ask --json``
+or ``mcp serve`` over stdio, stays what it was). Without the extra, or without the variables,
+nothing of OpenTelemetry is imported.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +52,7 @@ from toolwire.events import (
     ToolFinished,
     ToolStarted,
 )
+from toolwire.llm.base import CallRecord
 from toolwire.redaction import redact
 
 if TYPE_CHECKING:
@@ -113,7 +121,7 @@ def _configured_tracer(environ: Mapping[str, str]) -> Tracer:
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         exporter: SpanExporter
         if environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "console":
-            exporter = ConsoleSpanExporter()
+            exporter = ConsoleSpanExporter(out=sys.stderr)  # stdout is the command's
         else:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -134,6 +142,8 @@ class QuestionSpans:
         self._tracer = tracer
         self._outer = context.get_current()  # a server request's span, if one is active
         self._spans: dict[str, Span] = {}
+        self._unnamed: set[str] = set()
+        """Model calls whose requested model was not known when they started."""
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, StepStarted):
@@ -150,6 +160,8 @@ class QuestionSpans:
         self._spans[event.step] = self._tracer.start_span(
             name, context=context, kind=kind, attributes=attributes
         )
+        if isinstance(event, ModelCallStarted) and not event.model:
+            self._unnamed.add(event.step)
 
     def _finish(self, event: StepFinished, span: Span) -> None:
         from opentelemetry.trace import Status, StatusCode
@@ -172,16 +184,12 @@ class QuestionSpans:
                 failure = ("tool_error", event.record.detail)
         elif isinstance(event, ModelCallFinished):
             record = event.record
-            span.update_name(f"chat {record.model}")
-            span.set_attributes(
-                {
-                    "gen_ai.request.model": record.model,
-                    "gen_ai.response.model": record.model,
-                    "gen_ai.usage.input_tokens": record.prompt_tokens,
-                    "gen_ai.usage.output_tokens": record.completion_tokens,
-                    "gen_ai.usage.cache_read.input_tokens": record.cached_prompt_tokens,
-                }
-            )
+            if event.step in self._unnamed and record.requested_model:
+                # the server named the model during the call (none was configured)
+                span.update_name(f"chat {record.requested_model}")
+                span.set_attribute("gen_ai.request.model", record.requested_model)
+            self._unnamed.discard(event.step or "")
+            span.set_attributes(_reply_attributes(record))
             if not record.ok:
                 failure = ("model_error", record.error or "")
         if failure is not None:
@@ -211,9 +219,20 @@ def _opening(event: StepStarted) -> tuple[str, Any, dict[str, Any]]:
         attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": PROVIDER_NAME,
+            "gen_ai.output.type": event.output_type,
+            "openai.api.type": "chat_completions",
             "toolwire.purpose": event.purpose,
         }
-        return "chat", SpanKind.CLIENT, attributes
+        if event.model:
+            attributes["gen_ai.request.model"] = event.model
+        if event.stream:
+            attributes["gen_ai.request.stream"] = True  # set if and only if streamed
+        if event.max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = event.max_tokens
+        if event.temperature is not None:
+            attributes["gen_ai.request.temperature"] = event.temperature
+        name = f"chat {event.model}" if event.model else "chat"
+        return name, SpanKind.CLIENT, attributes
     if isinstance(event, ToolStarted):
         attributes = {
             "gen_ai.operation.name": "execute_tool",
@@ -234,8 +253,26 @@ def _opening(event: StepStarted) -> tuple[str, Any, dict[str, Any]]:
         attributes = {"toolwire.task_no": event.task_no}
         return f"toolwire.coordinator {event.coordinator_name}", SpanKind.INTERNAL, attributes
     assert isinstance(event, RoundStarted)
-    attributes = {"gen_ai.operation.name": "invoke_agent", "toolwire.resumed": event.resumed}
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.provider.name": PROVIDER_NAME,
+        "toolwire.resumed": event.resumed,
+    }
     return "invoke_agent", SpanKind.INTERNAL, attributes
+
+
+def _reply_attributes(record: CallRecord) -> dict[str, Any]:
+    """What a finished model call's reply said (the request's attributes were set at its start)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": record.prompt_tokens,
+        "gen_ai.usage.output_tokens": record.completion_tokens,
+        "gen_ai.usage.cache_read.input_tokens": record.cached_prompt_tokens,
+    }
+    if record.model:  # "" when no reply came
+        attributes["gen_ai.response.model"] = record.model
+    if record.finish_reason:
+        attributes["gen_ai.response.finish_reasons"] = [record.finish_reason]
+    return attributes
 
 
 def _round_attributes(event: RoundFinished) -> dict[str, Any]:

@@ -111,6 +111,10 @@ class CallRecord(BaseModel):
 
     purpose: str
     model: str
+    """The model that answered, as the reply names it ("" when no reply came)."""
+    requested_model: str = ""
+    """The model the request named (``llm.model``, or the server's first when none is set; ""
+    when the call failed before the model was known)."""
     latency_ms: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -121,6 +125,9 @@ class CallRecord(BaseModel):
     error: str | None = None
     truncated: bool = False
     """The reply stopped at the call's completion limit (``llm.max_completion_tokens``)."""
+    finish_reason: str | None = None
+    """Why the model stopped, as the server said (``stop``, ``length``, ``tool_calls``, …; None
+    when no reply came or the server did not say)."""
 
 
 class Usage(BaseModel):

@@ -415,7 +415,7 @@ class ChatModel:
         )
         started = time.perf_counter()
         try:
-            with opened(ModelCallStarted(purpose=str(purpose))) as step:
+            with opened(_call_started(request, self.requested_model())) as step:
                 reply = await self.transport.send(request)
                 if streamed is not None and not streamed.pieces and reply.text:
                     streamed.add(reply.text)  # a transport that does not stream: all at once
@@ -423,7 +423,8 @@ class ChatModel:
             self._finish(
                 CallRecord(
                     purpose=str(purpose),
-                    model=self.settings.model or "",
+                    model="",  # no reply: no model answered
+                    requested_model=self.requested_model(),
                     latency_ms=_elapsed_ms(started),
                     shared_prefix_chars=shared,
                     ok=False,
@@ -435,14 +436,24 @@ class ChatModel:
         record = CallRecord(
             purpose=str(purpose),
             model=reply.model,
+            requested_model=self.requested_model(),
             latency_ms=_elapsed_ms(started),
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens,
             cached_prompt_tokens=reply.cached_prompt_tokens,
             shared_prefix_chars=shared,
             truncated=reply.truncated,
+            finish_reason=reply.finish_reason,
         )
         return _Sent(reply, record, step)
+
+    def requested_model(self) -> str:
+        """The model the requests name: the transport's ``model`` when it has one, else
+        ``llm.model`` ("" when neither is known yet)."""
+        model = getattr(self.transport, "model", None)
+        if isinstance(model, str) and model:
+            return model
+        return self.settings.model or ""
 
     def _finish(self, record: CallRecord, step: str | None) -> None:
         record_call(record)
@@ -452,6 +463,18 @@ class ChatModel:
 
 def _answer_delta(text: str) -> None:
     emit(AnswerDelta(text=text))
+
+
+def _call_started(request: ChatRequest, model: str) -> ModelCallStarted:
+    """The event that opens a call's step, with what the request asks for."""
+    return ModelCallStarted(
+        purpose=request.purpose,
+        model=model,
+        output_type="json" if request.schema is not None else "text",
+        stream=request.on_text is not None,
+        max_tokens=request.max_tokens,
+        temperature=request.temperature,
+    )
 
 
 @dataclass

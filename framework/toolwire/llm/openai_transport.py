@@ -131,6 +131,12 @@ class OpenAITransport:
         self._on_close = on_close
 
     @property
+    def model(self) -> str | None:
+        """The model the requests name (None until the server's first is listed, when none was
+        configured)."""
+        return self._model
+
+    @property
     def structured_mode(self) -> StructuredMode:
         """How structured output is requested right now (``auto`` may have switched to tools)."""
         return self._structured
@@ -335,6 +341,7 @@ def _reply(request: ChatRequest, body: bytes, model: str) -> ChatReply:
         completion_tokens=usage.completion_tokens,
         cached_prompt_tokens=_cached_tokens(usage, completion.timings),
         truncated=choice.finish_reason == "length",
+        finish_reason=choice.finish_reason,
     )
 
 
@@ -437,6 +444,7 @@ class _StreamedReply:
             completion_tokens=usage.completion_tokens or len(self.parts),
             cached_prompt_tokens=_cached_tokens(usage, self.timings),
             truncated=self.finish_reason == "length",
+            finish_reason=self.finish_reason,
         )
 
 

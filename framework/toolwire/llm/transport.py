@@ -8,7 +8,9 @@ so a new provider is one small class with :meth:`ChatTransport.send` and
 :meth:`ChatTransport.aclose` (streaming the answer's text through ``ChatRequest.on_text`` is
 optional). A transport that can offer functions to the model (native tool calling) says so with
 a ``supports_functions = True`` attribute; a tool choice by function call then offers the
-candidates as functions (``ChatRequest.functions``), otherwise it asks for a constrained choice. The
+candidates as functions (``ChatRequest.functions``), otherwise it asks for a constrained choice. A
+transport that knows which model it asks for says so with a ``model`` attribute (a string; traces
+name the requested model with it, else with ``llm.model``). The
 OpenAI-compatible transport (:class:`toolwire.llm.openai_transport.OpenAITransport`) serves
 OpenAI, vLLM, Ollama, llama.cpp and the embedded model.
 """
@@ -91,6 +93,8 @@ class ChatReply:
     """Prompt tokens the server reused from its cache instead of evaluating them."""
     truncated: bool = False
     """The reply stopped at ``max_tokens``."""
+    finish_reason: str | None = None
+    """Why the model stopped, as the server said (``stop``, ``length``, ``tool_calls``, …)."""
 
 
 @runtime_checkable

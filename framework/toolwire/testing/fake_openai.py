@@ -109,6 +109,8 @@ class FakeReply:
     """To a request offering functions: the calls made, each ``(name, arguments)`` (``[]``:
     none, the ``text`` alone). Unset, with no ``text`` either: the first function offered is
     called with default arguments."""
+    model: str | None = None
+    """The model the reply names (a dated snapshot, say); default the one the request named."""
 
 
 Responder = Callable[[FakeRequest], "FakeReply | Awaitable[FakeReply]"]
@@ -355,7 +357,7 @@ class FakeOpenAIServer:
             "id": f"chatcmpl-fake-{self._counter}",
             "object": "chat.completion",
             "created": 0,
-            "model": request.body.get("model") or self.model,
+            "model": reply.model or request.body.get("model") or self.model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {
                 "prompt_tokens": prompt_tokens,

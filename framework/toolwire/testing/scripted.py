@@ -394,21 +394,31 @@ class ScriptedModel:
             shown = ", ".join(f"{key}={value!r}" for key, value in inputs.items())
             _record(
                 CallRecord(
-                    purpose=purpose.value, model=SCRIPTED_MODEL_NAME, ok=False, error="unscripted"
+                    purpose=purpose.value,
+                    model="",  # no reply
+                    requested_model=SCRIPTED_MODEL_NAME,
+                    ok=False,
+                    error="unscripted",
                 )
             )
             raise UnscriptedCallError(
                 f"ScriptedModel received an unscripted {purpose.value!r} call ({shown}); "
                 f"script it with {hint or _hint(purpose)}"
             )
-        _record(CallRecord(purpose=purpose.value, model=SCRIPTED_MODEL_NAME))
+        _record(
+            CallRecord(
+                purpose=purpose.value,
+                model=SCRIPTED_MODEL_NAME,
+                requested_model=SCRIPTED_MODEL_NAME,
+            )
+        )
         return rule
 
 
 def _record(record: CallRecord) -> None:
     """Count the call in the question's usage and show it to whoever watches the question."""
     record_call(record)
-    with opened(ModelCallStarted(purpose=record.purpose)) as step:
+    with opened(ModelCallStarted(purpose=record.purpose, model=record.requested_model)) as step:
         emit(ModelCallFinished(step=step, record=record.model_copy()))
 
 
