@@ -269,7 +269,7 @@ def params_model_for(
     """A pydantic model of an MCP input schema (its own field names as aliases)."""
     from json_schema_to_pydantic import create_model
 
-    schema = {**input_schema, "title": model_name}
+    schema = {**optional_fields_nullable(input_schema), "title": model_name}
     schema.setdefault("type", "object")
     with warnings.catch_warnings():
         # a field called "schema" or "json" shadows a BaseModel attribute: the alias keeps the
@@ -284,6 +284,83 @@ def params_model_for(
         )
     model.__doc__ = description or None
     return model
+
+
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("$defs", "definitions", "patternProperties")
+_SUBSCHEMAS = ("items", "additionalProperties", "not", "contains")
+_ANNOTATIONS = ("title", "description", "default", "examples")
+
+
+def optional_fields_nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (a copy) with every optional property, at any depth, admitting ``null``.
+
+    A server's schema often says ``{"type": "string", "default": null}`` for an optional field,
+    which no value satisfies when left out: the model, shown that default, writes null, and the
+    parameter model refused it, failing the call. Made nullable (``"type": ["string",
+    "null"]``, or an ``anyOf`` with ``{"type": "null"}``), the schema the model sees is the one
+    toolwire's own tools show for ``str | None = None``, and a null is accepted, then dropped
+    from the arguments sent (:func:`toolwire.mcp.tool.wire_arguments`). Required properties are
+    left as they are."""
+    shaped: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            value = [_shaped(item) for item in value]
+        elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            value = {name: _shaped(item) for name, item in value.items()}
+        elif key in _SUBSCHEMAS:
+            value = _shaped(value)
+        shaped[key] = value
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        required = schema.get("required")
+        needed = set(required) if isinstance(required, list) else set()
+        shaped["properties"] = {
+            name: _shaped(prop) if name in needed else _nullable(_shaped(prop))
+            for name, prop in properties.items()
+        }
+    return shaped
+
+
+def _shaped(value: Any) -> Any:
+    return optional_fields_nullable(value) if isinstance(value, dict) else value
+
+
+def _nullable(schema: Any) -> Any:
+    """``schema`` admitting ``null`` as well (unchanged when it already does)."""
+    if not isinstance(schema, dict) or _admits_null(schema):
+        return schema
+    kind = schema.get("type")
+    combined = any(key in schema for key in ("anyOf", "oneOf", "allOf", "$ref", "const"))
+    if kind is not None and not combined:
+        kinds = [kind] if isinstance(kind, str) else list(kind)
+        nullable = {**schema, "type": [*kinds, "null"]}
+        if isinstance(schema.get("enum"), list):
+            nullable["enum"] = [*schema["enum"], None]
+        return nullable
+    if "anyOf" in schema and set(schema) - {"anyOf"} <= set(_ANNOTATIONS):
+        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
+    inner = {key: value for key, value in schema.items() if key not in _ANNOTATIONS}
+    outer = {key: value for key, value in schema.items() if key in _ANNOTATIONS}
+    return {"anyOf": [inner, {"type": "null"}], **outer}
+
+
+def _admits_null(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    if "const" in schema:
+        return schema["const"] is None
+    if isinstance(schema.get("enum"), list) and kind is None:
+        return None in schema["enum"]
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and any(
+            isinstance(option, dict) and _admits_null(option) for option in options
+        ):
+            return True
+    constraining = {"type", "enum", "anyOf", "oneOf", "allOf", "$ref", "not", "properties"}
+    return not constraining & set(schema)  # {} and annotations alone admit anything
 
 
 def _camel(name: str) -> str:
