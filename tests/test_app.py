@@ -192,7 +192,10 @@ def test_duplicates_in_one_file_and_across_plugins(isolated: Path, write_file: W
     )
     assert got[1].startswith(f"{same_file}:3: duplicate tool 'shop.x' in this file "
                              "(first declared at line 2)")
-    assert len(got) == 2
+    # the wiring of what stands is reported too: shop.x (line 2) is a second LookupTool
+    assert got[2].endswith("(LookupTool) matches several tools: shop.lookup, shop.x; name one "
+                           "explicitly in the tool's YAML: inject: {lookup: <tool name>}")
+    assert len(got) == 3
 
 
 @pytest.mark.parametrize(

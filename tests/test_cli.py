@@ -7,15 +7,18 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from collections.abc import Callable
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from _build_samples import WriteFile, install_distribution, installed_only_in
 from toolwire import plugins as plugins_module
-from toolwire.cli import app
+from toolwire.cli import app, build_commands
 
 runner = CliRunner()
 
@@ -126,6 +129,7 @@ def test_tools_of_an_unknown_domain_names_the_plugin_that_failed_to_load(
     )
 
 
+@pytest.mark.requires_extra("mcp")
 def test_mcp_serve_of_an_unknown_domain_names_the_installed_ones(pharma_only: Path) -> None:
     result = runner.invoke(app, ["mcp", "serve", "--domain", "pharm"])
 
@@ -163,6 +167,88 @@ def test_check_prints_every_problem_with_its_line(pharma_only: Path, write_file:
         "broken.yaml:4: unknown key 'clas'; did you mean 'class'? allowed keys: name, class, "
         "domain, priority, enabled, settings, inject, examples, own_event_loop",
     ]
+
+
+def test_check_reports_a_misspelt_injection_beside_a_configuration_error(
+    pharma_only: Path, write_file: WriteFile
+) -> None:
+    """Both phases at once: the file's own mistake (line 3) did not hide the wiring's (line 7)."""
+    write_file("both.yaml", (
+        "default_domain: pharma\n"
+        "llm:\n"
+        "  timeot_s: 5\n"
+        "tools:\n"
+        "  - name: interaction_analysis\n"
+        "    domain: pharma\n"
+        "    inject: {substance_lookup: pharma.substanse_lookup}\n"
+    ))
+    result = runner.invoke(app, ["check", "--config", "both.yaml"])
+
+    assert result.exit_code == 1
+    first, second = result.stderr.splitlines()
+    assert first.startswith("both.yaml:3: unknown key 'timeot_s'; did you mean 'timeout_s'?")
+    assert second.startswith(
+        "both.yaml:5: pharma.interaction_analysis: inject substance_lookup: "
+        "'pharma.substanse_lookup': unknown tool 'pharma.substanse_lookup'"
+    )
+    assert "did you mean pharma.substance_lookup" in second
+
+
+def test_check_without_the_redis_extra_refuses_a_redis_store(
+    pharma_only: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)  # as if the extra were not installed
+    write_file("shared.yaml", "default_domain: pharma\nsessions:\n  store: redis\n")
+
+    result = runner.invoke(app, ["check", "--config", "shared.yaml"])
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "shared.yaml:3: sessions.store 'redis' needs the redis extra (redis is missing): "
+        "pip install 'toolwire[redis]'\n"
+    )
+
+
+def terminal_of(width: int) -> Callable[[], Console]:
+    """``table_console`` for a terminal ``width`` columns wide."""
+    return lambda: Console(width=width, force_terminal=True, color_system=None, highlight=False)
+
+
+def test_tools_in_a_narrow_terminal_prints_each_tool_whole(
+    pharma_only: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(build_commands, "table_console", terminal_of(60))
+
+    result = runner.invoke(app, ["tools"])
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 60
+    assert "…" not in result.stdout
+    words = " ".join(result.stdout.split())
+    assert (
+        "pharma.interaction_analysis plugin pharma priority 10 kinds activated, coordinator, "
+        "context_consumer, clarifiable injects pharma.substance_lookup enabled yes"
+    ) in words
+    assert "pharma.substance_lookup plugin pharma priority 50 enabled yes" in words
+
+
+def test_tools_in_a_wide_terminal_is_one_table(
+    pharma_only: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(build_commands, "table_console", terminal_of(120))
+
+    result = runner.invoke(app, ["tools"])
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if "tool" in line)
+    assert [cell.strip() for cell in header.split("┃")[1:-1]] == [
+        "tool", "plugin", "priority", "kinds", "injects", "enabled"
+    ]
+    analysis = next(line for line in lines if "pharma.interaction_analysis" in line)
+    assert "pharma.substance_lookup" in analysis  # its injection, whole, on its row
+    assert "…" not in result.stdout
 
 
 def test_global_config_option_applies_to_commands(pharma_only: Path, write_file: WriteFile) -> None:

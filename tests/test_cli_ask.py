@@ -112,6 +112,45 @@ def test_ask_with_an_unknown_session_or_domain_is_a_clear_error(cli: CliRunner) 
     assert "unknown domain 'moon'; installed domains: trip" in unknown_domain.output
 
 
+@pytest.mark.parametrize(
+    ("message", "shown"), [("", "empty"), ("  \t ", "only whitespace ('  \\t ')")]
+)
+def test_an_empty_or_blank_message_is_refused_before_anything_runs(
+    message: str, shown: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def load_app(ctx: object) -> App:
+        raise AssertionError("the app was built for an empty message")
+
+    monkeypatch.setattr(ask_commands, "load_app", load_app)
+
+    result = CliRunner().invoke(cli_app, ["ask", message])
+
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f'the message is {shown}: pass the question as the argument: toolwire ask "your question"\n'
+    )
+
+
+def test_ask_with_no_domain_installed_says_how_to_get_one(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
+) -> None:
+    """A bare ``pip install toolwire``: no plugin, so no domain (it said "several domains")."""
+
+    def load_app(ctx: object) -> App:
+        return App.load(plugins=[], load_entry_points=False, llm=ScriptedModel())
+
+    monkeypatch.setattr(ask_commands, "load_app", load_app)
+
+    result = CliRunner().invoke(cli_app, ["ask", "hi"])
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "no domain is installed, so no question can be answered: install a domain plugin "
+        "(pip install toolwire-<domain>) or declare a domain under domains: in "
+        "config/toolwire.yaml\n"
+    )
+
+
 class ShopPlugin:
     """A plugin that fails to load: its domain ``shop`` is never declared."""
 

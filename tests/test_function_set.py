@@ -28,7 +28,10 @@ from functions import (  # noqa: E402
     load_functions,
 )
 
-pytestmark = pytest.mark.usefixtures("block_model_requests")
+pytestmark = [
+    pytest.mark.usefixtures("block_model_requests"),
+    pytest.mark.requires_extra("mcp"),  # the set declares its functions as MCP servers' tools
+]
 
 
 def test_the_set_is_consistent() -> None:

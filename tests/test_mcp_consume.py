@@ -27,6 +27,8 @@ from toolwire.testing import ScriptedModel
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest
 from windowed_model import ANSWER, assert_every_request_fits, gateway, windowed
 
+pytestmark = pytest.mark.requires_extra("mcp")  # the SDK, both ways
+
 NOTES_SERVER = Path(__file__).parent / "mcp_support" / "notes_server.py"
 NOTES_COMMAND = json.dumps([sys.executable, str(NOTES_SERVER)])
 REPORT_SERVER = NOTES_SERVER.with_name("report_server.py")

@@ -25,6 +25,8 @@ from toolwire.settings import LLMSettings
 from toolwire.testing import ScriptedModel
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest, default_output
 
+pytestmark = pytest.mark.requires_extra("mcp")  # the SDK, both ways
+
 HOSTILE_SERVER = Path(__file__).parent / "mcp_support" / "hostile_server.py"
 CONFIG = (
     "default_domain: shop\n"

@@ -69,6 +69,7 @@ NOT_A_COMPLETION = json.dumps({"choices": {"0": "yes"}, "usage": "lots"}).encode
     ],
     ids=["unreachable", "503", "429", "garbage", "json-not-a-completion"],
 )
+@pytest.mark.requires_extra("server")
 def test_a_dead_model_is_a_502_model_error_over_http(
     tmp_path: Path, reply: FakeReply | None, cause: str
 ) -> None:
@@ -110,6 +111,7 @@ def model_url(reply: FakeReply | None) -> Iterator[str]:
         yield fake.base_url
 
 
+@pytest.mark.requires_extra("server")
 def test_a_model_too_slow_for_the_request_is_a_502_before_the_requests_timeout(
     tmp_path: Path,
 ) -> None:

@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from server_support.processes import ServerProcess, write_config
 from server_support.sockets import EXPOSURE_REFUSAL, refused_start
+
+pytestmark = pytest.mark.requires_extra("server")  # `toolwire serve` processes
 
 TOOLWIRE = str(Path(sys.executable).with_name("toolwire"))
 

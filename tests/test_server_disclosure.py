@@ -19,6 +19,8 @@ from server_support.plugin import NOTHING
 from server_support.processes import ServerProcess, write_config
 from toolwire.testing.fake_openai import FakeReply, FakeRequest
 
+pytestmark = pytest.mark.requires_extra("server")  # `toolwire serve` processes
+
 ERROR_ID = r"[0-9a-f]{12}"
 LEAKED_KEY = "sk-proj-LeakedKey0123456789abcdefXYZ"
 UPSTREAM_HOST = "gpu-7.inference.internal.example"

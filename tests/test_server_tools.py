@@ -16,6 +16,8 @@ import pytest
 
 from server_support.processes import ServerProcess, write_config
 
+pytestmark = pytest.mark.requires_extra("server")  # `toolwire serve` processes
+
 TOOL_THREADS = 2
 STUCK_QUESTIONS = min(32, (os.cpu_count() or 1) + 4) + 2
 """More than the default executor's threads: with tools on it, the store would wait behind them."""

@@ -86,9 +86,7 @@ class App:
         self._conversations: ConversationService | None = None
         self._observers: list[Callable[[], Observer]] = []
         model: object = llm if llm is not None else _DeferredLanguageModel(self)
-        self.container = ToolContainer.build(
-            registry, {LanguageModel: model, McpConnections: self.mcp}
-        )
+        self.container = ToolContainer.build(registry, _services(model, self.mcp))
         self.plugin_runner = PluginRunner.of(config.orchestrator)
         """Runs the tools' methods (the tool threads), for every domain and the MCP server."""
         self.orchestrators = _build_orchestrators(self, model)
@@ -121,10 +119,14 @@ class App:
         config, problems = parse_app_config(config_path)
         connections = McpConnections(config.mcp_servers)
         mcp_tools = discover_mcp_tools(config, connections, mcp_listing)
+        mcp_tools.refuse_taken(plugin_set, config)  # a name a plugin has: that tool left out
         plugin_set = dataclasses.replace(plugin_set, tools=plugin_set.tools + mcp_tools.tools)
-        problems = [*problems, *_registered_name_problems(config, plugin_set)]
+        problems = [
+            *problems,
+            *_registered_name_problems(config, plugin_set, store_given=session_store is not None),
+        ]
         try:
-            built = build(plugin_set, config, problems)
+            built = build(plugin_set, config, problems, _wiring_problems)
             app = cls(
                 config=config,
                 registry=built.registry,
@@ -275,11 +277,25 @@ class App:
         self._conversations = None
 
 
-def _registered_name_problems(config: AppConfig, plugin_set: PluginSet) -> list[Problem]:
-    """``llm.provider`` and ``sessions.store`` must name a registered provider and store
-    (checked at load, not at the first question)."""
+def _services(model: object, mcp: McpConnections | None) -> dict[type, object]:
+    """What the container gives a constructor parameter annotated with its type."""
+    return {LanguageModel: model, McpConnections: mcp}
+
+
+def _wiring_problems(registry: ToolRegistry) -> list[Problem]:
+    """The container's wiring problems for ``registry``, nothing built (``build``'s check of the
+    injections while the configuration has problems of its own)."""
+    return ToolContainer.wiring_problems(registry, _services(None, None))
+
+
+def _registered_name_problems(
+    config: AppConfig, plugin_set: PluginSet, *, store_given: bool = False
+) -> list[Problem]:
+    """``llm.provider`` and ``sessions.store`` must name a registered provider and store, and the
+    built-in Redis store needs its extra installed (checked at load, not at the first question;
+    ``store_given``: the caller passed a store, so the configured one is never made)."""
     from toolwire.llm.factory import unknown_provider
-    from toolwire.sessions.factory import unknown_store
+    from toolwire.sessions.factory import redis_missing, unknown_store
 
     problems = []
     provider = config.llm.provider
@@ -291,6 +307,9 @@ def _registered_name_problems(config: AppConfig, plugin_set: PluginSet) -> list[
         line = config.line_of("sessions", "store")
         message = unknown_store(store, plugin_set.session_stores)
         problems.append(Problem(message, config.path, line))
+    elif not store_given and (missing := redis_missing(plugin_set.session_stores[store])):
+        line = config.line_of("sessions", "store")
+        problems.append(Problem(missing, config.path, line))
     return problems
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -389,12 +389,17 @@ class _Builder:
 
 
 def build(
-    plugin_set: PluginSet, app_config: AppConfig, config_problems: Sequence[Problem] = ()
+    plugin_set: PluginSet,
+    app_config: AppConfig,
+    config_problems: Sequence[Problem] = (),
+    wiring_problems: Callable[[ToolRegistry], list[Problem]] | None = None,
 ) -> Built:
     """Merge every declaration (order in the module docstring) into a registry and domains.
 
     ``config_problems`` are the app file's own problems (see ``parse_app_config``): they are
-    reported together with everything found while building from the file's valid part.
+    reported together with everything found while building from the file's valid part, and,
+    when there are any, with ``wiring_problems`` of the registry that part gave (a misspelt
+    ``inject:`` is reported beside a misspelt key, not only once the key is fixed).
     """
     builder = _Builder()
     builder.problems += config_problems
@@ -422,7 +427,8 @@ def build(
     builder.check_domain_references(registry)
     orchestrators = builder.orchestrator_classes()
     if builder.problems:
-        raise ConfigError(builder.problems)
+        wiring = wiring_problems(registry) if wiring_problems is not None else []
+        raise ConfigError([*builder.problems, *wiring])
     domains = {name: decl.spec for name, decl in builder.domains.items()}
     return Built(registry, domains, orchestrators)
 

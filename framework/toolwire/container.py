@@ -81,9 +81,7 @@ class ToolContainer:
         cls, registry: ToolRegistry, services: Mapping[type, object] = types.MappingProxyType({})
     ) -> ToolContainer:
         """Plan, check and build every enabled tool; raise one WiringError listing all problems."""
-        planner = _Planner(registry, services)
-        plans = planner.plan()
-        problems = planner.problems + _cycle_problems(plans)
+        plans, problems = _checked_plans(registry, services)
         if problems:
             raise WiringError(problems)
 
@@ -112,6 +110,15 @@ class ToolContainer:
         )
         built.instantiate_all()
         return built
+
+    @staticmethod
+    def wiring_problems(
+        registry: ToolRegistry, services: Mapping[type, object] = types.MappingProxyType({})
+    ) -> list[Problem]:
+        """The injections' problems :meth:`build` would raise, nothing built and settings left
+        out: the wiring of the registry a configuration's valid part gave, reported beside that
+        configuration's own problems (which include its settings' problems)."""
+        return _checked_plans(registry, services, settings=False)[1]
 
     def get(self, qualified_name: str) -> ChatbotTool[Any]:
         """The singleton of an enabled tool, by its prefixed name."""
@@ -182,12 +189,24 @@ def _construct(registration: ToolRegistration, **kwargs: Any) -> ChatbotTool[Any
     return instance
 
 
+def _checked_plans(
+    registry: ToolRegistry, services: Mapping[type, object], *, settings: bool = True
+) -> tuple[dict[str, _Plan], list[Problem]]:
+    planner = _Planner(registry, services, settings=settings)
+    plans = planner.plan()
+    return plans, planner.problems + _cycle_problems(plans)
+
+
 class _Planner:
     """Decides, for every constructor parameter of every enabled tool, what it receives."""
 
-    def __init__(self, registry: ToolRegistry, services: Mapping[type, object]) -> None:
+    def __init__(
+        self, registry: ToolRegistry, services: Mapping[type, object], *, settings: bool = True
+    ) -> None:
         self.registry = registry
         self.services = services
+        self.settings = settings
+        """Whether settings are validated (False: only the injections are planned)."""
         self.enabled = [reg for reg in registry if reg.enabled]
         self.problems: list[Problem] = []
         self._by_type: dict[type, list[ToolRegistration]] = {}
@@ -215,7 +234,7 @@ class _Planner:
                 f"inject names parameter {unknown!r}, but {_class_path(registration)}.__init__ "
                 f"has no such parameter (it has: {', '.join(parameters) or 'none'})",
             )
-        if registration.settings and SETTINGS_PARAMETER not in parameters:
+        if self.settings and registration.settings and SETTINGS_PARAMETER not in parameters:
             self._fail(
                 registration,
                 f"settings are given, but {_class_path(registration)}.__init__ takes no "
@@ -243,6 +262,8 @@ class _Planner:
             target = self._explicit(registration, name, annotation)
             if target is not None:
                 plan.tools[name] = target
+            return
+        if name == SETTINGS_PARAMETER and not self.settings:
             return
         if name == SETTINGS_PARAMETER:
             settings_model = _settings_model(registration, annotation)

@@ -12,7 +12,7 @@ from rich.tree import Tree
 from toolwire.app import App
 from toolwire.cli.live import LiveView, watch
 from toolwire.cli.state import load_app_or_exit
-from toolwire.cli.text import literal, not_utf8, session_id_problem
+from toolwire.cli.text import empty_problem, literal, not_utf8, session_id_problem
 from toolwire.disclosure import disclosed_answer
 from toolwire.errors import ToolwireError
 from toolwire.hookspecs import RegisterCommand, hookimpl
@@ -58,7 +58,11 @@ def ask(
     json_output: Annotated[bool, typer.Option("--json", help="Print the Answer as JSON.")] = False,
 ) -> None:
     """Ask one question; a clarifying question prints the session id to reply with."""
-    problem = not_utf8(message, "the message") or (session and session_id_problem(session))
+    problem = (
+        empty_problem(message, "the message")
+        or not_utf8(message, "the message")
+        or (session and session_id_problem(session))
+    )
     if problem:
         _refuse(problem)
     app = load_app(ctx)

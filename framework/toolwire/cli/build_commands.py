@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Column, Table
+from rich.text import Text
 
 from toolwire import catalogue
+from toolwire.catalogue import ToolRecord
 from toolwire.cli.commands import discover_commands
-from toolwire.cli.state import load_app_or_exit, report_error, report_problems, table_console
+from toolwire.cli.state import (
+    PIPED_WIDTH,
+    load_app_or_exit,
+    report_error,
+    report_problems,
+    table_console,
+)
 from toolwire.errors import PluginError, UnknownDomainError
 from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.logging import configure_logging
@@ -74,6 +86,19 @@ def tools(
         dumped = [record.model_dump(exclude={"enabled"}) for record in records]
         typer.echo(json.dumps(dumped, indent=2))
         return
+    console = table_console()
+    table = tools_table(records)
+    unbounded = console.options.update_width(PIPED_WIDTH)  # measured unclamped
+    if Measurement.get(console, unbounded, table).minimum <= console.width:
+        console.print(table)
+    else:  # a column would be cut to "…": one block per tool, wrapped at the terminal's width
+        for record in records:
+            console.print(tool_block(record))
+    report_problems(app.mcp_problems)
+
+
+def tools_table(records: Sequence[ToolRecord]) -> Table:
+    """The tools as one table, a row each (the source column only when an MCP tool is there)."""
     columns = ["plugin", "priority", "kinds", "injects", "enabled"]
     with_mcp = any(record.mcp for record in records)
     table = Table(Column("tool", no_wrap=True), *columns, *(["source"] if with_mcp else []))
@@ -87,10 +112,35 @@ def tools(
             "yes" if record.enabled else "no",
         ]
         if with_mcp:
-            row.append(f"mcp {record.mcp.server}: {record.mcp.tool}" if record.mcp else "")
-        table.add_row(*row)
-    table_console().print(table)
-    report_problems(app.mcp_problems)
+            row.append(mcp_source_text(record))
+        table.add_row(*(Text(printable(cell)) for cell in row))
+    return table
+
+
+def tool_block(record: ToolRecord) -> Group:
+    """One tool for a terminal too narrow for the table: its name, then the table's columns as
+    indented lines, a long value wrapped under itself."""
+    facts = {
+        "plugin": record.plugin,
+        "priority": str(record.priority),
+        "kinds": ", ".join(record.kinds),
+        "injects": ", ".join(record.injects),
+        "enabled": "yes" if record.enabled else "no",
+        "source": mcp_source_text(record),
+    }
+    grid = Table.grid(Column(no_wrap=True), Column(overflow="fold"), padding=(0, 2))
+    for label, value in facts.items():
+        if value:
+            grid.add_row(Text(label, style="dim"), Text(printable(value)))
+    return Group(
+        Text(printable(record.qualified_name), style="bold"),
+        Padding(grid, (0, 0, 0, 2), expand=False),
+    )
+
+
+def mcp_source_text(record: ToolRecord) -> str:
+    """Where an MCP tool comes from (``mcp notes: search``); empty for any other tool."""
+    return f"mcp {record.mcp.server}: {record.mcp.tool}" if record.mcp else ""
 
 
 def check(

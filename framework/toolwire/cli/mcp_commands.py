@@ -15,12 +15,12 @@ from toolwire.cli.state import (
     listening_on,
     report_error,
     report_problems,
+    require_extra,
     warn_insecure_no_auth,
 )
 from toolwire.errors import ConfigError, PluginError, UnknownDomainError
 from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.logging import configure_logging
-from toolwire.server.progress import record_progress
 
 mcp_app = typer.Typer(
     name="mcp",
@@ -65,12 +65,15 @@ def serve(
     api_keys), only a loopback address without one unless --insecure-no-auth is given, and the
     same limits on slow or numerous clients.
     """
+    # the SDK is imported only once a server is built: without this check, a traceback there
+    require_extra("toolwire mcp serve", "mcp")
     try:
         from toolwire.mcp.server import DomainMcpServer
         from toolwire.mcp.transports import MCP_PATH, serve_http, serve_stdio
     except ImportError as error:
         exit_missing_extra("toolwire mcp serve", "mcp", error)
     from toolwire.app import App
+    from toolwire.server.progress import record_progress
 
     # the steps logged are tracked, so that a <domain>.ask past server.request_timeout_s names
     # its last one (over stdio, at warning, only with TOOLWIRE_LOG_LEVEL=info)

@@ -14,6 +14,7 @@ from toolwire.cli.state import (
     exit_missing_extra,
     listening_on,
     report_error,
+    require_extra,
     warn_insecure_no_auth,
 )
 from toolwire.errors import ConfigError, PluginError
@@ -50,6 +51,7 @@ def serve(
     to require a bearer token; without one the server listens only on a loopback address unless
     --insecure-no-auth is given.
     """
+    require_extra("toolwire serve", "server")
     try:
         from toolwire.server import configure_server_logging
         from toolwire.server import serve as serve_app

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from toolwire.app import App
 from toolwire.errors import ConfigError, PluginError, Problem
+from toolwire.extras import missing_modules, needs_extra
 from toolwire.mcp.discovery import McpListing
 from toolwire.printable import printable
 from toolwire.settings import ServerSettings
@@ -71,13 +72,19 @@ def table_console() -> Console:
     return console
 
 
+def require_extra(command: str, *extras: str) -> None:
+    """Before ``command`` imports anything optional: exit 2 with one line naming the first of
+    ``extras`` that is not fully installed, and its missing modules."""
+    for extra in extras:
+        missing = missing_modules(extra)
+        if missing:
+            typer.echo(needs_extra(command, extra, missing), err=True)
+            raise typer.Exit(2)
+
+
 def exit_missing_extra(command: str, extra: str, error: ImportError) -> NoReturn:
-    """A command whose optional dependencies are not installed: say which extra, exit 2."""
-    typer.echo(
-        f"{command} needs the {extra} extra ({error.name} is missing): "
-        f"pip install 'toolwire[{extra}]'",
-        err=True,
-    )
+    """A command whose optional dependencies failed to import: say which extra, exit 2."""
+    typer.echo(needs_extra(command, extra, [error.name or str(error)]), err=True)
     raise typer.Exit(2)
 
 

@@ -4,7 +4,7 @@ Answers, tool output, error messages and MCP servers' listings are shown :func:`
 markup escaped, control characters escaped (``toolwire.printable``). A message or session id
 typed on the command line or at the chat prompt that is not UTF-8 (Python keeps its bytes as lone
 surrogates) is refused with a sentence saying so, instead of a traceback from deep in the model
-client.
+client; so is a message that is empty or only whitespace, instead of a whole question run on it.
 """
 
 from __future__ import annotations
@@ -31,6 +31,16 @@ def not_utf8(text: str, what: str) -> str | None:
                 "terminal to UTF-8 (LANG=C.UTF-8, say) and type it again"
             )
     return None
+
+
+def empty_problem(text: str, what: str) -> str | None:
+    """Why ``text`` (``what``: "the message") holds no question, or None when it has a word:
+    an empty or blank message is refused before anything runs, as ``POST /v1/ask`` refuses an
+    empty one."""
+    if text.strip():
+        return None
+    shown = "empty" if not text else f"only whitespace ({printable(text)!r})"
+    return f'{what} is {shown}: pass the question as the argument: toolwire ask "your question"'
 
 
 def session_id_problem(session_id: str) -> str | None:

@@ -206,6 +206,14 @@ class ConversationService:
         name = domain or self.default_domain
         if name is None and len(self.orchestrators) == 1:
             name = next(iter(self.orchestrators))
+        if name is None and not self.orchestrators:
+            failed = "; ".join(self.failed_plugins)
+            raise UnknownDomainError(
+                "no domain is installed, so no question can be answered"
+                + (f" ({failed}; see toolwire plugins)" if failed else "")
+                + ": install a domain plugin (pip install toolwire-<domain>) or declare a domain "
+                "under domains: in config/toolwire.yaml"
+            )
         if name is None:
             installed = ", ".join(sorted(self.orchestrators))
             why = (

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from toolwire.errors import ConfigError
+from toolwire.extras import missing_modules, needs_extra
 from toolwire.hookspecs import hookimpl
 from toolwire.sessions.base import SessionStore
 from toolwire.sessions.memory import MemorySessionStore
@@ -33,14 +34,23 @@ def sqlite_store(settings: SessionSettings) -> SessionStore:
 
 def redis_store(settings: SessionSettings) -> SessionStore:
     """Redis at ``sessions.redis_url``, shared by replicas (``toolwire[redis]``)."""
-    try:
-        from toolwire.sessions.redis import RedisSessionStore
-    except ImportError as error:
-        raise ConfigError(
-            f"sessions.store is 'redis' but the Redis client is missing ({error}); "
-            "install toolwire[redis]"
-        ) from error
+    missing = missing_modules("redis")
+    if missing:
+        raise ConfigError(needs_extra(REDIS_STORE_NEEDS, "redis", missing))
+    from toolwire.sessions.redis import RedisSessionStore
+
     return RedisSessionStore.from_settings(settings)
+
+
+REDIS_STORE_NEEDS = "sessions.store 'redis'"
+"""What needs the redis extra, as its message names it."""
+
+
+def redis_missing(store: SessionStoreProvider) -> str | None:
+    """When ``store`` is the built-in Redis store and its extra is not installed, the one line
+    saying so (``App.load`` checks it, so ``toolwire check`` reports it); else None."""
+    missing = missing_modules("redis") if store.value is redis_store else []
+    return needs_extra(REDIS_STORE_NEEDS, "redis", missing) if missing else None
 
 
 @hookimpl
