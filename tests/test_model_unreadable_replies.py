@@ -49,7 +49,8 @@ async def answering(content_type: str, body: bytes) -> AsyncIterator[str]:
                 await reader.readexactly(length)
                 writer.write(
                     f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n"
-                    f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body
+                    f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1")
+                    + body
                 )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):

@@ -57,8 +57,6 @@ def test_a_server_command_on_a_taken_port_says_so_in_one_line(
         domains=[{"name": "desk"}],
         default_domain="desk",
     )
-    line = refused_start(
-        [TOOLWIRE, *command, "--config", str(config), "--port", str(taken_port)]
-    )
+    line = refused_start([TOOLWIRE, *command, "--config", str(config), "--port", str(taken_port)])
 
     assert line == busy(taken_port)

@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from toolwire.config import AppConfig
+from toolwire.config import AppConfig, ToolEntry
 from toolwire.errors import McpServerError, Problem
 from toolwire.mcp.connections import McpConnections
 from toolwire.mcp.declarations import (
@@ -39,7 +39,9 @@ from toolwire.mcp.declarations import (
 from toolwire.mcp.metadata import MAX_TOOL_NAME_CHARS, quoted, schema_refusal
 from toolwire.mcp.records import RemoteTool
 from toolwire.mcp.tool import McpBinding, McpTool, derived_question
-from toolwire.plugins import ToolContribution
+from toolwire.plugins import PluginSet, ToolContribution
+from toolwire.references import UnresolvedReference, import_reference
+from toolwire.registry import qualify
 from toolwire.tools import TOOL_NAME_PATTERN
 
 log = structlog.get_logger(__name__)
@@ -67,6 +69,44 @@ class McpDiscovery:
     problems: list[Problem] = field(default_factory=list)
     listed: dict[str, list[RemoteTool]] = field(default_factory=dict)
     """Server name → every tool it offered (allow-listed or not), for ``check --connect``."""
+    declarations: dict[str, McpServerEntry] = field(default_factory=dict)
+    """Server name → its declaration, for the problems found after discovery."""
+
+    def refuse_taken(self, plugin_set: PluginSet, config: AppConfig) -> None:
+        """Leave out every MCP tool whose prefixed name a plugin's tool, a tool class the app's
+        YAML declares or an earlier server's tool already has (each a problem at the server's
+        declaration, logged as ``mcp_tool_refused``), so that a server offering a name that is
+        taken costs that tool, not the start of the whole app."""
+        taken = declared_tool_names(plugin_set, config)
+        kept: list[ToolContribution] = []
+        for contribution in self.tools:
+            qualified = qualify(contribution.domain, contribution.name or "")
+            holder = taken.get(qualified)
+            tool_class = contribution.tool_class
+            assert issubclass(tool_class, McpTool)  # discovery contributes nothing else
+            binding = tool_class.binding
+            if holder is None:
+                taken[qualified] = f"the tool {binding.remote_name!r} of mcp server " + repr(
+                    binding.server
+                )
+                kept.append(contribution)
+                continue
+            entry = self.declarations[binding.server]
+            reason = f"its name {qualified!r} is taken by {holder}"
+            problem = entry.problem(
+                f"tool {binding.remote_name!r} is left out: {reason}; give it another short "
+                "name with 'as:' in its 'tools:' entry",
+                *_allow_list_key(entry, binding.remote_name),
+            )
+            log.warning(
+                "mcp_tool_refused",
+                server=binding.server,
+                tool=binding.remote_name,
+                reason=reason,
+                declared_at=f"{problem.path}:{problem.line}" if problem.path else None,
+            )
+            self.problems.append(problem)
+        self.tools = kept
 
 
 class McpListing(StrEnum):
@@ -110,6 +150,7 @@ def discover_mcp_tools(
         found.problems += problems
         if domain is not None and not problems:
             usable.setdefault(entry.name, (entry, domain))
+    found.declarations = {name: entry for name, (entry, _) in usable.items()}
     if not usable:
         return found
     to_list = [
@@ -128,6 +169,58 @@ def discover_mcp_tools(
             found.listed[entry.name] = offered
         _add_tools(found, entry, domain, _allow_listed(entry) if offered is None else offered)
     return found
+
+
+def declared_tool_names(plugin_set: PluginSet, config: AppConfig) -> dict[str, str]:
+    """Prefixed name → who declares it, for every tool the plugins (their hooks and YAML files)
+    and the app's YAML declare with a class (an entry without one changes an earlier tool).
+    Names the build cannot resolve (a class that does not import) are its problems, not these."""
+    names: dict[str, str] = {}
+    own_domains: dict[str, list[str]] = {}
+    for spec in plugin_set.domains:
+        own_domains.setdefault(spec.plugin, []).append(spec.name)
+    for contribution in plugin_set.tools:
+        name = contribution.name or contribution.tool_class.name
+        holder = f"plugin {contribution.plugin!r} ({contribution.tool_class.__qualname__})"
+        names.setdefault(qualify(contribution.domain, name), holder)
+    for file in plugin_set.config_files:
+        domains = own_domains.get(file.plugin, []) + [d.name for d in file.config.domains]
+        only = domains[0] if len(set(domains)) == 1 else None
+        for entry in file.config.tools:
+            _declared(names, entry, only, f"plugin {file.plugin!r}")
+    for entry in config.tools:
+        _declared(names, entry, config.default_domain, "the app's 'tools:'")
+    return names
+
+
+def _declared(
+    names: dict[str, str], entry: ToolEntry, default_domain: str | None, owner: str
+) -> None:
+    if entry.class_ is None:
+        return
+    name = entry.name or _class_name(entry.class_)
+    domain = entry.domain or default_domain
+    if name is not None and domain is not None:
+        where = f" at {entry.source}" if entry.source else ""
+        names.setdefault(qualify(domain, name), f"{owner}{where}")
+
+
+def _class_name(reference: str) -> str | None:
+    """The ``name`` of the tool class ``reference`` names (None when it cannot be had)."""
+    try:
+        target = import_reference(reference)
+    except UnresolvedReference:
+        return None
+    name = getattr(target, "name", None)
+    return name if isinstance(name, str) else None
+
+
+def _allow_list_key(entry: McpServerEntry, remote_name: str) -> tuple[str | int, ...]:
+    """Where the declaration names the tool: its allow-list entry, else the declaration."""
+    for index, tool in enumerate(entry.tools or []):
+        if tool.name == remote_name:
+            return ("tools", index)
+    return ()
 
 
 def _allow_listed(entry: McpServerEntry) -> list[RemoteTool]:
