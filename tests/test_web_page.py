@@ -11,10 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Response, expect, sync_playwright
 
 from server_support.browser import launch_chromium
 from server_support.processes import ServerProcess, write_config
+
+pytestmark = pytest.mark.requires_extra("server")  # `toolwire serve` processes
 
 TOKEN = "web-page-test-token-0123456789"
 
@@ -147,3 +149,115 @@ def test_the_page_loads_nothing_from_elsewhere(server: ServerProcess, page: Page
     assert requested and all(url.startswith(server.url) for url in requested)
     policy = page.request.get(server.url).headers["content-security-policy"]
     assert "default-src 'none'" in policy and "connect-src 'self'" in policy
+
+
+def test_a_tool_output_cut_for_the_trace_ends_with_an_ellipsis(
+    server: ServerProcess, page: Page
+) -> None:
+    sign_in(page, server.url)
+    ask(page, "book a table city=Paris wide=300")
+    turn = page.locator(".turn").nth(0)
+    expect(turn.locator(".text")).to_contain_text("Table booked in Paris")
+    turn.locator(".tree > summary").click()
+    detail = turn.locator("li.tool > div.muted")
+    expect(detail).to_contain_text("Table booked in Paris")
+    shown = detail.inner_text()
+    assert shown.endswith("…") and len(shown) == 201  # the trace keeps 200 characters
+
+
+def test_a_tool_output_the_trace_keeps_whole_has_no_ellipsis(
+    server: ServerProcess, page: Page
+) -> None:
+    sign_in(page, server.url)
+    ask(page, "book a table city=Paris")
+    turn = page.locator(".turn").nth(0)
+    expect(turn.locator(".text")).to_contain_text("Table booked in Paris")
+    turn.locator(".tree > summary").click()
+    assert not turn.locator("li.tool > div.muted").inner_text().endswith("…")
+
+
+def test_a_failed_exchange_says_so_instead_of_working(server: ServerProcess, page: Page) -> None:
+    sign_in(page, server.url)
+    expect(page.locator("#domain option[value=trip]")).to_have_count(1)
+    ask(page, "x" * 9000)  # over server.max_message_chars: refused before it starts
+    failed = page.locator(".bot.failed")
+    expect(failed).to_contain_text("422")
+    summary = page.locator(".turn").nth(0).locator(".steps > summary")
+    expect(summary).to_have_text(re.compile(r"^failed after 0 steps, \d+\.\d s$"))
+
+
+def test_a_question_that_runs_out_of_time_mid_stream_says_it_failed(
+    tmp_path: Path, page: Page
+) -> None:
+    config = write_config(
+        tmp_path / "toolwire.yaml", sessions={"store": "memory"}, server={"request_timeout_s": 1}
+    )
+    process = ServerProcess(config, tmp_path / "server.log", env={"TOOLWIRE_API_TOKEN": TOKEN})
+    process.start()
+    try:
+        sign_in(page, process.url)
+        ask(page, "book a table city=Rome sleep=3")
+        turn = page.locator(".turn").nth(0)
+        expect(turn.locator(".bot.failed")).to_contain_text("timeout", timeout=10000)
+        summary = turn.locator(".steps > summary")
+        expect(summary).to_have_text(re.compile(r"^failed after [1-9]\d* steps, \d+\.\d s$"))
+        expect(summary).not_to_contain_text("working")
+    finally:
+        process.stop()
+
+
+def test_long_json_stays_inside_its_bubble_in_a_390_px_viewport(
+    server: ServerProcess, browser: Browser
+) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    try:
+        sign_in(page, server.url)
+        ask(page, "book a table city=Paris wide=600")
+        turn = page.locator(".turn").nth(0)
+        expect(turn.locator(".text")).to_contain_text('{"booking":{"seats":"4444')
+        turn.locator(".tree > summary").click()
+        turn.locator(".steps > summary").click()  # the steps, open as well
+        expect(turn.locator("li.tool")).to_be_visible()
+        overflowing = page.evaluate(
+            """() => [...document.querySelectorAll('.bubble')]
+                .filter((b) => b.scrollWidth > b.clientWidth)
+                .map((b) => `${b.className}: ${b.scrollWidth} > ${b.clientWidth}`)"""
+        )
+        assert overflowing == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    finally:
+        context.close()
+
+
+def test_the_page_has_an_icon_and_no_request_of_it_fails(server: ServerProcess, page: Page) -> None:
+    failed: list[str] = []
+
+    def note(response: Response) -> None:
+        if response.status >= 400 and "/v1/" not in response.url:  # the API's 401 is wanted
+            failed.append(f"{response.status} {response.url}")
+
+    page.on("response", note)
+    sign_in(page, server.url)
+    expect(page.locator("#domain option[value=trip]")).to_have_count(1)
+    page.wait_for_load_state("networkidle")
+    assert failed == []
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    assert icon is not None
+    for path in (icon, "/favicon.ico"):  # the one the page names, the one probes ask for
+        response = page.request.get(server.url + path)
+        assert response.status == 200
+        assert response.headers["content-type"].startswith("image/svg+xml")
+
+
+def test_every_file_of_the_page_says_nosniff(server: ServerProcess, page: Page) -> None:
+    for path in ("/", "/web/app.js", "/web/style.css", "/web/favicon.svg", "/favicon.ico"):
+        response = page.request.get(server.url + path)
+        assert response.status == 200, path
+        assert response.headers.get("x-content-type-options") == "nosniff", path
+    cached = page.request.get(
+        server.url + "/web/app.js",
+        headers={"if-none-match": page.request.get(server.url + "/web/app.js").headers["etag"]},
+    )
+    assert cached.status == 304
+    assert cached.headers.get("x-content-type-options") == "nosniff"

@@ -13,12 +13,15 @@ text, the last occurrence winning, so a reply can steer the tool:
 - ``fail=db``: raise the way a database driver does, with the connection string (and its
   password, ``FAILING_DSN``) in the message (what callers may see of internal errors).
 - ``exit=<code>``: call ``sys.exit(code)``, as a careless tool might.
+- ``wide=<chars>``: add a JSON object of about that many characters, none of them a space, to
+  the result (output longer than the trace keeps, text that does not wrap at spaces).
 
 The tool is a plain (blocking) method, so it runs in the orchestrator's tool threads.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -41,7 +44,7 @@ SIGNAL_DIR_ENV = "TOOLWIRE_TEST_SIGNAL_DIR"
 NOTHING = "No table could be booked."
 """The answer when no tool produced anything (a failed tool, say)."""
 FAILING_DSN = "postgresql://booking:hunter2-secret@db.internal.example:5432/tables"
-_PAIR = re.compile(r"\b(city|ask|wait|sleep|fail|exit)=([\w.-]+)")
+_PAIR = re.compile(r"\b(city|ask|wait|sleep|fail|exit|wide)=([\w.-]+)")
 
 
 class BookingParams(BaseModel):
@@ -51,6 +54,7 @@ class BookingParams(BaseModel):
     sleep: float | None = None
     fail: str | None = None
     exit: int | None = None
+    wide: int | None = None
 
 
 def extract_pairs(text: str, _instruction: str = "") -> BookingParams:
@@ -83,7 +87,11 @@ class BookingTool(OrchestratorActivatedTool[BookingParams]):
             sys.exit(params.exit)
         if params.city is None or params.ask == "again":
             return ToolExecutionResult.clarifying_question("Which city?")
-        return ToolExecutionResult.context(f"Table booked in {params.city} (pid {os.getpid()}).")
+        booked = f"Table booked in {params.city} (pid {os.getpid()})."
+        if params.wide:
+            wide = {"booking": {"seats": "4" * params.wide}}
+            booked += " " + json.dumps(wide, separators=(",", ":"))
+        return ToolExecutionResult.context(booked)
 
 
 def _signal_dir() -> Path:

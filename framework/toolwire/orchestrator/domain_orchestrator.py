@@ -457,7 +457,7 @@ class DomainOrchestrator:
         if result.kind is ResultKind.CLARIFICATION and not _may_ask_the_user.get():
             self._decline(task, run, asked, result.text)
             return None
-        detail = asked + result.text[:DETAIL_CHARS]
+        detail = asked + _kept(result.text)
         if result.kind is ResultKind.CLARIFICATION:
             run.wait(detail)
             task.run.clarifications.append(
@@ -646,6 +646,11 @@ class DomainOrchestrator:
             text += f"\n\n(Some steps failed, so this answer may be incomplete: {len(failures)} "
             text += "problem(s); see the trace.)"
         return text
+
+
+def _kept(text: str) -> str:
+    """What the trace keeps of a tool's result: ``DETAIL_CHARS`` of it, "…" saying it was cut."""
+    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS] + "…"
 
 
 def _answer_cut_off(calls: Sequence[CallRecord]) -> bool:

@@ -164,10 +164,16 @@ class Exchange {
     this.node.scrollIntoView({ block: "end" });
   }
 
-  finish(answer) {
+  // The steps' summary once the exchange has ended: no longer "working…".
+  ended(how) {
     const seconds = ((performance.now() - this.started) / 1000).toFixed(1);
-    this.steps.firstChild.textContent = `${this.stepList.childElementCount} steps, ${seconds} s`;
+    const steps = this.stepList.childElementCount;
+    this.steps.firstChild.textContent = `${how}${steps} steps, ${seconds} s`;
     this.steps.open = false;
+  }
+
+  finish(answer) {
+    this.ended("");
     this.text.replaceChildren();
     if (answer.kind === "clarification") {
       this.text.append(el("span", "question", "? "), answer.text);
@@ -215,7 +221,7 @@ class Exchange {
   }
 
   fail(text) {
-    this.steps.open = false;
+    this.ended("failed after ");
     this.bot.classList.add("failed");
     this.bot.append(el("div", "error", text));
   }
