@@ -303,3 +303,7 @@ class ServerSettings(Section):
     expose_error_details: bool = False
     """Show callers the text of internal errors (secret shapes still masked) instead of a generic
     reason and an error id: only for a deployment whose callers are trusted."""
+    api_docs: bool = False
+    """Serve the interactive API pages ``/docs`` (Swagger UI) and ``/redoc``. They load their
+    scripts and styles from a CDN, so they need the internet and are off by default;
+    ``/openapi.json`` describes the API either way."""

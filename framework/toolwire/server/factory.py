@@ -25,6 +25,7 @@ from toolwire.errors import PLUGIN_FAILURES, ToolwireError, UnknownSessionError
 from toolwire.orchestrator import Answer
 from toolwire.redaction import redact
 from toolwire.server.admission import QuestionAdmission
+from toolwire.server.api_pages import install_api_pages
 from toolwire.server.auth import ApiKey, authenticated_caller, read_api_keys
 from toolwire.server.json_bodies import StrictJsonRoute
 from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
@@ -157,6 +158,8 @@ def create_app(
         ),
         version="1",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc: install_api_pages, off by default
+        redoc_url=None,
     )
     api.state.toolwire = state
     install_error_handlers(api)
@@ -174,6 +177,7 @@ def create_app(
     api.include_router(_health_router())
     api.include_router(_api_router())
     install_web_page(api)
+    install_api_pages(api, lambda: state.ready_settings().api_docs)
     return api
 
 
