@@ -57,10 +57,12 @@ def http_app(served: DomainMcpServer, settings: ServerSettings, keys: list[ApiKe
         json_response=True,
         host=settings.host,
     )
-    bounded = BodyLimitMiddleware(
-        UniqueKeyBodies(application),
-        limit=lambda: settings.max_body_bytes,
-        timeout=lambda: settings.body_timeout_s,
+    bounded = NoEventStream(
+        BodyLimitMiddleware(
+            UniqueKeyBodies(application),
+            limit=lambda: settings.max_body_bytes,
+            timeout=lambda: settings.body_timeout_s,
+        )
     )
     return RequestContextMiddleware(BearerTokenGate(bounded, keys) if keys else bounded)
 
@@ -88,6 +90,33 @@ async def serve_http(
         tools=len(served.tools) + 1,
         api_keys=[key.name for key in keys],
     )
+
+
+class NoEventStream:
+    """ASGI middleware: ``GET /mcp`` (a client asking for a stream of server-initiated messages)
+    is answered with 405 and ``Allow: POST`` at once, as the MCP specification lets a server
+    that offers no such stream answer. The endpoint is stateless: no session, so no message of
+    the server's own could ever be sent on that stream, and the SDK kept it open with pings
+    alone, each such client holding a connection (of ``server.max_connections``) for good."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET":
+            await self.app(scope, receive, send)
+            return
+        from toolwire.server.problems import ApiError
+
+        log.info("mcp_event_stream_refused", path=scope.get("path"))
+        refusal = ApiError(
+            405,
+            "method_not_allowed",
+            f"this MCP endpoint is stateless and sends no messages of its own, so it offers no "
+            f"event stream to GET; send each JSON-RPC message with POST {MCP_PATH}",
+            headers={"Allow": "POST"},
+        )
+        await refusal.response()(scope, receive, send)
 
 
 class BearerTokenGate:
