@@ -6,13 +6,22 @@ clean. ``TOOLWIRE_LOG_LEVEL`` (default ``warning``) sets the threshold; build st
 redacted before it is rendered (``toolwire.redaction``): secret shapes and known secret values
 are masked. On a terminal, control characters in values are shown escaped
 (``toolwire.printable``).
+
+The libraries toolwire runs log through the standard library (the ``mcp`` SDK, uvicorn): their
+warnings and errors are routed into the same stream as ``library_log`` events (``logger``,
+``message``, ``exception``), redacted like any other, so the log stays JSON lines and a secret in
+what they quote is masked. A validation error's quoted input (pydantic's ``input_value=…``,
+which the SDK's traceback of a malformed message carries, cut in the middle where no secret
+pattern can find it) is withheld altogether.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
@@ -23,6 +32,9 @@ from toolwire.printable import printable_event
 from toolwire.redaction import redact_event
 
 LOG_LEVEL_ENV = "TOOLWIRE_LOG_LEVEL"
+
+ROUTED_LOGGERS = ("mcp", "uvicorn")
+"""Standard-library loggers whose records become ``library_log`` events (module docstring)."""
 
 
 def configure_logging(
@@ -65,6 +77,40 @@ def configure_logging(
         logger_factory=_stream_logger_factory(stream if explicit else None),
         cache_logger_on_first_use=False,  # so structlog.testing.capture_logs() sees events
     )
+    route_library_logging()
+
+
+def route_library_logging(names: Sequence[str] = ROUTED_LOGGERS) -> None:
+    """Send the records of the standard-library loggers ``names`` (and their children) to
+    structlog, and only there (idempotent). Their levels are left as they are: warnings and
+    errors pass, as the standard library's own default lets them."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(handler, StructlogHandler) for handler in logger.handlers):
+            logger.addHandler(StructlogHandler())
+        logger.propagate = False  # not printed a second time, as plain text, by the root
+
+
+class StructlogHandler(logging.Handler):
+    """A ``logging`` handler that logs each record as a structlog ``library_log`` event."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fields: dict[str, Any] = {"logger": record.name, "message": record.getMessage()}
+            if record.exc_info and record.exc_info[1] is not None:
+                fields["exception"] = exception_text(record.exc_info[1])
+            structlog.get_logger(record.name).log(record.levelno, "library_log", **fields)
+        except Exception:  # a handler must not raise into the library that logged
+            self.handleError(record)
+
+
+_QUOTED_INPUT = re.compile(r"input_value=.*?, input_type=")
+
+
+def exception_text(error: BaseException) -> str:
+    """``error``'s traceback (its causes too), validation errors' quoted input withheld."""
+    text = "".join(traceback.format_exception(error))
+    return _QUOTED_INPUT.sub("input_value=(withheld), input_type=", text)
 
 
 def _stream_logger_factory(stream: TextIO | None) -> Callable[..., structlog.PrintLogger]:

@@ -37,7 +37,7 @@ _CREDENTIAL_SCHEME = r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}"
 _URL_PASSWORD = r"(?i)\b([a-z][a-z0-9+.-]{0,31}://[^\s:/?#@]*:)[^\s/?#@]+(@)"
 _KEY_VALUE = (
     r"(?i)\b(password|passwd|pwd|api[_-]?key|secret|token|access[_-]?key|auth)\b"
-    r"(\"?\s*[=:]\s*[\"']?)([^\s\"',;&}]+)"
+    r"([\"']?\s*[=:]\s*[\"']?)([^\s\"',;&}]+)"  # JSON's quotes, and Python's in a repr
 )
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(_URL_PASSWORD), rf"\1{MASK}\2"),
