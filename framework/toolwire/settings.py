@@ -287,8 +287,9 @@ class ServerSettings(Section):
     after the request's first byte) is closed."""
     max_header_bytes: int = Field(default=32_768, ge=1_024)
     """A request line and headers longer than this get 431 and the connection is closed."""
-    body_timeout_s: float = Field(default=30.0, gt=0)
-    """A request whose body is not in this long after its headers gets 408 and is closed."""
+    body_timeout_s: float = Field(default=10.0, gt=0)
+    """A request whose body is not in this long after its headers gets 408 and is closed (a
+    body is at most ``max_body_bytes``: 64 kB take well under a second on any working link)."""
     keep_alive_s: int = Field(default=5, gt=0)
     """An idle connection between requests is closed after this long."""
     max_connections: int = Field(default=1_000, gt=0)

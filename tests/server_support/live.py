@@ -44,6 +44,7 @@ async def serving_asgi(asgi: ASGIApp, settings: ServerSettings) -> AsyncIterator
         lifespan="on",
         http=protocol_class(settings.header_timeout_s, settings.max_header_bytes),
         h11_max_incomplete_event_size=h11_event_limit(settings.max_header_bytes),
+        timeout_keep_alive=settings.keep_alive_s,
         timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)

@@ -11,6 +11,12 @@ uvicorn's httptools protocol also buffers a head of any size (megabytes a second
 client until the deadline): a head that grows past ``max_header_bytes`` is answered with 431 and
 the connection closed. The h11 protocol gets the same limit.
 
+Two more bounds on a client that stops reading: a response it never took off the connection is
+dropped with the connection when the idle timeout between requests strikes (uvicorn's own
+``close()`` waited for the unsent bytes forever), and each request's scope carries
+:data:`ABORT_EXTENSION`, with which the question admission drops a response still being sent
+when the question's time is up (``toolwire.server.admission``).
+
 The httptools protocol is used when httptools is installed (as uvicorn's ``auto`` would), else
 the h11 one.
 """
@@ -30,6 +36,10 @@ log = structlog.get_logger("toolwire.server.access")
 
 READ_CHUNK_BYTES = 256 * 1024
 """The most an asyncio transport hands a protocol at once (``data_received``)."""
+
+ABORT_EXTENSION = "toolwire.abort_connection"
+"""The key, in a request scope's ``extensions``, of a callable that drops the request's
+connection at once (its unsent bytes discarded)."""
 
 
 class _HeadDeadline(asyncio.Protocol):
@@ -80,6 +90,30 @@ class _HeadDeadline(asyncio.Protocol):
     def _client_text(self) -> str | None:
         return f"{self.client[0]}:{self.client[1]}" if self.client else None
 
+    def _offer_abort(self) -> None:
+        """Put :data:`ABORT_EXTENSION` into the current request's scope."""
+        scope: dict[str, Any] | None = getattr(self, "scope", None)
+        if scope is not None:
+            scope.setdefault("extensions", {})[ABORT_EXTENSION] = self._abort
+
+    def _abort(self) -> None:
+        if not self.transport.is_closing() or self.transport.get_write_buffer_size():
+            log.info(
+                "connection_dropped",
+                reason="response_not_read",
+                client=self._client_text(),
+                unsent_bytes=self.transport.get_write_buffer_size(),
+            )
+        self.transport.abort()
+
+    def timeout_keep_alive_handler(self) -> None:
+        """Idle since its last response: a connection whose client has not read that response
+        yet is dropped (``close()`` would wait for the client to read it, for ever)."""
+        if self.transport.get_write_buffer_size():
+            self._abort()
+            return
+        super().timeout_keep_alive_handler()  # type: ignore[misc]
+
     def _head_timed_out(self) -> None:
         self._head_timer = None
         if self.transport.is_closing():
@@ -111,6 +145,7 @@ class H11WithHeadDeadline(_HeadDeadline, H11Protocol):
             self._head_received(len(data))
         else:
             self._disarm_head_deadline()
+            self._offer_abort()  # the request's scope is made; its task has not run yet
 
 
 def protocol_class(head_timeout_s: float, max_header_bytes: int = 32_768) -> type[asyncio.Protocol]:
@@ -168,6 +203,7 @@ def _httptools_with_head_deadline() -> type[asyncio.Protocol]:
 
         def on_headers_complete(self) -> None:
             self._disarm_head_deadline()
+            self._offer_abort()
             super().on_headers_complete()
 
     return HttpToolsWithHeadDeadline

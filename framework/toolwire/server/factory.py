@@ -164,14 +164,15 @@ def create_app(
     api.state.toolwire = state
     install_error_handlers(api)
     api.add_middleware(
-        BodyLimitMiddleware,
-        limit=lambda: state.ready_settings().max_body_bytes,
-        timeout=lambda: state.ready_settings().body_timeout_s,
-    )
-    api.add_middleware(
         QuestionAdmission,
         limit=lambda: state.ready_settings().max_concurrent_questions,
         path="/v1/ask",
+        request_timeout=lambda: state.ready_settings().request_timeout_s,
+    )
+    api.add_middleware(  # outside the admission: a body slow to come holds no question's place
+        BodyLimitMiddleware,
+        limit=lambda: state.ready_settings().max_body_bytes,
+        timeout=lambda: state.ready_settings().body_timeout_s,
     )
     api.add_middleware(RequestContextMiddleware)  # added last: outermost, sees every response
     api.include_router(_health_router())

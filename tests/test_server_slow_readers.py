@@ -1,0 +1,132 @@
+"""Clients that stop reading their answer (issue 34, section 5), over real sockets on 127.0.0.1:
+a question's place under ``server.max_concurrent_questions`` comes back when its time
+(``server.request_timeout_s`` plus ``RESPONSE_GRACE_S``) is up, whether or not the client reads,
+and the connection of a response nobody reads is dropped. Before, a client that stopped reading
+a 13 MB stream kept its place (503 ``busy`` for everyone else) for as long as it kept the
+connection open."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from orchestration_kit import plugin_of
+from server_support.live import serving
+from toolwire import App
+from toolwire.registry import DomainSpec
+from toolwire.server.admission import RESPONSE_GRACE_S
+from toolwire.settings import ServerSettings
+from toolwire.testing import ScriptedModel
+
+REQUEST_TIMEOUT_S = 1.0
+HUGE = "x" * 13_000_000
+"""An answer far larger than what the sockets between server and client buffer."""
+
+
+@pytest.fixture
+async def live(tmp_path: Path, info_logs: None) -> AsyncIterator[str]:
+    config = tmp_path / "toolwire.yaml"
+    config.write_text(json.dumps({"default_domain": "demo", "sessions": {"store": "memory"}}))
+    model = ScriptedModel().on_answer(
+        lambda question, contexts: HUGE if "huge" in question else "ok"
+    )
+    spec = DomainSpec(name="demo", description="Answers of any size (test domain).")
+    app = App.load(config, llm=model, plugins=[plugin_of(spec)], load_entry_points=False)
+    settings = ServerSettings(
+        max_concurrent_questions=1, request_timeout_s=REQUEST_TIMEOUT_S, keep_alive_s=1
+    )
+    async with serving(app, settings) as url:
+        yield url
+    await app.aclose()
+
+
+async def stalled_client(url: str, body: dict[str, object]) -> socket.socket:
+    """A client that sends the question, reads the first bytes of its answer, and stops."""
+    parts = urlsplit(url)
+    sock = socket.create_connection((parts.hostname, parts.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    payload = json.dumps(body).encode()
+    sock.sendall(
+        b"POST /v1/ask HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(payload) + payload
+    )
+    sock.setblocking(False)
+    first = b""
+    async with asyncio.timeout(5):
+        while not first:
+            try:
+                first = sock.recv(1024)
+            except BlockingIOError:
+                await asyncio.sleep(0.02)
+    assert first.startswith(b"HTTP/1.1 200 "), first
+    return sock
+
+
+async def admitted_after(client: httpx.AsyncClient, began: float) -> float:
+    """Seconds from ``began`` until a small question is admitted (no longer 503 busy)."""
+    async with asyncio.timeout(REQUEST_TIMEOUT_S + RESPONSE_GRACE_S + 5):
+        while True:
+            response = await client.post("/v1/ask", json={"message": "a small one"})
+            if response.status_code != 503:
+                assert response.status_code == 200, response.text
+                return time.monotonic() - began
+            assert response.json()["error"] == "busy"
+            await asyncio.sleep(0.1)
+
+
+async def closed_after(sock: socket.socket, began: float) -> float:
+    """Seconds from ``began`` until the server has dropped the connection (what the kernel
+    buffered is read first, as the stalled client would once it reads again)."""
+    async with asyncio.timeout(10):
+        while True:
+            try:
+                if sock.recv(1 << 20) == b"":
+                    break
+            except BlockingIOError:
+                await asyncio.sleep(0.05)
+            except ConnectionResetError:  # dropped with bytes still unsent: a reset
+                break
+    return time.monotonic() - began
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "plain"])
+async def test_a_client_that_stops_reading_gives_its_place_back_when_its_time_is_up(
+    live: str, stream: bool
+) -> None:
+    async with httpx.AsyncClient(base_url=live, timeout=10) as client:
+        with capture_logs() as logs:
+            began = time.monotonic()
+            sock = await stalled_client(live, {"message": "a huge answer", "stream": stream})
+            admitted = await admitted_after(client, began)
+            await asyncio.sleep(1.5)  # still not reading, past the idle timeout (keep_alive_s)
+            closed = await closed_after(sock, began)
+            sock.close()
+            again = await client.post("/v1/ask", json={"message": "and another"})
+
+    assert again.status_code == 200
+    assert admitted < REQUEST_TIMEOUT_S + RESPONSE_GRACE_S + 1
+    assert closed < REQUEST_TIMEOUT_S + RESPONSE_GRACE_S + 3
+    dropped = [e for e in logs if e.get("reason") == "response_not_read"]
+    assert dropped and dropped[0]["event"] == "connection_dropped"
+    if stream:  # the stream's last message waited for the client: its time ran out
+        (overran,) = [e for e in logs if e["event"] == "request_overran"]
+        assert overran["response_started"] is True
+        assert overran["reason"] == "the client did not read the response"
+        assert overran["action"] == "connection dropped"
+
+
+async def test_a_client_that_reads_gets_its_whole_answer(live: str) -> None:
+    async with httpx.AsyncClient(base_url=live, timeout=10) as client:
+        response = await client.post("/v1/ask", json={"message": "a huge answer"})
+
+    assert response.status_code == 200
+    assert response.json()["text"] == HUGE
