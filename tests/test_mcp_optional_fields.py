@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from toolwire import App
 from toolwire.llm import OpenAIGateway
 from toolwire.llm.base import Purpose
@@ -43,6 +45,7 @@ def admits_null(schema: dict[str, Any]) -> bool:
     return {"type": "null"} in schema.get("anyOf", []) or "null" in schema.get("type", [])
 
 
+@pytest.mark.requires_extra("mcp")  # the test server runs on the SDK
 async def test_the_model_sees_nullable_optional_fields_and_its_nulls_are_not_sent(
     toolwire_app_factory: Callable[..., App],
 ) -> None:
