@@ -20,10 +20,13 @@ import pytest
 from structlog.testing import capture_logs
 
 from orchestration_kit import plugin_of
+from server_support.gated import Slow
 from server_support.live import serving
 from toolwire import App
 from toolwire.registry import DomainSpec
 from toolwire.server.admission import RESPONSE_GRACE_S
+from toolwire.server.schemas import AskRequest
+from toolwire.server.streaming import answer_events
 from toolwire.settings import ServerSettings
 from toolwire.testing import ScriptedModel
 
@@ -107,14 +110,17 @@ async def test_a_client_that_stops_reading_gives_its_place_back_when_its_time_is
             began = time.monotonic()
             sock = await stalled_client(live, {"message": "a huge answer", "stream": stream})
             admitted = await admitted_after(client, began)
-            await asyncio.sleep(1.5)  # still not reading, past the idle timeout (keep_alive_s)
+            # still not reading, past the grace and the idle timeout (keep_alive_s, 1 s)
+            await asyncio.sleep(
+                began + REQUEST_TIMEOUT_S + RESPONSE_GRACE_S + 0.5 - time.monotonic()
+            )
             closed = await closed_after(sock, began)
             sock.close()
             again = await client.post("/v1/ask", json={"message": "and another"})
 
     assert again.status_code == 200
-    assert admitted < REQUEST_TIMEOUT_S + RESPONSE_GRACE_S + 1
-    assert closed < REQUEST_TIMEOUT_S + RESPONSE_GRACE_S + 3
+    assert admitted < REQUEST_TIMEOUT_S + 1  # the place comes back when the time is up
+    assert closed < REQUEST_TIMEOUT_S + RESPONSE_GRACE_S + 2
     dropped = [e for e in logs if e.get("reason") == "response_not_read"]
     assert dropped and dropped[0]["event"] == "connection_dropped"
     if stream:  # the stream's last message waited for the client: its time ran out
@@ -130,3 +136,31 @@ async def test_a_client_that_reads_gets_its_whole_answer(live: str) -> None:
 
     assert response.status_code == 200
     assert response.json()["text"] == HUGE
+
+
+async def test_a_stream_nobody_reads_stops_its_question_when_its_time_is_up(
+    tmp_path: Path,
+) -> None:
+    """The stream's generator waits in a send while its client does not read, so it cannot stop
+    the question itself: a timer of the question's own does, at ``request_timeout_s``; a client
+    that reads again then gets the timeout's ``error`` event."""
+    config = tmp_path / "toolwire.yaml"
+    config.write_text(json.dumps({"default_domain": "demo", "sessions": {"store": "memory"}}))
+    model = ScriptedModel().on_suitability(["slow"]).on_gatekeeper(True).on_answer("late")
+    spec = DomainSpec(name="demo", description="A slow tool (test domain).")
+    app = App.load(config, llm=model, plugins=[plugin_of(spec, Slow)], load_entry_points=False)
+    slow = app.tool("slow")
+    assert isinstance(slow, Slow)
+    settings = ServerSettings(request_timeout_s=0.5)
+    stream = answer_events(app, AskRequest(message="something slow"), None, settings)
+
+    first = await anext(stream)  # then the client reads nothing for a while
+    await asyncio.wait_for(slow.gate.reached.wait(), 5)
+    await asyncio.sleep(0.8)
+    stopped = slow.gate.cancelled
+    rest = [message async for message in stream]
+    await app.aclose()
+
+    assert first.startswith(b"event: round_started")
+    assert stopped and not slow.gate.finished
+    assert rest[-1].startswith(b"event: error") and b'"status":504' in rest[-1]

@@ -11,9 +11,10 @@ A place is taken once the request's body is in (the body has its own deadline,
 when the response has been sent, streamed answers included (a stream holds its question until it
 ends or its client goes away): the middleware wraps the whole response, so no way out of a
 request (an error, a cancelled stream) can leave its place taken. Nor can a client that stops
-reading: ``server.request_timeout_s`` plus :data:`RESPONSE_GRACE_S` after the place was taken,
-the place is given back whatever the response is doing, and a response still being sent then has
-its connection dropped (``request_overran``), so that the question it was made of stops too. The
+reading: ``server.request_timeout_s`` after the place was taken, the place is given back
+whatever the response is doing (the question itself stops at that time too, by its own timer),
+and a response still being sent :data:`RESPONSE_GRACE_S` later has its connection dropped
+(``request_overran``), so that nothing of the request is left running. The
 MCP ``<domain>.ask`` tool takes its places the same way (:class:`QuestionPlaces`, refused with
 the same ``busy`` words; ``toolwire.mcp.server``).
 """
@@ -37,8 +38,7 @@ RETRY_AFTER_S = 5
 
 RESPONSE_GRACE_S = 2.0
 """How long past ``server.request_timeout_s`` a response may still take to reach its client (a
-timeout's error event, the end of an answer read slowly) before its place is given back and its
-connection dropped."""
+timeout's error event, the end of an answer read slowly) before its connection is dropped."""
 
 
 class QuestionPlaces:
@@ -89,7 +89,8 @@ class Place:
 
 class QuestionAdmission:
     """ASGI middleware: at most ``limit()`` ``POST`` requests to ``path`` at once, 503 past it;
-    each holds its place for at most ``request_timeout()`` + :data:`RESPONSE_GRACE_S` seconds.
+    each holds its place for at most ``request_timeout()`` seconds, and its connection is dropped
+    :data:`RESPONSE_GRACE_S` later if its response is still being sent.
 
     Put it inside the body's size limit and deadline (``BodyLimitMiddleware``), so that the body
     is in before a place is taken."""
@@ -121,10 +122,10 @@ class QuestionAdmission:
 
 
 class _Overrun:
-    """The time limit of one admitted request: past ``request_timeout_s`` +
-    :data:`RESPONSE_GRACE_S`, its place is given back and its connection dropped (which ends
-    the request the way a client that went away does), or, where the server offers no way to
-    drop it, the request's task is cancelled."""
+    """The time limit of one admitted request: at ``request_timeout_s`` its place is given back;
+    :data:`RESPONSE_GRACE_S` later a response still being sent has its connection dropped
+    (which ends the request the way a client that went away does), or, where the server offers
+    no way to drop it, the request's task is cancelled."""
 
     def __init__(self, scope: Scope, place: Place, request_timeout_s: float) -> None:
         self.scope = scope
@@ -133,11 +134,14 @@ class _Overrun:
         self.started = False
         self.finished = False
         self.task = asyncio.current_task()
-        self.timer: asyncio.TimerHandle | None = None
+        self.timers: list[asyncio.TimerHandle] = []
 
     def __enter__(self) -> _Overrun:
         loop = asyncio.get_running_loop()
-        self.timer = loop.call_later(self.request_timeout_s + RESPONSE_GRACE_S, self._overran)
+        self.timers = [
+            loop.call_later(self.request_timeout_s, self.place.release),
+            loop.call_later(self.request_timeout_s + RESPONSE_GRACE_S, self._overran),
+        ]
         return self
 
     def __exit__(
@@ -146,22 +150,22 @@ class _Overrun:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
+        for timer in self.timers:
+            timer.cancel()
 
     def watched(self, send: Send) -> Send:
         async def watched_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 self.started = True
-            elif message["type"] == "http.response.body" and not message.get("more_body"):
+            await send(message)  # waits while the client does not read (uvicorn's flow control)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
                 self.finished = True
-            await send(message)
 
         return watched_send
 
     def _overran(self) -> None:
-        self.timer = None
-        self.place.release()
+        if self.finished:
+            return  # sent whole: only the application's own end is late, nobody waits on it
         abort = self.scope.get("extensions", {}).get(ABORT_EXTENSION)
         log.warning(
             "request_overran",
@@ -175,8 +179,6 @@ class _Overrun:
             ),
             action="connection dropped" if callable(abort) else "request cancelled",
         )
-        if self.finished:
-            return  # sent whole: only the application's own end is late, nobody waits on it
         if callable(abort):
             abort()
         elif self.task is not None:

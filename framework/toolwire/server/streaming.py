@@ -11,6 +11,10 @@ Every message is ``event: <type>`` and ``data: <JSON>``, the JSON carrying the s
 A comment (``: keep-alive``) after ``server.sse_keep_alive_s`` of silence keeps proxies from
 closing the connection while the model thinks. The stream ends after ``answer`` or ``error``. A
 client that goes away cancels the question: nothing is stored for a round that did not finish.
+So does ``server.request_timeout_s``, whether or not the client reads: a client that stops
+reading leaves this generator waiting in a send, so the question is stopped by a timer of its
+own, not by the loop below (and the admission drops the connection a little later,
+``toolwire.server.admission``).
 """
 
 from __future__ import annotations
@@ -66,6 +70,13 @@ async def answer_events(
         question = WatchedQuestion(
             lambda: app.ask(body.message, body.domain, body.session_id, caller=caller)
         )
+        stopping: list[asyncio.Future[None]] = []
+
+        def stop_at_deadline() -> None:
+            if question.running:
+                stopping.append(asyncio.ensure_future(question.cancel()))
+
+        timer = loop.call_at(deadline, stop_at_deadline)
         try:
             while True:
                 remaining = deadline - loop.time()
@@ -80,6 +91,8 @@ async def answer_events(
                     yield _error(timeout_error(limit, progress))
                     return
                 if event is None:
+                    if stopping:  # stopped by the timer while this waited for the client
+                        yield _error(timeout_error(limit, progress))
                     return
                 yield _shown(event, disclosure)
         except ToolwireError as error:  # logged here, where the session is scrubbed
@@ -95,7 +108,8 @@ async def answer_events(
                 )
             )
         finally:
-            if question.running:
+            timer.cancel()
+            if question.running and not stopping:
                 log.info("stream_abandoned", reason="the client went away; the round is dropped")
             await question.cancel()
 
