@@ -114,7 +114,7 @@ class NoEventStream:
             "method_not_allowed",
             f"this MCP endpoint is stateless and sends no messages of its own, so it offers no "
             f"event stream to GET; send each JSON-RPC message with POST {MCP_PATH}",
-            headers={"Allow": "POST"},
+            headers={"Allow": "POST", "Connection": "close"},  # its slot is free at once
         )
         await refusal.response()(scope, receive, send)
 
