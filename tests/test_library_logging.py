@@ -23,6 +23,7 @@ TOOLWIRE = str(Path(sys.executable).with_name("toolwire"))
 NOISY_SERVER = Path(__file__).parent / "mcp_support" / "noisy_server.py"
 
 
+@pytest.mark.requires_extra("mcp")  # the junk-writing server is consumed over the SDK
 def test_a_server_writing_junk_leaves_the_log_json_lines_without_its_secrets(
     tmp_path: Path,
 ) -> None:
