@@ -70,9 +70,7 @@ def test_idle_get_streams_no_longer_take_every_connection(tmp_path: Path) -> Non
     config = trip_config(tmp_path, {"max_connections": 3})
     server = McpHttpServer(config, launcher_env())
     host = urlsplit(server.url).netloc  # the SDK's DNS-rebinding check wants host and port
-    request = (
-        f"GET /mcp HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n\r\n"
-    ).encode()
+    request = (f"GET /mcp HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n\r\n").encode()
     try:
         with ExitStack() as stack:
             streams = [stack.enter_context(connect(server.url)) for _ in range(3)]

@@ -13,6 +13,7 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -164,3 +165,56 @@ async def test_a_stream_nobody_reads_stops_its_question_when_its_time_is_up(
     assert first.startswith(b"event: round_started")
     assert stopped and not slow.gate.finished
     assert rest[-1].startswith(b"event: error") and b'"status":504' in rest[-1]
+
+
+@pytest.mark.parametrize("make", ["auto", "h11"])
+async def test_each_protocol_offers_the_abort_and_drops_an_unread_response_when_idle(
+    make: str,
+) -> None:
+    """httptools (what uvicorn[standard] installs) and h11 (the fallback without it) alike."""
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from toolwire.server import connections
+
+    seen: list[object] = []
+
+    async def huge_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        seen.append(scope.get("extensions", {}).get(connections.ABORT_EXTENSION))
+        body = HUGE.encode()
+        headers = [(b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    protocol: type[asyncio.Protocol] = connections.protocol_class(30.0)
+    if make == "h11":
+        protocol = type("H11", (connections.H11WithHeadDeadline,), {"head_timeout_s": 30.0})
+    config = uvicorn.Config(huge_app, http=protocol, log_config=None, timeout_keep_alive=1)
+    config.load()
+    state = ServerState()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: protocol(config=config, server_state=state, app_state={}),  # type: ignore[call-arg]
+        "127.0.0.1",
+        0,
+    )
+    try:
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1024)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await reader.readuntil(b"\r\n\r\n")
+        began = time.monotonic()
+        await asyncio.sleep(2)  # not reading, past the idle timeout
+        got = 0
+        with pytest.raises(ConnectionResetError):
+            async with asyncio.timeout(5):
+                while chunk := await reader.read(1 << 20):
+                    got += len(chunk)
+                raise ConnectionResetError("closed without a reset")  # pragma: no cover
+        writer.close()
+    finally:
+        server.close()
+
+    assert len(seen) == 1 and callable(seen[0])
+    assert got < len(HUGE)  # dropped, not delivered
+    assert time.monotonic() - began < 5
