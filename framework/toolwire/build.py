@@ -34,6 +34,7 @@ from toolwire.config import (
     format_loc,
     unknown_key_message,
 )
+from toolwire.domain_instructions import instruction_problems
 from toolwire.errors import ConfigError, Problem, did_you_mean
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
 from toolwire.plugins import PluginSet
@@ -83,6 +84,8 @@ class _DomainDecl:
     source: SourceLocation | None = None
     orchestrator_source: SourceLocation | None = None
     """Where the domain's ``orchestrator`` was named last."""
+    instructions_source: SourceLocation | None = None
+    """Where the domain's ``instructions`` were written last."""
 
 
 @dataclass
@@ -117,7 +120,7 @@ class _Builder:
                 )
             )
             return
-        self.domains[spec.name] = _DomainDecl(spec, source, source)
+        self.domains[spec.name] = _DomainDecl(spec, source, source, source)
 
     def add_domain_entry(self, entry: DomainEntry, owner: str) -> None:
         if not TOOL_NAME_PATTERN.match(entry.name):
@@ -125,10 +128,11 @@ class _Builder:
             return
         changes = entry.model_dump(exclude_unset=True, exclude_none=True)
         named_at = _key_location(entry, "orchestrator") if "orchestrator" in changes else None
+        written_at = _key_location(entry, "instructions") if "instructions" in changes else None
         existing = self.domains.get(entry.name)
         if existing is None:
             spec = DomainSpec.model_validate({**changes, "plugin": owner})
-            self.domains[entry.name] = _DomainDecl(spec, entry.source, named_at)
+            self.domains[entry.name] = _DomainDecl(spec, entry.source, named_at, written_at)
             return
         if owner != APP_OWNER and owner != existing.spec.plugin:
             self._problem(
@@ -138,6 +142,7 @@ class _Builder:
         existing.spec = existing.spec.model_copy(update=changes)
         existing.source = entry.source or existing.source
         existing.orchestrator_source = named_at or existing.orchestrator_source
+        existing.instructions_source = written_at or existing.instructions_source
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -345,6 +350,10 @@ class _Builder:
         for decl in self.domains.values():
             for problem in domain_reference_problems(decl.spec, registry):
                 self.problems.append(located(decl.source, problem))
+            if "instructions" in decl.spec.model_fields_set:
+                for problem in instruction_problems(decl.spec.instructions):
+                    where = decl.instructions_source or decl.source
+                    self.problems.append(located(where, f"domain {decl.spec.name!r}: {problem}"))
         if self.default_domain is not None and self.default_domain not in self.domains:
             known = ", ".join(sorted(self.domains)) or "none (is the domain's plugin installed?)"
             config = self.app_config

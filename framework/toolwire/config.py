@@ -66,6 +66,7 @@ class DomainEntry(Located):
 
     name: str
     description: str | None = None
+    instructions: str | None = None
     prompt_types: list[str] | None = None
     rag_tool: str | None = None
     deep_fallback: dict[str, str] | None = None

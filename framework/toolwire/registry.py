@@ -34,6 +34,10 @@ class DomainSpec(BaseModel):
 
     name: str
     description: str = ""
+    instructions: str = ""
+    """The domain's own instructions for the model: voice, answer format, procedures, hard
+    rules. Every call of the domain reads them in its fixed prefix, after toolwire's rules
+    (:mod:`toolwire.domain_instructions`); "" for none."""
     prompt_types: list[str] = Field(default_factory=list)
     rag_tool: str | None = None
     """The retrieval tool that runs beside suitability-activated tools (never with required)."""

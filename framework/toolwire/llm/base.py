@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, Field
 
 from toolwire.context_buffer import PageRef, PromptAndContext
+from toolwire.domain_instructions import instructions_block
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -156,13 +157,19 @@ _retrieval_place: ContextVar[RetrievalPlace | None] = ContextVar(
 
 
 @contextmanager
-def domain_prompt(text: str) -> Iterator[None]:
-    """Inside the block, every model call's fixed prefix ends with the domain's fixed ``text``.
+def domain_prompt(text: str, instructions: str = "") -> Iterator[None]:
+    """Inside the block, every model call's fixed prefix ends with the domain's fixed ``text``
+    and then its ``instructions`` (:mod:`toolwire.domain_instructions`).
 
-    The orchestrator opens it for each question of a domain, so the domain's description is part
-    of the prefix that all calls of the question (coordinators' and tools' included) share.
+    The orchestrator opens it for each question of a domain, so the domain's description and
+    instructions are part of the prefix that all calls of the question (coordinators' and tools'
+    included) share, after toolwire's own rules.
     """
-    token = _domain_text.set(" ".join(text.split()))
+    fixed = " ".join(text.split())
+    block = instructions_block(instructions)
+    if block:
+        fixed = f"{fixed}\n\n{block}" if fixed else block
+    token = _domain_text.set(fixed)
     try:
         yield
     finally:
@@ -304,8 +311,8 @@ class LanguageModel(Protocol):
         where the model's verdict failed validation. Raises ``ModelError`` when the model cannot
         be reached (an outage is not "nothing relevant").
 
-        How the pages are put to the model is the implementation's choice (one call per page,
-        each after the pages kept so far, in :class:`~toolwire.llm.ChatModel`).
+        How the pages are put to the model is the implementation's choice (one call for all of
+        them, where they will stand, in :class:`~toolwire.llm.ChatModel`).
         """
         ...
 

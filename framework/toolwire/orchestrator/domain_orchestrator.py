@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -195,12 +195,16 @@ class DomainOrchestrator:
             return True
         task_prompt = escape_marker(message)
         first = {"domain": self.domain.name, "task_no": ROOT_TASK_NO}  # the task made for it
-        with bound(**first), domain_prompt(self.domain.description):
+        with bound(**first), self._fixed_text():
             selection = await self.selector.select(
                 task_prompt, self.llm, self.settings.model_attempts
             )
         preselection.keep(self.selector, task_prompt, selection)
         return bool(selection.record.activated) or selection.record.failure is not None
+
+    def _fixed_text(self) -> AbstractContextManager[None]:
+        """The domain's description and instructions in every model call's fixed prefix."""
+        return domain_prompt(self.domain.description, self.domain.instructions)
 
     def describing_tools(self) -> list[SelectableTool]:
         """The tools that tell what the domain covers, for routing: its selectable tools and
@@ -233,7 +237,7 @@ class DomainOrchestrator:
         message = escape_marker(message)
         run = TaskRun(user_message=message)
         task = TaskInfo(task_no=ROOT_TASK_NO, task_prompt=message, run=run)
-        with bound(domain=self.domain.name), domain_prompt(self.domain.description):
+        with bound(domain=self.domain.name), self._fixed_text():
             await classify(self.llm, task, self.domain.prompt_types, self.settings.model_attempts)
         return task
 
@@ -251,7 +255,7 @@ class DomainOrchestrator:
         asked = sum(len(task.run.clarifications) for task in root.walk())
         with (
             bound(domain=self.domain.name),
-            domain_prompt(self.domain.description),
+            self._fixed_text(),
             collect_context_issues() as issues,
             _asking_allowed(asked < self.settings.max_clarification_rounds),
         ):
