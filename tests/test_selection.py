@@ -12,7 +12,7 @@ from orchestration_kit import EchoTool, domain, selection_of
 from toolwire import OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.errors import ModelError
 from toolwire.llm import Purpose
-from toolwire.selection.catalogue import SelectableTool, tool_index
+from toolwire.selection.selectable import SelectableTool, tool_index
 from toolwire.settings import OrchestratorSettings, SelectionSettings
 from toolwire.testing import ScriptedModel, conversation_for
 
@@ -91,26 +91,26 @@ def test_a_tools_description_is_its_own_docstrings_first_paragraph() -> None:
 # -- choose mode ------------------------------------------------------------------------------
 
 
-async def test_the_model_chooses_among_candidates_and_the_choice_is_confirmed_in_one_call() -> None:
+async def test_the_model_chooses_among_candidates_and_each_chosen_tool_is_confirmed() -> None:
     one, two, three = EchoTool("one", "1"), EchoTool("two", "2"), EchoTool("three", "3")
     model = ScriptedModel().on_choose(["two", "one"]).on_suitability(["one", "two"]).on_answer()
 
-    answer = await selecting(model, one, two, three, confirm="batched").ask("q")
+    answer = await selecting(model, one, two, three).ask("q")
 
-    assert model.purposes[:2] == [Purpose.CHOICE, Purpose.SUITABILITY]
+    assert model.purposes[:3] == [Purpose.CHOICE, Purpose.SUITABILITY, Purpose.SUITABILITY]
     [choice] = model.calls_for(Purpose.CHOICE)
     assert choice.inputs["options"] == ["one", "two", "three"]  # short names, registry order
-    [confirmation] = model.calls_for(Purpose.SUITABILITY)
-    assert confirmation.inputs["tool_names"] == ["demo.two", "demo.one"]
-    assert confirmation.inputs["batched"] is True
+    confirmations = model.calls_for(Purpose.SUITABILITY)  # one question per call, in the order named
+    assert [call.inputs["tool_names"] for call in confirmations] == [["demo.two"], ["demo.one"]]
     selection = selection_of(answer)
-    assert selection.chosen == ["demo.two", "demo.one"]
+    assert [step.step for step in selection.steps] == ["retrieve", "choose", "confirm"]
     assert selection.activated == ["demo.two", "demo.one"]
     assert [tool.tool_name for tool in answer.trace.tools] == ["demo.one", "demo.two"]
     assert [selection.why(name) for name in ("demo.one", "demo.three")] == [
-        "chosen and confirmed",
+        "named by the choice; confirmed on its question",
         "not chosen among the candidates",
     ]
+    assert selection.describe() == "retrieve (3 candidate(s), all) → choose → confirm"
     assert three.texts == []
 
 
@@ -121,14 +121,10 @@ async def test_a_chosen_tool_refused_by_its_own_question_does_not_run() -> None:
     answer = await selecting(model, one, two).ask("write me a poem")
 
     [confirmation] = model.calls_for(Purpose.SUITABILITY)
-    assert confirmation.inputs["batched"] is False  # one chosen tool: its own yes/no question
+    assert confirmation.inputs["tool_names"] == ["demo.one"]
     selection = selection_of(answer)
-    assert (selection.chosen, selection.answers, selection.activated) == (
-        ["demo.one"],
-        {"demo.one": False},
-        [],
-    )
-    assert selection.why("demo.one") == "chosen, refused on its question"
+    assert (selection.answers, selection.activated) == ({"demo.one": False}, [])
+    assert selection.why("demo.one") == "named by the choice; refused on its question"
     assert answer.trace.tools == [] and one.texts == []
     assert answer.failures == []
 
@@ -139,7 +135,7 @@ async def test_when_the_model_chooses_nothing_no_confirmation_is_asked() -> None
     answer = await selecting(model, EchoTool("one"), EchoTool("two")).ask("hello")
 
     assert model.purposes == [Purpose.CHOICE, Purpose.ANSWER]
-    assert selection_of(answer).chosen == []
+    assert selection_of(answer).step("choose").note == "none named"
 
 
 async def test_names_outside_the_candidates_are_ignored_and_shown() -> None:
@@ -154,27 +150,27 @@ async def test_names_outside_the_candidates_are_ignored_and_shown() -> None:
     assert one.texts == ["q"]
 
 
-async def test_without_confirmation_the_choice_decides() -> None:
+async def test_without_a_confirmation_step_the_choice_decides() -> None:
     model = ScriptedModel().on_choose(["two"]).on_answer()
+    tools = (EchoTool("one"), EchoTool("two", "2"))
 
-    answer = await selecting(model, EchoTool("one"), EchoTool("two", "2"), confirm="off").ask("q")
+    answer = await selecting(model, *tools, steps=["retrieve", "choose"]).ask("q")
 
     assert model.purposes == [Purpose.CHOICE, Purpose.ANSWER]
     assert selection_of(answer).activated == ["demo.two"]
-    assert selection_of(answer).why("demo.two") == "chosen (not confirmed)"
+    assert selection_of(answer).why("demo.two") == "named by the choice"
 
 
-async def test_per_tool_confirmation_asks_each_chosen_tool_its_own_question() -> None:
-    model = ScriptedModel().on_choose(["one", "two"]).on_suitability(["two"]).on_answer()
+async def test_a_confirmation_without_a_choice_asks_every_candidate() -> None:
+    model = ScriptedModel().on_suitability(["two"]).on_answer()
+    tools = (EchoTool("one"), EchoTool("two", "2"), EchoTool("three"))
 
-    answer = await selecting(
-        model, EchoTool("one"), EchoTool("two", "2"), EchoTool("three"), confirm="per_tool"
-    ).ask("q")
+    answer = await selecting(model, *tools, steps=["retrieve", "confirm"]).ask("q")
 
-    [confirmation] = model.calls_for(Purpose.SUITABILITY)  # the model asks them one by one
-    assert confirmation.inputs["tool_names"] == ["demo.one", "demo.two"]
-    assert confirmation.inputs["batched"] is False
+    asked = [call.inputs["tool_names"] for call in model.calls_for(Purpose.SUITABILITY)]
+    assert asked == [["demo.one"], ["demo.two"], ["demo.three"]]
     assert selection_of(answer).activated == ["demo.two"]
+    assert selection_of(answer).why("demo.one") == "refused on its question"
 
 
 async def test_a_single_candidate_needs_no_choice_only_its_question() -> None:
@@ -184,7 +180,7 @@ async def test_a_single_candidate_needs_no_choice_only_its_question() -> None:
 
     assert model.purposes == [Purpose.SUITABILITY, Purpose.ANSWER]
     assert selection_of(answer).activated == ["demo.only"]
-    assert selection_of(answer).why("demo.only") == "chosen and confirmed"
+    assert selection_of(answer).why("demo.only") == "the only candidate; confirmed on its question"
 
 
 async def test_retrieval_narrows_a_large_domain_to_the_top_k_best_matches() -> None:
@@ -195,7 +191,7 @@ async def test_retrieval_narrows_a_large_domain_to_the_top_k_best_matches() -> N
     )
     model.on_answer()
 
-    answer = await selecting(model, *tools, triangle, top_k=3, decisive_ratio=None).ask(
+    answer = await selecting(model, *tools, triangle, top_k=3).ask(
         "What is the area of a triangle with base 3 and height 4?"
     )
 
@@ -290,9 +286,10 @@ async def test_a_failing_choice_is_a_recorded_failure_and_no_tool_runs() -> None
 
     assert len(model.calls_for(Purpose.CHOICE)) == 1  # orchestrator.model_attempts
     assert answer.failures == [
-        "task 1: tool choice failed, no tool activated by it: model call for 'choice' failed: "
-        "timeout (after 1 attempt(s))"
+        "task 1: choose: the choice failed, no tool chosen by it: model call for 'choice' "
+        "failed: timeout (after 1 attempt(s))"
     ]
+    assert selection_of(answer).step("choose").failure is not None
     assert one.texts == [] and answer.text.startswith("composed")
 
 
@@ -305,8 +302,8 @@ async def test_a_failing_confirmation_keeps_the_models_choice() -> None:
 
     assert one.texts == ["q"]
     assert answer.failures == [
-        "task 1: confirmation failed, the chosen tools run unconfirmed: model call for "
-        "'suitability' failed: down (after 1 attempt(s))"
+        "task 1: confirm: a confirmation failed: model call for 'suitability' failed: down "
+        "(after 1 attempt(s)); the chosen tools run unconfirmed"
     ]
 
 
@@ -317,7 +314,7 @@ async def test_a_single_candidate_whose_question_fails_does_not_run() -> None:
     answer = await selecting(model, only).ask("q")
 
     assert only.texts == []
-    assert answer.failures[0].startswith("task 1: suitability test failed, no tool activated")
+    assert answer.failures[0].startswith("task 1: confirm: a confirmation failed")
 
 
 async def test_a_tool_whose_question_raises_is_left_out_and_reported_on_every_task() -> None:
@@ -377,25 +374,6 @@ async def test_a_tool_whose_question_is_not_text_is_left_out_and_the_domain_work
     ]
 
 
-# -- the yes/no modes -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("mode", ["batched", "per_tool"])
-async def test_yes_no_modes_ask_every_tools_question(mode: str) -> None:
-    tools = [EchoTool(f"t{n}", f"c{n}") for n in range(12)]
-    model = ScriptedModel().on_suitability(["t3", "t11"]).on_answer()
-
-    answer = await selecting(model, *tools, top_k=2, mode=mode).ask("q")
-
-    [call] = model.calls_for(Purpose.SUITABILITY)
-    assert len(call.inputs["tool_names"]) == 12  # no retrieval: every tool is asked
-    assert call.inputs["batched"] is (mode == "batched")
-    selection = selection_of(answer)
-    assert selection.activated == ["demo.t3", "demo.t11"]
-    assert selection.why("demo.t3") == "its question answered yes"
-    assert selection.why("demo.t4") == "its question answered no"
-
-
 async def test_required_tools_skip_selection_entirely() -> None:
     from orchestration_kit import Coordinator, subtask
 
@@ -411,3 +389,26 @@ async def test_required_tools_skip_selection_entirely() -> None:
     assert answer.trace.sub_tasks[0].selection is None
     assert [call.inputs["task_prompt"] for call in model.calls_for(Purpose.CHOICE)] == ["q"]
     assert one.texts != []
+
+
+class OnlyOnDesignatedTasks(EchoTool):
+    """A tool a coordinator designates; no flag set, only the seed's always-false question."""
+
+    def executable_instruction(self) -> str:
+        from toolwire.tools import coordinator_only_instruction
+
+        return coordinator_only_instruction(self.name)
+
+
+async def test_seed_6_4_the_always_false_question_alone_keeps_a_tool_off_selection() -> None:
+    """Seed 6.4: a tool whose question always answers no runs only on coordinator-designated
+    tasks, also with no confirmation step (the choice alone decides)."""
+    designated, other = OnlyOnDesignatedTasks("designated", "d"), EchoTool("other", "o")
+    model = ScriptedModel().on_choose(["designated", "other"]).on_answer()
+
+    answer = await selecting(model, designated, other, steps=["retrieve", "choose"]).ask("q")
+
+    selection = selection_of(answer)
+    assert [candidate.tool_name for candidate in selection.candidates] == ["demo.other"]
+    assert selection.activated == ["demo.other"]
+    assert designated.texts == [] and other.texts == ["q"]

@@ -37,7 +37,9 @@ def selection_settings(spec: str) -> SelectionSettings:
         values["confirm"] = confirm
     for option in filter(None, options.split(",")):
         key, _, value = option.partition("=")
-        values[{"k": "top_k"}.get(key, key)] = int(value) if value.isdigit() else value
+        values[{"k": "top_k"}.get(key, key)] = (
+            int(value) if value.isdigit() else None if value == "none" else value
+        )
     return SelectionSettings(**values)
 
 

@@ -26,6 +26,7 @@ from toolwire.plugins import (
     ModelProvider,
     PluginInfo,
     PluginSet,
+    SelectionStepProvider,
     SessionStoreProvider,
     discover,
 )
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from toolwire.events import Event, Observer
     from toolwire.orchestrator import Answer, ConversationService, DomainOrchestrator
     from toolwire.orchestrator.streaming import Answered
+    from toolwire.selection.state import SelectionStep
 
 
 class App:
@@ -58,6 +60,7 @@ class App:
         model_providers: Mapping[str, ModelProvider] | None = None,
         session_stores: Mapping[str, SessionStoreProvider] | None = None,
         orchestrator_classes: Mapping[str, type[DomainOrchestrator]] | None = None,
+        selection_steps: Mapping[str, SelectionStepProvider] | None = None,
     ) -> None:
         """Use :meth:`load`; this builds the container (every tool singleton) from the registry."""
         self.config = config
@@ -67,6 +70,9 @@ class App:
         self.session_stores = session_stores
         """Store name → session store, as the plugins registered them
         (``register_session_stores``; None: only the built-in ones)."""
+        self.selection_steps = selection_steps
+        """Step name → selection step, as the plugins registered them
+        (``register_selection_steps``; None: only the built-in ones)."""
         self.orchestrator_classes = dict(orchestrator_classes or {})
         """Domain name → the orchestrator class the domain names (``orchestrator:``); the others
         get ``DomainOrchestrator``."""
@@ -139,6 +145,7 @@ class App:
                 model_providers=plugin_set.models,
                 session_stores=plugin_set.session_stores,
                 orchestrator_classes=built.orchestrators,
+                selection_steps=plugin_set.selection_steps,
             )
         except ConfigError as error:  # a failed plugin or MCP server is the likely cause
             causes = [info.problem() for info in plugin_set.failed] + mcp_tools.problems
@@ -295,9 +302,16 @@ def _registered_name_problems(
     built-in Redis store needs its extra installed (checked at load, not at the first question;
     ``store_given``: the caller passed a store, so the configured one is never made)."""
     from toolwire.llm.factory import unknown_provider
+    from toolwire.selection.pipeline import unknown_step
     from toolwire.sessions.factory import redis_missing, unknown_store
 
     problems = []
+    selection = config.orchestrator.selection
+    for index, step in enumerate(selection.steps or ()):
+        if step not in plugin_set.selection_steps:
+            line = config.line_of("orchestrator", "selection", "steps", index)
+            message = unknown_step(step, plugin_set.selection_steps)
+            problems.append(Problem(message, config.path, line))
     provider = config.llm.provider
     if provider is not None and provider not in plugin_set.models:
         line = config.line_of("llm", "provider")
@@ -313,6 +327,19 @@ def _registered_name_problems(
     return problems
 
 
+def _selection_steps(app: App) -> tuple[SelectionStep, ...] | None:
+    """The selection steps every domain runs, built from what the plugins registered (None: the
+    app was built without them, so the orchestrators use toolwire's own)."""
+    if app.selection_steps is None:
+        return None
+    from toolwire.selection.pipeline import make_steps
+    from toolwire.selection.steps import DEFAULT_STEPS
+
+    settings = app.config.orchestrator.selection
+    factories = {name: step.value for name, step in app.selection_steps.items()}
+    return make_steps(settings.steps or DEFAULT_STEPS, factories, settings)
+
+
 def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]:
     """Every domain's orchestrator, or one ``ConfigError`` naming each domain that cannot have
     one (an error the orchestrator would otherwise raise at the domain's first question)."""
@@ -320,6 +347,7 @@ def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]
 
     built: dict[str, DomainOrchestrator] = {}
     problems: list[Problem] = []
+    steps = _selection_steps(app)
     for name, spec in app.domains.items():
         try:
             orchestrator_class = app.orchestrator_classes.get(name, DomainOrchestrator)
@@ -330,6 +358,7 @@ def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]
                 cast(LanguageModel, llm),
                 app.config.orchestrator,
                 app.plugin_runner,
+                steps,
             )
         except ConfigError as error:
             problems += error.problems

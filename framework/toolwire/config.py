@@ -234,7 +234,11 @@ def _describe(model: type[BaseModel], item: Any, loc: tuple[str | int, ...]) -> 
 def unknown_key_message(model: type[BaseModel], loc: Sequence[str | int]) -> str:
     """What pydantic's ``extra_forbidden`` error at ``loc`` (in data validated by ``model``)
     tells a user: the key, the closest allowed one, and every allowed key there."""
-    allowed = _field_names(_model_at(model, loc[:-1]))
+    section = _model_at(model, loc[:-1])
+    removed: dict[str, str] = getattr(section, "removed_keys", {})
+    if str(loc[-1]) in removed:
+        return f"the key {loc[-1]!r} was removed; {removed[str(loc[-1])]}"
+    allowed = _field_names(section)
     hint = did_you_mean(str(loc[-1]), allowed)
     return f"unknown key {loc[-1]!r}; {hint}allowed keys: {', '.join(allowed) or 'none'}"
 

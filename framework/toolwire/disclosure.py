@@ -37,8 +37,9 @@ from toolwire.events import (
 from toolwire.llm.base import CallRecord
 from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.redaction import redact
-from toolwire.run_state import CoordinatorRunRecord, Notice, SelectionRecord, ToolRunRecord
+from toolwire.run_state import CoordinatorRunRecord, Notice, ToolRunRecord
 from toolwire.selection.routing import RoutingRecord
+from toolwire.selection.trace import SelectionRecord
 
 log = structlog.get_logger(__name__)
 
@@ -76,11 +77,7 @@ class Disclosure:
         detail = notice.detail
         if detail is not None:
             where = {"task_no": notice.task_no, "notice": notice.kind}
-            detail = (
-                redact(detail)
-                if self.verbose
-                else f"error id {self._id_for(detail, where)}"
-            )
+            detail = redact(detail) if self.verbose else f"error id {self._id_for(detail, where)}"
         return notice.model_copy(update={"message": redact(notice.message), "detail": detail})
 
     def _id_for(self, text: str, where: dict[str, str]) -> str:
@@ -171,10 +168,17 @@ def _disclosed_selection(
 ) -> SelectionRecord | None:
     if selection is None:
         return None
+    steps = [
+        step.model_copy(
+            update={"failure": disclosure.failure(step.failure, "tool selection", **where)}
+        )
+        if step.failure
+        else step
+        for step in selection.steps
+    ]
     return selection.model_copy(
         update={
-            "failure": selection.failure
-            and disclosure.failure(selection.failure, "tool selection", **where),
+            "steps": steps,
             "left_out": {
                 name: disclosure.detail(raised, tool=name, **where)
                 for name, raised in selection.left_out.items()

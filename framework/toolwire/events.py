@@ -31,12 +31,12 @@ from pydantic import BaseModel, Field
 from toolwire.llm.base import CallRecord, Usage
 from toolwire.run_state import (
     CoordinatorRunRecord,
-    SelectionRecord,
     TaskStatus,
     ToolRun,
     ToolRunRecord,
 )
 from toolwire.selection.routing import RoutingRecord
+from toolwire.selection.trace import SelectionRecord
 from toolwire.task import TaskInfo
 
 log = structlog.get_logger(__name__)

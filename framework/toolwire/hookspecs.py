@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from toolwire.llm.base import LanguageModel
     from toolwire.registry import DomainSpec
+    from toolwire.selection.state import StepFactory
     from toolwire.sessions.base import SessionStore
     from toolwire.settings import LLMSettings, SessionSettings
     from toolwire.tools import ChatbotTool
@@ -75,6 +76,10 @@ class RegisterModel(Protocol):
     def __call__(self, name: str, factory: ModelFactory) -> None: ...
 
 
+class RegisterSelectionStep(Protocol):
+    def __call__(self, name: str, factory: StepFactory) -> None: ...
+
+
 class SessionStoreFactory(Protocol):
     """Builds a store from the ``sessions`` settings; it should connect at its first operation."""
 
@@ -120,6 +125,14 @@ def register_coordinators(register: RegisterCoordinator) -> None:
 @hookspec
 def register_models(register: RegisterModel) -> None:
     """Register model providers for ``llm.provider``: ``register(name, factory)``."""
+
+
+@hookspec
+def register_selection_steps(register: RegisterSelectionStep) -> None:
+    """Register tool-selection steps for ``orchestrator.selection.steps``:
+    ``register(name, factory)``; ``factory(selection_settings)`` returns the step (a
+    ``toolwire.selection.SelectionStep``). Names are dotted lower snake case
+    (``office.no_weekends``)."""
 
 
 @hookspec

@@ -48,6 +48,7 @@ from toolwire.hookspecs import (
     SessionStoreFactory,
 )
 from toolwire.registry import DomainSpec, SourceLocation, located
+from toolwire.selection.state import StepFactory
 from toolwire.tools import (
     TOOL_NAME_PATTERN,
     AgentCoordinator,
@@ -68,16 +69,26 @@ HOOK_ORDER = (
     "register_coordinators",
     "register_config_files",
     "register_models",
+    "register_selection_steps",
     "register_session_stores",
     "register_commands",
 )
 
-BUILTIN_PLUGINS = ("toolwire.llm.providers", "toolwire.sessions.factory")
-"""toolwire's own plugins (the OpenAI-compatible and the embedded model providers; the memory,
-SQLite and Redis session stores): loaded before every other plugin through the same hooks,
-whatever ``TOOLWIRE_PLUGINS`` says, and not listed among the installed plugins. The built-in CLI
-commands are plugins too, loaded by the CLI (``toolwire.cli``)."""
+BUILTIN_PLUGINS = (
+    "toolwire.llm.providers",
+    "toolwire.selection.steps",
+    "toolwire.selection.english",
+    "toolwire.sessions.factory",
+)
+"""toolwire's own plugins (the OpenAI-compatible and the embedded model providers; the selection
+steps and the English language pack; the memory, SQLite and Redis session stores): loaded
+before every other plugin through the same hooks, whatever ``TOOLWIRE_PLUGINS`` says, and not
+listed among the installed plugins. The built-in CLI commands are plugins too, loaded by the CLI
+(``toolwire.cli``)."""
 BUILTIN_PLUGIN_NAME = "toolwire"
+
+DOTTED_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
+"""Selection step names: lower snake case words joined by dots (a pack's or plugin's prefix)."""
 
 COMMAND_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]*$")
 """``toolwire`` subcommand names: lower case words joined by ``-``, as typer writes them."""
@@ -134,6 +145,8 @@ ModelProvider = Named[ModelFactory]
 """``llm.provider: <name>`` selects it."""
 SessionStoreProvider = Named[SessionStoreFactory]
 """``sessions.store: <name>`` selects it."""
+SelectionStepProvider = Named[StepFactory]
+"""``orchestrator.selection.steps: [<name>, ...]`` lists it."""
 CommandRegistration = Named[Command]
 """``toolwire <name>`` runs it."""
 
@@ -192,6 +205,8 @@ class PluginSet:
     """Provider name → provider, the built-in ones first."""
     session_stores: dict[str, SessionStoreProvider] = field(default_factory=dict)
     """Store name → store, the built-in ones first."""
+    selection_steps: dict[str, SelectionStepProvider] = field(default_factory=dict)
+    """Step name → step factory, the built-in ones first."""
     commands: dict[str, CommandRegistration] = field(default_factory=dict)
     """Command name → command, the built-in ones first (only when the CLI discovers them)."""
 
@@ -220,6 +235,7 @@ class _Contribution:
     config_files: list[Path] = field(default_factory=list)
     models: list[ModelProvider] = field(default_factory=list)
     session_stores: list[SessionStoreProvider] = field(default_factory=list)
+    selection_steps: list[SelectionStepProvider] = field(default_factory=list)
     commands: list[CommandRegistration] = field(default_factory=list)
 
 
@@ -377,6 +393,14 @@ def _collect(
             result.models,
             contribution.models,
         ),
+        "register_selection_steps": _named_registrar(
+            "register_selection_steps",
+            ("selection step", "step"),
+            owner,
+            result.selection_steps,
+            contribution.selection_steps,
+            dotted=True,
+        ),
         "register_session_stores": _named_registrar(
             "register_session_stores",
             ("session store", "store"),
@@ -408,6 +432,7 @@ def _collect(
     result.tools += tools + contribution.coordinators
     result.models.update((provider.name, provider) for provider in contribution.models)
     result.session_stores.update((store.name, store) for store in contribution.session_stores)
+    result.selection_steps.update((step.name, step) for step in contribution.selection_steps)
     result.commands.update((command.name, command) for command in contribution.commands)
     if candidate.builtin:
         return
@@ -491,6 +516,14 @@ def _check_name(hook: str, key: str, value: object) -> None:
         )
 
 
+def _check_dotted_name(hook: str, value: object) -> None:
+    if not isinstance(value, str) or not DOTTED_NAME_PATTERN.match(value):
+        raise ToolDeclarationError(
+            f"{hook}: name={value!r} is not a dotted lower snake case name "
+            "(e.g. 'confirm' or 'office.no_weekends')"
+        )
+
+
 def _tool_registrar(contribution: _Contribution) -> RegisterTool:
     def register(
         tool_class: type[ChatbotTool[Any]],
@@ -534,13 +567,19 @@ def _named_registrar(
     plugin: str,
     registered: Mapping[str, Named[Any]],
     contributed: list[Named[Any]],
+    *,
+    dotted: bool = False,
 ) -> Callable[[str, Any], None]:
     """``register(name, factory)`` of a hook that registers factories by name: a lower snake
-    case name nobody registered before, and a callable. ``kind``: what is registered, in full
-    and in short (``("model provider", "provider")``)."""
+    case name (``dotted``: lower snake case words joined by dots) nobody registered before, and a
+    callable. ``kind``: what is registered, in full and in short (``("model provider",
+    "provider")``)."""
 
     def register(name: str, factory: Any) -> None:
-        _check_name(hook, "name", name)
+        if dotted:
+            _check_dotted_name(hook, name)
+        else:
+            _check_name(hook, "name", name)
         if not callable(factory):
             raise ToolDeclarationError(
                 f"{hook}: the factory of {kind[1]} {name!r} must be callable, got {factory!r}"

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.context_buffer import PageRef, PromptAndContext
+from toolwire.selection.trace import SelectionRecord
 
 
 class SubtaskDecision(StrEnum):
@@ -192,100 +193,6 @@ class CoordinatorRunRecord(BaseModel):
     coordinator_name: str
     outcome: Literal["decomposed", "unchanged", "error"]
     detail: str = ""
-
-
-class RetrievedTool(BaseModel):
-    """A candidate tool of a selection, with its retrieval score (BM25; 0: no word in common)."""
-
-    tool_name: str
-    score: float
-
-
-class SelectionRecord(BaseModel):
-    """How the tools of a task were chosen (SPEC §3 step 5), as the trace shows it."""
-
-    mode: Literal["choose", "batched", "per_tool"]
-    candidates: list[RetrievedTool] = Field(default_factory=list)
-    """The tools put to the model: the retrieved top k (best first), or every selectable tool
-    of the domain when it has no more than k."""
-    retrieved: bool = False
-    """Whether retrieval narrowed the domain's tools to ``candidates``."""
-    chosen: list[str] | None = None
-    """``choose`` mode: the candidates the model named, in its order (None: no choice made)."""
-    ignored: list[str] = Field(default_factory=list)
-    """Names the model gave that were not among the tools put to it (left out)."""
-    answers: dict[str, bool] = Field(default_factory=dict)
-    """Yes/no answers to the tools' own questions: every candidate's in ``per_tool`` and
-    ``batched`` mode, the chosen tools' confirmations in ``choose`` mode."""
-    besides: dict[str, str] = Field(default_factory=dict)
-    """``confirm: also``: tools asked as a further request → the tool confirmed before them,
-    whose request their question said was already handled."""
-    several_requests: bool = False
-    """``confirm: also``: the task reads as several requests (``several_requests``): each chosen
-    tool was asked its own question, and a second choice may have added one."""
-    second_choice: list[str] | None = None
-    """The candidates a second choice named, after one tool of a task read as several requests
-    was confirmed (None: no second choice made). The first of them was asked its question."""
-    decided_by_words: str | None = None
-    """``choose`` mode: the best match whose words were decisive (``decisive_ratio``), asked its
-    own question before any choice; the model chose only if it was refused (None: no such
-    match)."""
-    action: str | None = None
-    """``action_check``: the task's leading action a tool's text lacked (None: none checked)."""
-    action_checks: dict[str, bool] = Field(default_factory=dict)
-    """``action_check``: activated tools put against the bare ``action`` → whether the model
-    named the tool (False: it was dropped)."""
-    activated: list[str] = Field(default_factory=list)
-    failure: str | None = None
-    """A model call that failed, and what was done instead."""
-    left_out: dict[str, str] = Field(default_factory=dict)
-    """Tools left out of selection because their suitability question or description raised:
-    name → what it raised."""
-
-    def reasons(self) -> dict[str, str]:
-        """:meth:`why` for every candidate (the trace carries it for the web page)."""
-        return {candidate.tool_name: self.why(candidate.tool_name) for candidate in self.candidates}
-
-    def why(self, tool_name: str) -> str:
-        """Why a candidate was or was not activated, in words."""
-        reason = self._why_answered(tool_name)
-        checked = self.action_checks.get(tool_name)
-        if checked is None:
-            return reason
-        if checked:
-            return f"{reason}; named over the task's bare action ({self.action!r})"
-        return f"{reason}, then dropped: the model named the bare action {self.action!r} over it"
-
-    def _why_answered(self, tool_name: str) -> str:
-        if self.mode != "choose":
-            answer = self.answers.get(tool_name)
-            verdict = "no answer" if answer is None else ("yes" if answer else "no")
-            return f"its question answered {verdict}"
-        if tool_name == self.decided_by_words:
-            answer = self.answers.get(tool_name)
-            if answer is None:
-                return "decided by its words, not confirmed (it did not run)"
-            return (
-                "decided by its words, confirmed on its question (no choice made)"
-                if answer
-                else "pointed at by its words, refused on its question"
-            )
-        if self.second_choice and tool_name == self.second_choice[0]:
-            answer = self.answers.get(tool_name)
-            if answer is None:
-                return "named by the second choice, not confirmed (it did not run)"
-            verdict = "confirmed" if answer else "refused"
-            return f"named by the second choice, {verdict} on its question"
-        if self.chosen is None or tool_name not in self.chosen:
-            return "not chosen among the candidates"
-        if tool_name not in self.answers:
-            return "chosen (not confirmed)"
-        if tool_name in self.besides:
-            verdict = "confirmed" if self.answers[tool_name] else "refused"
-            return f"chosen, {verdict} as a further request besides {self.besides[tool_name]}"
-        return (
-            "chosen and confirmed" if self.answers[tool_name] else "chosen, refused on its question"
-        )
 
 
 # -- notices ------------------------------------------------------------------------------

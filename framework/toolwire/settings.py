@@ -4,11 +4,10 @@ section is owned by the module that uses it and documented field by field."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolwire.selection.requests import SEVERAL_REQUESTS, several_requests_pattern
 from toolwire.task import MAX_TASK_DEPTH
 
 
@@ -16,6 +15,9 @@ class Section(BaseModel):
     """A configuration section: unknown keys are errors, so a typo never passes silently."""
 
     model_config = ConfigDict(extra="forbid")
+
+    removed_keys: ClassVar[dict[str, str]] = {}
+    """Keys this section had once → what to write instead: such a key is an error that says so."""
 
 
 class CompletionLimits(Section):
@@ -121,91 +123,39 @@ class LLMSettings(Section):
 class SelectionSettings(Section):
     """How the model decides which tools suit a task (SPEC §3 step 5; docs/models.md)."""
 
-    mode: Literal["choose", "batched", "per_tool"] = "choose"
-    """``choose``: retrieve the ``top_k`` best-matching tools from the domain's tool index, let
-    one call name the ones that fit, confirm them with their yes/no questions. ``batched``:
-    every tool's yes/no question in one call. ``per_tool``: one yes/no call per tool."""
+    removed_keys: ClassVar[dict[str, str]] = {
+        key: "list the selection steps in orchestrator.selection.steps instead "
+        "(docs/models.md, 'Choosing the selection steps')"
+        for key in (
+            "mode",
+            "choice",
+            "parameters_from_choice",
+            "confirm",
+            "several_requests",
+            "action_check",
+            "decisive_ratio",
+            "decisive_words",
+        )
+    }
+
+    steps: list[str] | None = None
+    """The selection steps, in order, by registered name (``retrieve``, ``choose``, ``call``,
+    ``confirm``, ``decisive_words``, the English pack's ``english.several_requests`` and
+    ``english.leading_action``, and any a plugin registers). None: the model profile's."""
     top_k: int = Field(default=8, ge=1)
-    """How many candidates retrieval puts to the model (a smaller domain: all its tools)."""
-    choice: Literal["constrained", "function_call"] = "constrained"
-    """``choose`` mode: how the candidates are put to the model. ``constrained``: listed in
-    toolwire's prompt with their names, what they do and their questions, the answer
-    constrained to their names. ``function_call``: offered as functions (name, description,
-    parameters' JSON schema) in the provider's native tool calling, the task alone as the
-    user's message; the functions it calls are chosen (better on schema-described tools such as
-    MCP servers', worse on messages that ask for two things: docs/models.md compares the two;
-    a provider without tool calling gets the constrained choice)."""
-    parameters_from_choice: bool = False
-    """With ``choice: function_call``: a confirmed tool whose call in the choice carries arguments
-    valid for its parameter model runs with them, without an extraction call of its own. Not on
-    a task with prompt context or a deep search status, and not when a single candidate needed
-    no choice. The call sees each tool's description and parameter schema but not its
-    ``parameter_instruction()``: for tools whose extraction needs that guidance leave it False
-    (every tool's parameters extracted on their own)."""
-    confirm: Literal["also", "batched", "per_tool", "with_parameters", "off"] = "also"
-    """``choose`` mode: how the chosen tools' yes/no questions are asked: ``also`` one call each,
-    in the order named, and once one tool is confirmed each later one is asked whether the task
-    also asks it as a separate request; ``batched`` in one call; ``per_tool`` one call each;
-    ``with_parameters`` like ``batched`` but a single chosen tool's answer carries its parameters
-    (one call instead of two; not on a task with prompt context); ``off`` not at all (the
-    choice decides)."""
-    several_requests: str = SEVERAL_REQUESTS
-    """``confirm: also``: a regular expression (case-insensitive) a task matches when it joins
-    several requests ("…, and how long is …?"). Such a task has every chosen tool asked its own
-    question (none as a further request), and when one tool is confirmed a second choice among
-    the candidates not yet asked may add one. The default is English
-    (``toolwire.selection.requests.SEVERAL_REQUESTS``); give your users' language's joining
-    words, or ``""`` to read every task as one request."""
-    action_check: bool = True
-    """``choose`` mode with a confirmation: a task that is a request, not a question, and reads
-    as one request, whose first word (after "please") is not a stopword and appears nowhere in
-    the one activated tool's text, has that tool put against the bare action in one more choice
-    ("Cancel my hotel reservation" and a hotel search: "Does the message ask to cancel
-    something?"); the tool is dropped unless the model names it. A synonym the tool's text
-    lacks ("Create a contact" for an ``add_contact`` tool) can lose a right tool: give the tool
-    an example that uses it.
-    The stopwords are English; for another language's users, or to save the call, turn it off
-    (docs/models.md, "The leading action")."""
-
-    decisive_ratio: float | None = Field(default=1.3, ge=1.0)
-    """``choose`` mode with a confirmation: when the best-matching candidate scores at least this
-    many times the runner-up (or alone matches) and shares ``decisive_words`` different words
-    with the task, more than any other candidate, its words decide: its own question is asked
-    with no choice call before it.
-    Confirmed, it runs (a task read as several requests may then get its second choice);
-    refused, the model chooses among the candidates as usual. ``None``: the model always
-    chooses (docs/models.md measures both)."""
-    decisive_words: int = Field(default=2, ge=1)
-    """How many different words of the task the best match must share for ``decisive_ratio``."""
-
-    @field_validator("several_requests")
-    @classmethod
-    def _several_requests_compiles(cls, pattern: str) -> str:
-        several_requests_pattern(pattern)
-        return pattern
-
-    @model_validator(mode="after")
-    def _arguments_need_function_calls(self) -> SelectionSettings:
-        if self.parameters_from_choice and self.choice != "function_call":
-            raise ValueError(
-                "parameters_from_choice needs choice: function_call (a constrained choice "
-                "carries no arguments); set one or the other"
-            )
-        return self
+    """How many candidates ``retrieve`` puts to the model (a smaller domain: all its tools)."""
 
 
 class RoutingSettings(Section):
     """Which domain a message goes to when the caller names none (several domains installed)."""
 
+    removed_keys: ClassVar[dict[str, str]] = {
+        "decisive_ratio": "it is fixed (toolwire.selection.routing.DECISIVE_RATIO)",
+        "decisive_words": "it is fixed (toolwire.selection.routing.DECISIVE_WORDS)",
+    }
+
     enabled: bool = True
     """False: every such message goes to ``default_domain``."""
-    decisive_ratio: float = Field(default=2.0, ge=1.0)
-    """The best domain's retrieval score at least this many times the runner-up's decides
-    without a model call, when the message shares ``decisive_words`` words with it."""
-    decisive_words: int = Field(default=2, ge=1)
-    """How many different words of the message the best domain must share for the scores to
-    decide alone: one shared word ("Tell me a joke about cats") is weak evidence, and the
-    model is asked (docs/models.md, "Routing between domains")."""
 
 
 class OrchestratorSettings(Section):

@@ -18,8 +18,8 @@ from toolwire.errors import ToolwireError
 from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.orchestrator import Answer, TaskTrace
 from toolwire.printable import printable
-from toolwire.run_state import SelectionRecord
 from toolwire.selection.routing import RoutingRecord
+from toolwire.selection.trace import SelectionRecord
 
 DomainOption = Annotated[
     str | None,
@@ -241,11 +241,8 @@ def _selection_node(parent: Tree, selection: SelectionRecord) -> None:
     """How the tools were chosen: each candidate with its retrieval score and why it was or was
     not activated, names the model gave that were no candidates, a failed step."""
     activated = ", ".join(selection.activated) or "no tool"
-    how = "retrieved" if selection.retrieved else "all"
-    several = ", read as several requests" if selection.several_requests else ""
     node = parent.add(
-        f"[cyan]selection[/cyan] {selection.mode}: {len(selection.candidates)} candidate(s) "
-        f"({how}{several}) → {literal(activated)}"
+        f"[cyan]selection[/cyan] {literal(selection.describe())} → {literal(activated)}"
     )
     for candidate in selection.candidates:
         node.add(
@@ -268,9 +265,7 @@ def _short(text: str, limit: int = 100) -> str:
 
 
 def _fail(error: ToolwireError) -> NoReturn:
-    Console(stderr=True, highlight=False, soft_wrap=True).print(
-        printable(str(error)), markup=False
-    )
+    Console(stderr=True, highlight=False, soft_wrap=True).print(printable(str(error)), markup=False)
     raise typer.Exit(1)
 
 

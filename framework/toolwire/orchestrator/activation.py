@@ -15,9 +15,9 @@ from toolwire.llm.base import LanguageModel, Purpose
 from toolwire.orchestrator import preselection
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.run_state import ToolRun
-from toolwire.selection.catalogue import SelectableTool
-from toolwire.selection.selector import Selection, ToolSelector
-from toolwire.settings import SelectionSettings
+from toolwire.selection.pipeline import Selection, ToolSelector
+from toolwire.selection.selectable import SelectableTool, ToolCatalogue
+from toolwire.selection.state import SelectionStep
 from toolwire.task import TaskInfo
 from toolwire.tools import ChatbotTool, OrchestratorActivatedTool
 
@@ -99,15 +99,15 @@ class DomainTools:
         domain: DomainSpec,
         registry: ToolRegistry,
         tools: Mapping[str, ChatbotTool[Any]],
-        selection: SelectionSettings,
+        steps: Sequence[SelectionStep],
     ) -> DomainTools:
         """Resolve the domain's references (they must have passed the reference check) and
-        build its tool selector (the tool index)."""
+        build its tool selector (the tool index and ``steps``)."""
         order = {reg.qualified_name: index for index, reg in enumerate(registry)}
         excluded = frozenset(
             registry.resolve(name, domain.name).qualified_name for name in domain.excluded_tools
         )
-        unselected = ToolSelector.build([], selection)
+        unselected = ToolSelector(ToolCatalogue.build([]), ())
         scope = cls(domain.name, registry, tools, order, excluded, (), None, unselected)
         rag = scope.candidate(domain.rag_tool) if domain.rag_tool else None
         rag_name = rag.qualified_name if rag else None
@@ -117,9 +117,10 @@ class DomainTools:
             if c.qualified_name != rag_name and not c.tool.coordinator_only
         )
         examples = {reg.qualified_name: reg.examples for reg in registry}
-        selector = ToolSelector.build(
-            [(c.qualified_name, c.tool, examples[c.qualified_name]) for c in candidates], selection
+        catalogue = ToolCatalogue.build(
+            [(c.qualified_name, c.tool, examples[c.qualified_name]) for c in candidates]
         )
+        selector = ToolSelector(catalogue, tuple(steps))
         return cls(domain.name, registry, tools, order, excluded, candidates, rag, selector)
 
     def rag_entry(self) -> list[SelectableTool]:

@@ -10,13 +10,13 @@ from toolwire.llm.base import CallRecord, Usage
 from toolwire.run_state import (
     CoordinatorRunRecord,
     Notice,
-    SelectionRecord,
     SubtaskDecision,
     TaskRun,
     TaskStatus,
     ToolRunRecord,
 )
 from toolwire.selection.routing import RoutingRecord
+from toolwire.selection.trace import SelectionRecord
 from toolwire.task import ROOT_TASK_NO, TaskInfo
 
 

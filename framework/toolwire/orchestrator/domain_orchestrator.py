@@ -76,8 +76,10 @@ from toolwire.run_state import (
     ToolRun,
     ToolRunState,
 )
-from toolwire.selection.catalogue import SelectableTool
-from toolwire.selection.selector import ToolSelector
+from toolwire.selection.pipeline import ToolSelector
+from toolwire.selection.selectable import SelectableTool
+from toolwire.selection.state import SelectionStep
+from toolwire.selection.steps import builtin_steps
 from toolwire.settings import OrchestratorSettings
 from toolwire.task import ROOT_TASK_NO, TaskInfo, escape_marker
 from toolwire.tool_threads import PluginRunner
@@ -155,7 +157,11 @@ class DomainOrchestrator:
         llm: LanguageModel,
         settings: OrchestratorSettings | None = None,
         runner: PluginRunner | None = None,
+        selection_steps: Sequence[SelectionStep] | None = None,
     ) -> None:
+        """``selection_steps``: the tool selection's steps, built by the app from
+        ``orchestrator.selection.steps`` or the model's profile (None: the settings' steps, or
+        the default ones, from toolwire's own)."""
         self.domain = domain
         self.registry = registry
         self.llm = llm
@@ -167,7 +173,12 @@ class DomainOrchestrator:
         )
         if problems:
             raise ConfigError([Problem(problem) for problem in problems])
-        self._scope = DomainTools.build(domain, registry, self._tools, self.settings.selection)
+        steps = (
+            tuple(selection_steps)
+            if selection_steps is not None
+            else builtin_steps(self.settings.selection)
+        )
+        self._scope = DomainTools.build(domain, registry, self._tools, steps)
         self._coordinators = [
             NamedCoordinator.of(c.tool)
             for c in sorted(self._scope.activatable(), key=lambda c: c.sort_key)
@@ -180,7 +191,7 @@ class DomainOrchestrator:
 
     @property
     def selector(self) -> ToolSelector:
-        """The domain's tool selection (its tool index and mode), built once with the
+        """The domain's tool selection (its tool index and steps), built once with the
         orchestrator; ``await selector.select(task_prompt, llm, attempts)`` runs SPEC §3 step 5
         on its own (``bench/eval_selection.py`` does)."""
         return self._scope.selector
@@ -209,7 +220,7 @@ class DomainOrchestrator:
     def describing_tools(self) -> list[SelectableTool]:
         """The tools that tell what the domain covers, for routing: its selectable tools and
         its retrieval tool."""
-        return [*self._scope.selector.tools, *self._scope.rag_entry()]
+        return [*self._scope.selector.catalogue.tools, *self._scope.rag_entry()]
 
     def tool(self, name: str) -> ChatbotTool[Any]:
         """A built tool by short or prefixed name (short names resolve in this domain first),

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from toolwire.selection.selector import Selection, ToolSelector
+from toolwire.selection.pipeline import Selection, ToolSelector
 
 
 @dataclass

@@ -87,7 +87,6 @@ class ConversationService:
             DomainRouter.build(
                 {name: o.domain for name, o in self.orchestrators.items()},
                 {name: o.describing_tools() for name, o in self.orchestrators.items()},
-                self.settings.routing,
             )
             if self.settings.routing.enabled and len(self.orchestrators) > 1
             else None

@@ -4,9 +4,9 @@ Built once over every installed domain: its name and description, and the text o
 tools (name, description, suitability question, parameters, examples). A message is routed by:
 
 1. retrieval (BM25): each domain scores its best-matching document;
-2. one domain matches, or the best scores at least ``decisive_ratio`` times the runner-up, and
-   it shares at least ``decisive_words`` words with the message: that domain (no model call; the
-   lexical evidence is decisive);
+2. one domain matches, or the best scores at least :data:`DECISIVE_RATIO` times the runner-up,
+   and it shares at least :data:`DECISIVE_WORDS` words with the message: that domain (no model
+   call; the lexical evidence is decisive);
 3. otherwise (no match at all included) one call, constrained to the domain names or none,
    decides among every domain; none with no domain matching any word: nothing fits, and the
    default domain answers; none while some domain matched: the best-matching domain, if one of
@@ -26,14 +26,20 @@ from toolwire.errors import ModelError
 from toolwire.llm.attempts import call_model
 from toolwire.llm.base import LanguageModel, Option, Purpose
 from toolwire.registry import DomainSpec
-from toolwire.selection.catalogue import FIELD_WEIGHTS, SelectableTool
 from toolwire.selection.lexical import Document, LexicalIndex
-from toolwire.settings import RoutingSettings
+from toolwire.selection.selectable import FIELD_WEIGHTS, SelectableTool
 
 log = structlog.get_logger(__name__)
 
 DOMAIN_WEIGHTS = {**FIELD_WEIGHTS, "domain": 3.0}
 """A domain's own name and description count like a tool's name."""
+
+DECISIVE_RATIO = 2.0
+"""The best domain's retrieval score at least this many times the runner-up's decides without
+a model call (with :data:`DECISIVE_WORDS`)."""
+DECISIVE_WORDS = 2
+"""How many different words of the message the best domain must share for the scores to decide
+alone: one shared word ("Tell me a joke about cats") is weak evidence, and the model is asked."""
 
 
 class DomainScore(BaseModel):
@@ -59,21 +65,19 @@ class RoutingRecord(BaseModel):
 
 @dataclass(frozen=True)
 class DomainRouter:
-    """The routing index over every installed domain, and the settings; built once."""
+    """The routing index over every installed domain; built once."""
 
     domains: Mapping[str, DomainSpec]
     index: LexicalIndex
     options: tuple[Option, ...]
     """How the model sees each domain when the words do not decide: its description. (With its
-    tools' names added, routing scored 0.85 against 0.88 on both labelled samples, and slower.)"""
-    settings: RoutingSettings
+    tools' names added, routing did worse on the labelled samples, and slower.)"""
 
     @classmethod
     def build(
         cls,
         domains: Mapping[str, DomainSpec],
         tools: Mapping[str, Sequence[SelectableTool]],
-        settings: RoutingSettings,
     ) -> DomainRouter:
         """From each domain's spec and its tools' selection entries."""
         documents = [
@@ -88,7 +92,7 @@ class DomainRouter:
             Option(name=name, question=spec.description or f"questions about {name}")
             for name, spec in domains.items()
         )
-        return cls(dict(domains), LexicalIndex(documents, DOMAIN_WEIGHTS), options, settings)
+        return cls(dict(domains), LexicalIndex(documents, DOMAIN_WEIGHTS), options)
 
     async def route(
         self,
@@ -109,8 +113,8 @@ class DomainRouter:
         if (
             best is not None
             and best.score > 0
-            and best.score >= self.settings.decisive_ratio * runner_up
-            and self.index.shared_terms(message, best.domain)[0] >= self.settings.decisive_words
+            and best.score >= DECISIVE_RATIO * runner_up
+            and self.index.shared_terms(message, best.domain)[0] >= DECISIVE_WORDS
         ):
             return self._done(
                 RoutingRecord(scores=scores, decided_by="lexical", domain=best.domain)

@@ -319,11 +319,9 @@ function taskNode(task, calls, open) {
 
 function selectionItem(task) {
   const selection = task.selection;
-  const how = (selection.retrieved ? "retrieved" : "all") +
-    (selection.several_requests ? ", read as several requests" : "");
+  const steps = selection.steps.map((step) => step.step + (step.note ? ` (${step.note})` : ""));
   const item = el("li", "selection", el("span", "kind", "selection"),
-    `${selection.mode}: ${selection.candidates.length} candidate(s) (${how}) → ` +
-    (selection.activated.join(", ") || "no tool"));
+    `${steps.join(" → ")} → ` + (selection.activated.join(", ") || "no tool"));
   const candidates = el("ul");
   for (const candidate of selection.candidates) {
     const reason = why(task, candidate.tool_name);

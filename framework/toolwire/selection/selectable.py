@@ -1,4 +1,5 @@
-"""What selection knows of each tool: its text for the index and its option for the model.
+"""What selection knows of each tool (its text for the index, its option for the model) and of a
+domain (:class:`ToolCatalogue`: its selectable tools and their index).
 
 Built once per domain from the built tools (never per question): a tool's short name (its words),
 ``description()``, ``executable_instruction()`` (the seed's yes/no question), its parameter
@@ -7,15 +8,20 @@ model's field names and descriptions, and its ``examples`` (YAML or class).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import structlog
+
+from toolwire.errors import PLUGIN_FAILURES, describe
 from toolwire.llm.base import Option, SuitabilityQuestion
 from toolwire.llm.structured import json_schema
 from toolwire.selection.lexical import Document, LexicalIndex
-from toolwire.tools import ChatbotTool
+from toolwire.tools import ChatbotTool, coordinator_only_instruction
+
+log = structlog.get_logger(__name__)
 
 FIELD_WEIGHTS = {
     "name": 3.0,
@@ -38,7 +44,7 @@ class SelectableTool:
     parameters: str
     examples: tuple[str, ...]
     tool: ChatbotTool[Any] = field(compare=False, repr=False)
-    """The tool itself: its parameter model, for ``confirm: with_parameters``."""
+    """The tool itself: its parameter model, for a step that carries arguments."""
 
     @classmethod
     def of(
@@ -113,3 +119,52 @@ def _text(value: object, source: str, *, blank: bool) -> str:
 def tool_index(entries: Sequence[SelectableTool]) -> LexicalIndex:
     """The BM25 index of a domain's selectable tools."""
     return LexicalIndex([entry.document() for entry in entries], FIELD_WEIGHTS)
+
+
+SIBLINGS = 2
+"""How many of a tool's closest siblings :meth:`ToolCatalogue.siblings_of` gives."""
+
+
+@dataclass(frozen=True)
+class ToolCatalogue:
+    """One domain's selectable tools and their index; built once, shared by every selection."""
+
+    tools: tuple[SelectableTool, ...]
+    index: LexicalIndex
+    left_out: Mapping[str, str]
+    """Tools whose ``executable_instruction()`` or ``description()`` raised at build: name →
+    what it raised. Every selection reports them on the task."""
+    _siblings: dict[str, tuple[str, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    @classmethod
+    def build(cls, tools: Sequence[tuple[str, ChatbotTool[Any], Sequence[str]]]) -> ToolCatalogue:
+        """From ``(prefixed name, tool, examples)`` in registry order."""
+        entries: list[SelectableTool] = []
+        left_out: dict[str, str] = {}
+        for name, tool, examples in tools:
+            try:
+                entry = SelectableTool.of(name, tool, examples)
+            except PLUGIN_FAILURES as error:  # a plugin's bug must not break the whole domain
+                left_out[name] = describe(error)
+                log.warning("tool_left_out_of_selection", tool=name, error=left_out[name])
+                continue
+            # seed 6.4: the always-false question alone keeps a tool off the suitability path
+            if entry.question != coordinator_only_instruction(tool.name):
+                entries.append(entry)
+        return cls(tuple(entries), tool_index(entries), left_out)
+
+    @cached_property
+    def by_name(self) -> dict[str, SelectableTool]:
+        return {tool.qualified_name: tool for tool in self.tools}
+
+    def siblings_of(self, tool: SelectableTool) -> tuple[str, ...]:
+        """The qualified names of the tools most like ``tool`` (the tools whose text best matches
+        its own name, description and question), found on first use."""
+        name = tool.qualified_name
+        if name not in self._siblings:
+            text = f"{tool.short_name.replace('_', ' ')} {tool.description} {tool.question}"
+            hits = self.index.search(text, limit=SIBLINGS + 1)
+            self._siblings[name] = tuple(hit.key for hit in hits if hit.key != name)[:SIBLINGS]
+        return self._siblings[name]

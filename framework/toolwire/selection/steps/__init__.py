@@ -1,0 +1,53 @@
+"""The built-in selection steps, registered through the hook a plugin's steps use.
+
+``retrieve``, ``choose``, ``call``, ``confirm`` and ``decisive_words`` are language-neutral;
+language packs (``toolwire.selection.english``) add steps that read a language's words.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from toolwire.hookspecs import hookimpl
+from toolwire.selection.state import SelectionStep, StepFactory
+from toolwire.selection.steps.call import CallFunctions
+from toolwire.selection.steps.choose import Choose
+from toolwire.selection.steps.confirm import Confirm
+from toolwire.selection.steps.decisive_words import DecisiveWords
+from toolwire.selection.steps.retrieve import Retrieve
+from toolwire.settings import SelectionSettings
+
+
+def fixed(step: SelectionStep) -> StepFactory:
+    """The factory of a step that needs no settings."""
+    return lambda _settings: step
+
+
+@hookimpl
+def register_selection_steps(register: Callable[[str, StepFactory], None]) -> None:
+    def retrieve(settings: SelectionSettings) -> SelectionStep:
+        return Retrieve(settings.top_k)
+
+    register("retrieve", retrieve)
+    register("choose", fixed(Choose()))
+    register("call", fixed(CallFunctions()))
+    register("confirm", fixed(Confirm()))
+    register("decisive_words", fixed(DecisiveWords()))
+
+
+DEFAULT_STEPS = ("retrieve", "choose", "confirm")
+"""The steps of a profile that names none: retrieve, choose by name, confirm on the tool's own
+question (docs/models.md, "Choosing the selection steps")."""
+
+
+def builtin_steps(settings: SelectionSettings) -> tuple[SelectionStep, ...]:
+    """``settings.steps`` (or :data:`DEFAULT_STEPS`) from toolwire's own steps alone: for an
+    orchestrator built without an app (the app builds them from every plugin's steps)."""
+    from toolwire.selection import english
+    from toolwire.selection.pipeline import make_steps
+
+    registered: dict[str, StepFactory] = {}
+    for pack in (sys.modules[__name__], english):
+        pack.register_selection_steps(registered.__setitem__)
+    return make_steps(settings.steps or DEFAULT_STEPS, registered, settings)
