@@ -6,6 +6,8 @@ longer than the context window (``windowed_model``), as llama.cpp, vLLM and Open
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -122,8 +124,9 @@ async def test_a_huge_page_is_cut_for_its_relevance_check(layout: str) -> None:
     place = RetrievalPlace("Which rows?", (earlier,), "search", "1.2")
 
     def relevant(request: FakeRequest) -> FakeReply:
-        if "relevant" in (request.output_schema or {}).get("properties", {}):
-            return FakeReply(text='{"relevant": true}')
+        fields = (request.output_schema or {}).get("properties", {})
+        if "relevant" in fields or "page_1" in fields:  # a page alone, or the pages in one call
+            return FakeReply(text=json.dumps(dict.fromkeys(fields, True)))
         return windowed()(request)
 
     async with FakeOpenAIServer(relevant) as server:

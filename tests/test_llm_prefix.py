@@ -199,10 +199,9 @@ PAGES = [
 
 def keep_odd(request: FakeRequest) -> FakeReply:
     """Relevance verdicts: the pages numbered 1 and 3 are relevant, the page 2 is not."""
-    if "relevant" not in (request.output_schema or {}).get("properties", {}):
+    if "page_1" not in (request.output_schema or {}).get("properties", {}):
         return FakeReply()
-    judged = user_text(request).rpartition("The page to judge: ")[2]
-    return FakeReply(text=json.dumps({"relevant": not judged.startswith("[page leaflet#2]")}))
+    return FakeReply(text=json.dumps({"page_1": True, "page_2": False, "page_3": True}))
 
 
 SEARCH = "leaflet.search"
@@ -210,7 +209,7 @@ SEARCH = "leaflet.search"
 
 async def one_question(gateway: OpenAIGateway) -> list[PromptAndContext]:
     """The calls of a question in the orchestrator's order, on one task: the search tool's
-    relevance checks of three pages come between the parameters and the gatekeeper, where the
+    relevance check of three pages comes between the parameters and the gatekeeper, where the
     orchestrator has opened the place of the tool's context (after an earlier tool's)."""
     earlier = context("warfarin")
     topic, drugs = "Name the topic.", "Name both drugs."
@@ -228,8 +227,8 @@ async def one_question(gateway: OpenAIGateway) -> list[PromptAndContext]:
 
 
 PURPOSES_OF_ONE_QUESTION = [
-    "classification", "suitability", "parameters", "parameters", "relevance", "relevance",
-    "relevance", "gatekeeper", "answer",
+    "classification", "suitability", "parameters", "parameters", "relevance", "gatekeeper",
+    "answer",
 ]  # fmt: skip
 
 
@@ -254,7 +253,7 @@ async def test_every_call_of_a_question_shares_the_rules_and_the_context_calls_s
     for text, call in zip(texts, calls, strict=True):
         instruction = prompts.INSTRUCTIONS[Purpose(call.purpose)]
         if call.purpose == "relevance":
-            instruction = prompts.LAST_PAGE_RELEVANCE
+            instruction = prompts.BATCH_RELEVANCE
         if call.purpose == "classification":
             assert text.startswith(instruction)
             assert text.index("Reply with one JSON") < text.index(task)
@@ -265,24 +264,21 @@ async def test_every_call_of_a_question_shares_the_rules_and_the_context_calls_s
     common = f"{task}\n\n{prompts.INSTRUCTIONS[Purpose.PARAMETERS]}\n"
     assert prompts.shared_prefix_length(one, two) == len(common)
     assert one[len(common) :].startswith("Name both drugs.\nReply with one JSON object")
-    # each relevance check reads its page after the earlier tool's context and the pages kept so
-    # far, where the search tool's context will stand, and names the page it judges last
-    first, second, third = texts[4:7]
+    # one relevance call reads the three pages after the earlier tool's context, where the
+    # search tool's context will stand, and names the pages it judges last
+    check = texts[4]
     pages = [escape(page.render(), quote=False) for page in PAGES]
-    for check, page in zip((first, second, third), PAGES, strict=True):
-        assert check.endswith(f"The page to judge: {page.ref.label}\nTask: {task}")
-        assert check.index(context("warfarin").context) < check.index(escape(page.render()))
-    end_of = [first.index(page) + len(page) for page in pages[:1]]
-    assert prompts.shared_prefix_length(first, second) == end_of[0]  # page 1 kept
-    assert f"{pages[0]}\n\n{pages[2]}</external_content>" in third  # page 2 refused, not there
-    # the third check diverges from the second in the refused page's header, after page 1
-    refused = second.index(pages[1])
-    diverge = prompts.shared_prefix_length(second, third)
+    labels = ", ".join(page.ref.label for page in PAGES)
+    assert check.endswith(f"The pages to judge: {labels}\nTask: {task}")
+    assert check.index(context("warfarin").context) < check.index(pages[0])
+    assert f"{pages[0]}\n\n{pages[1]}\n\n{pages[2]}</external_content>" in check
+    # the gatekeeper reads everything the check read up to the refused page 2, where it
+    # diverges (in the page header), and the answer shares the gatekeeper's whole context
+    gatekeeper, answer = texts[5:7]
+    assert f"{pages[0]}\n\n{pages[2]}</external_content>" in gatekeeper
+    refused = check.index(pages[1])
+    diverge = prompts.shared_prefix_length(check, gatekeeper)
     assert refused <= diverge < refused + len("[page leaflet#2]")
-    # the gatekeeper reads everything the last check read up to the last page kept, and the
-    # answer shares the gatekeeper's whole retrieved context
-    gatekeeper, answer = texts[7:9]
-    assert prompts.shared_prefix_length(third, gatekeeper) >= third.index(pages[2]) + len(pages[2])
     context_end = gatekeeper.index("</external_content>\n\n", gatekeeper.rindex(SEARCH))
     assert prompts.shared_prefix_length(gatekeeper, answer) > context_end
     # the records say how much of each call's messages the previous call had sent already
@@ -290,10 +286,10 @@ async def test_every_call_of_a_question_shares_the_rules_and_the_context_calls_s
     classification = prompts.canonical(requests[0].messages)
     system = len(classification.split(prompts.INSTRUCTIONS[Purpose.CLASSIFICATION])[0])
     assert all(c.shared_prefix_chars >= system for c in calls[1:])
-    # the gatekeeper (after the last check) and the answer (after the gatekeeper) each share
-    # their predecessor's messages up to the end of the retrieved context
-    for call, request in zip(calls[7:9], requests[7:9], strict=True):
-        assert call.shared_prefix_chars > prompts.canonical(request.messages).rindex("</external")
+    # the answer shares the gatekeeper's messages up to the end of the retrieved context
+    assert calls[6].shared_prefix_chars > prompts.canonical(requests[6].messages).rindex(
+        "</external"
+    )
 
 
 async def test_the_old_per_purpose_layout_shares_nothing_between_purposes(
@@ -305,7 +301,7 @@ async def test_the_old_per_purpose_layout_shares_nothing_between_purposes(
     await gateway.aclose()
 
     systems = [r.messages[0]["content"] for r in server.chat_requests]
-    assert len(systems) == len(PURPOSES_OF_ONE_QUESTION)
+    assert len(systems) == len(PURPOSES_OF_ONE_QUESTION) + 2  # one relevance check per page
     # each purpose (each tool's extraction) starts with its own instruction
     assert len(set(systems)) == len(systems) - 2  # the three relevance checks share theirs
     assert all(system.startswith(prompts.INSTRUCTIONS[Purpose(c.purpose)])

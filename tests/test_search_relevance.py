@@ -1,8 +1,9 @@
-"""The relevance checks laid out where the search tool's context will stand (issue 10).
+"""The relevance check laid out where the search tool's context will stand (issues 10, 33).
 
-In the ``shared_prefix`` layout each retrieved page is judged in its own call, after the task, the
-context retrieved before and the pages kept so far, so that the gatekeeper and the answer begin
-with what the checks read: a page is evaluated once per question. Run on the exact requests an
+In the ``shared_prefix`` layout one call judges every retrieved page, reading them after the task
+and the context retrieved before, as the search tool's own context, so that the gatekeeper and
+the answer begin with what the check read, up to the first page it refused: a page is evaluated
+once per question, and a search costs one call, not one per page. Run on the exact requests an
 OpenAI-compatible server receives (``toolwire.testing.fake_openai``, which also counts the prompt
 characters it could have taken from its cache), through the orchestrator and on their own,
 including the failure paths: garbage verdicts, a model that fails, no pages, every page refused,
@@ -44,28 +45,29 @@ PAGES = [
 ]
 
 
-def judged_page(request: FakeRequest) -> str:
-    """The label of the page a relevance check judges (the last lines of its user message name
-    it; a corrective retry repeats that message)."""
+def judged_pages(request: FakeRequest) -> list[str]:
+    """The labels of the pages a relevance call judges, in order (the last lines of its user
+    message name them; a corrective retry repeats that message)."""
     content: str = request.messages[1]["content"]
-    return content.rpartition("The page to judge: ")[2].partition("\n")[0]
+    return content.rpartition("The pages to judge: ")[2].partition("\n")[0].split(", ")
 
 
 def is_relevance(request: FakeRequest) -> bool:
-    return "relevant" in (request.output_schema or {}).get("properties", {})
+    return "page_1" in (request.output_schema or {}).get("properties", {})
 
 
 def verdicts(relevant: Callable[[str], bool | None]) -> Callable[[FakeRequest], FakeReply]:
-    """A server whose relevance verdict for a page label is ``relevant(label)`` (None: garbage
-    output); every other call gets the fake's default reply."""
+    """A server whose relevance verdict for a page label is ``relevant(label)`` (None for any
+    page: garbage output); every other call gets the fake's default reply."""
 
     def reply(request: FakeRequest) -> FakeReply:
         if not is_relevance(request):
             return FakeReply()
-        verdict = relevant(judged_page(request))
-        if verdict is None:
-            return FakeReply(text="yes, that page looks relevant")
-        return FakeReply(text=json.dumps({"relevant": verdict}))
+        answers = [relevant(label) for label in judged_pages(request)]
+        if None in answers:
+            return FakeReply(text="yes, those pages look relevant")
+        fields = {f"page_{n}": answer for n, answer in enumerate(answers, start=1)}
+        return FakeReply(text=json.dumps(fields))
 
     return reply
 
@@ -155,39 +157,44 @@ async def _ask(tmp_path: Path, relevant: Callable[[str], bool | None]) -> FakeOp
     return fake
 
 
-async def test_the_answer_begins_with_what_the_relevance_checks_read(tmp_path: Path) -> None:
-    """The orchestrator opens the place of the search tool's context after the finder's: each
-    check reads the finder's context, the pages kept, then its page; the answer's prompt repeats
-    the last check's up to the last page kept, so every page is evaluated exactly once."""
+async def test_the_answer_begins_with_what_the_relevance_check_read(tmp_path: Path) -> None:
+    """The orchestrator opens the place of the search tool's context after the finder's: one
+    check reads the finder's context, then every page; the answer's prompt repeats it up to the
+    refused page 2, so the pages before it are evaluated once, and no page more than twice."""
     fake = await _ask(tmp_path, lambda label: label != "[page manual#2]")
 
-    first, second, third = checks_of(fake)
+    [check] = checks_of(fake)
     answer = fake.chat_requests[-1].messages[-1]["content"]
     task = prompts.task_block(QUESTION)
     finder = prompts.external_content("finder task 1", "finder:widgets")
     start = f'{task}\n\nRetrieved context:\n{finder}\n<external_content source="search task 1">'
-    assert all(check.startswith(start) for check in (first, second, third))
+    pages = "\n\n".join(rendered(page) for page in PAGES)
+    assert check.startswith(start + f"{pages}</external_content>")
     assert answer.startswith(start + f"{rendered(PAGES[0])}\n\n{rendered(PAGES[2])}</external")
-    kept_end = third.index(rendered(PAGES[2])) + len(rendered(PAGES[2]))
-    assert prompts.shared_prefix_length(third, answer) >= kept_end
+    end_of_first = check.index(rendered(PAGES[0])) + len(rendered(PAGES[0]))
+    assert prompts.shared_prefix_length(check, answer) >= end_of_first
+    assert [uncached_reads(fake, rendered(page)) for page in PAGES] == [1, 1, 2]
+
+
+async def test_every_page_kept_is_read_once_in_the_whole_question(tmp_path: Path) -> None:
+    fake = await _ask(tmp_path, lambda label: True)
+    assert len(checks_of(fake)) == 1
     assert [uncached_reads(fake, rendered(page)) for page in PAGES] == [1, 1, 1]
 
 
-async def test_every_page_refused_leaves_the_best_page_where_its_check_read_it(
+async def test_every_page_refused_leaves_the_best_page_where_the_check_read_it(
     tmp_path: Path,
 ) -> None:
     """The best keyword page is kept unverified; its note follows it, so the answer still
-    begins with what the first check read."""
+    begins with what the check read up to the end of that page."""
     fake = await _ask(tmp_path, lambda label: False)
 
-    checks = checks_of(fake)
-    assert len(checks) == 3
-    for check, page in zip(checks, PAGES, strict=True):  # nothing kept: each check, one page
-        assert sum(rendered(other) in check for other in PAGES) == 1
-        assert rendered(page) in check
+    [check] = checks_of(fake)
+    assert all(rendered(page) in check for page in PAGES)
     answer = fake.chat_requests[-1].messages[-1]["content"]
-    assert f"{UNVERIFIED_NOTE}</external_content>" in answer
-    assert [uncached_reads(fake, rendered(page)) for page in PAGES] == [1, 1, 1]
+    assert f"{rendered(PAGES[0])}\n\n{UNVERIFIED_NOTE}</external_content>" in answer
+    end_of_first = check.index(rendered(PAGES[0])) + len(rendered(PAGES[0]))
+    assert prompts.shared_prefix_length(check, answer) >= end_of_first
 
 
 # -- the checks on their own ------------------------------------------------------------------
@@ -201,39 +208,35 @@ async def test_no_pages_make_no_call(server: FakeOpenAIServer) -> None:
 
 
 async def test_a_garbage_verdict_is_retried_once_then_counts_as_refused() -> None:
-    """Page 1's verdict is garbage twice (the output and its corrective retry): the page is not
-    kept, so the next check does not read it, and the calls are recorded as failed."""
-    garbage_for_page_1 = verdicts(lambda label: None if label == "[page manual#1]" else True)
-    async with FakeOpenAIServer(garbage_for_page_1) as server:
+    """The verdict is garbage twice (the output and its corrective retry): no page is kept, and
+    both calls are recorded as failed."""
+    garbage = verdicts(lambda label: None)
+    async with FakeOpenAIServer(garbage) as server:
         gateway = gateway_for(server)
         with collect_calls() as calls:
             kept = await relevant_pages(gateway, QUESTION, PAGES[:2])
         await gateway.aclose()
 
-    assert kept == [PAGES[1]]
-    assert [(c.purpose, c.ok) for c in calls] == [
-        ("relevance", False), ("relevance", False), ("relevance", True)
-    ]  # fmt: skip
+    assert kept == []
+    assert [(c.purpose, c.ok) for c in calls] == [("relevance", False), ("relevance", False)]
     retry = server.chat_requests[1].messages
-    assert retry[-2] == {"role": "assistant", "content": "yes, that page looks relevant"}
-    last = checks_of(server)[-1]
-    assert rendered(PAGES[0]) not in last and rendered(PAGES[1]) in last
+    assert retry[-2] == {"role": "assistant", "content": "yes, those pages look relevant"}
 
 
 async def test_a_model_that_fails_raises_rather_than_reading_as_nothing_relevant(
     server: FakeOpenAIServer,
 ) -> None:
-    server.script(FakeReply(text='{"relevant": true}'), FakeReply(status=500, error="overloaded"))
+    server.script(FakeReply(status=500, error="overloaded"))
     gateway = gateway_for(server)
     with pytest.raises(ModelError, match="overloaded"):
         await relevant_pages(gateway, QUESTION, PAGES)
     await gateway.aclose()
-    assert len(server.chat_requests) == 2  # no call after the failure
+    assert len(server.chat_requests) == 1
 
 
-async def test_a_page_is_judged_alone_when_the_context_before_it_would_not_fit() -> None:
-    """Earlier context near the model's window is not repeated in a check (the gatekeeper and
-    the answer compress it first anyway): the page is judged on its own, in the same layout."""
+async def test_the_pages_are_judged_alone_when_the_context_before_them_would_not_fit() -> None:
+    """Earlier context near the model's window is not repeated in the check (the gatekeeper and
+    the answer compress it first anyway): the pages are judged after the task alone."""
     large = PromptAndContext(prompt="p", context="older text " * 200, tool_name="old", task_no="1")
     async with FakeOpenAIServer(verdicts(lambda label: True)) as server:
         gateway = gateway_for(server, window=600)
@@ -242,10 +245,9 @@ async def test_a_page_is_judged_alone_when_the_context_before_it_would_not_fit()
         await gateway.aclose()
 
     assert kept == PAGES[:2]
-    first, second = checks_of(server)
-    assert "older text" not in first and "older text" not in second
-    assert rendered(PAGES[0]) not in second  # too large together: alone again
-    assert first.startswith(f"{prompts.task_block(QUESTION)}\n\nRetrieved context:\n")
+    [check] = checks_of(server)
+    assert "older text" not in check
+    assert check.startswith(f"{prompts.task_block(QUESTION)}\n\nRetrieved context:\n")
 
 
 async def test_outside_the_orchestrator_the_pages_stand_after_the_task_alone() -> None:
@@ -255,10 +257,10 @@ async def test_outside_the_orchestrator_the_pages_stand_after_the_task_alone() -
         await gateway.aclose()
 
     assert kept == PAGES[:2]
-    _, second = checks_of(server)
+    [check] = checks_of(server)
     pages = f"{rendered(PAGES[0])}\n\n{rendered(PAGES[1])}"
-    assert second.startswith(
+    assert check.startswith(
         f"{prompts.task_block(QUESTION)}\n\nRetrieved context:\n"
         f'<external_content source="search task 1">{pages}</external_content>\n\n'
-        f"{prompts.LAST_PAGE_RELEVANCE}\n"
+        f"{prompts.BATCH_RELEVANCE}\n"
     )

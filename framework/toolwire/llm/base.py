@@ -311,8 +311,8 @@ class LanguageModel(Protocol):
         where the model's verdict failed validation. Raises ``ModelError`` when the model cannot
         be reached (an outage is not "nothing relevant").
 
-        How the pages are put to the model is the implementation's choice (one call per page,
-        each after the pages kept so far, in :class:`~toolwire.llm.ChatModel`).
+        How the pages are put to the model is the implementation's choice (one call for all of
+        them, where they will stand, in :class:`~toolwire.llm.ChatModel`).
         """
         ...
 

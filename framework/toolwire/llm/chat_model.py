@@ -27,7 +27,6 @@ from toolwire.llm.base import (
     GatekeeperVerdict,
     M,
     Option,
-    PageRelevance,
     PageToJudge,
     Purpose,
     RetrievalPlace,
@@ -50,6 +49,7 @@ from toolwire.llm.structured import (
     chosen_names,
     confirmation_model,
     parse_output,
+    page_verdicts_model,
 )
 from toolwire.llm.transport import ChatReply, ChatRequest, ChatTransport, FunctionOffer, Message
 from toolwire.registry import to_wire_name
@@ -61,6 +61,10 @@ NO_PARAMETERS: dict[str, object] = {"type": "object", "properties": {}}
 """The JSON schema of a function that takes no arguments."""
 
 PROMPT_ALLOWANCE_TOKENS = 512
+RELEVANCE_TOKENS_PER_PAGE = 8
+"""What each page adds to the batched relevance reply (``"page_3": false,`` is about 7 tokens),
+beyond ``llm.max_completion_tokens.relevance``."""
+
 """What a call's fixed text takes besides its data: the rules, the domain's text, the purpose's
 instruction and the output format (about 300 tokens with a short domain text)."""
 
@@ -250,29 +254,30 @@ class ChatModel:
         return (True, values) if isinstance(values, parameters) else (False, None)
 
     async def judge_pages(self, question: str, pages: Sequence[PageToJudge]) -> list[bool | None]:
-        """In the ``shared_prefix`` layout one call per page, in order, each reading the page
-        after the pages kept so far where the tool's context will stand
-        (:func:`~toolwire.llm.base.retrieval_place`): a page is evaluated once, and the gatekeeper
-        and the answer reuse everything up to the last page kept. In ``per_purpose`` each page is
-        checked on its own, side by side."""
+        """In the ``shared_prefix`` layout one call for all the pages, reading them where the
+        tool's context will stand (:func:`~toolwire.llm.base.retrieval_place`), one boolean per
+        page: the pages are evaluated once, and the gatekeeper and the answer reuse everything up
+        to the first page dropped. An invalid reply (after its corrective retry) leaves every
+        verdict None. In ``per_purpose`` each page is checked on its own, side by side."""
+        if not pages:
+            return []
         # outside the orchestrator no answer will read the pages: they stand after the task
         place = current_retrieval_place() or RetrievalPlace(question, (), "search", "1")
         pages = [self._bounded_page(page, place.task_no) for page in pages]
         if self.layout is Layout.PER_PURPOSE:
             return await judge_pages_alone(self, question, pages)
         place = replace(place, earlier=tuple(self.part_limit.bound(place.earlier)))
-        kept: list[str] = []
-        verdicts: list[bool | None] = []
-        for page in pages:
-            prompt = prompts.relevance_in_place_prompt(place, question, kept, page)
-            if self.compressor.needs_compression(place.question, prompt.contexts):
-                alone = RetrievalPlace(place.question, (), place.tool_name, place.task_no)
-                prompt = prompts.relevance_in_place_prompt(alone, question, (), page)
-            verdict = await self._structured_call(prompt, PageRelevance)
-            verdicts.append(None if verdict is None else verdict.relevant)
-            if verdict is not None and verdict.relevant:
-                kept.append(page.text)
-        return verdicts
+        schema = page_verdicts_model(len(pages))
+        prompt = prompts.relevance_batch_prompt(place, question, pages, schema)
+        if self.compressor.needs_compression(place.question, prompt.contexts):
+            alone = RetrievalPlace(place.question, (), place.tool_name, place.task_no)
+            prompt = prompts.relevance_batch_prompt(alone, question, pages, schema)
+        limits = self.settings.max_completion_tokens
+        max_tokens = limits.relevance + RELEVANCE_TOKENS_PER_PAGE * len(pages)
+        verdicts = await self._structured_call(prompt, schema, max_tokens)
+        if verdicts is None:
+            return [None] * len(pages)
+        return [bool(value) for value in verdicts.model_dump().values()]
 
     def _bounded_page(self, page: PageToJudge, task_no: str) -> PageToJudge:
         source = f"page {page.ref.doc_id}#{page.ref.page_no}"

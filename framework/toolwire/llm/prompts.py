@@ -14,8 +14,8 @@ server's KV or prompt cache evaluates it once (SPEC §5, seed 004):
 
 The classification, suitability and parameter calls of a question then share the rules and the
 task; the gatekeeper and the answer share the rules, the task and the whole retrieved context, and
-begin with what the search tool's relevance checks read: each check reads its page where the
-tool's context will stand, after the pages kept so far (:func:`relevance_in_place_prompt`).
+begin with what the search tool's relevance check read: one call judges every retrieved page
+where the tool's context will stand (:func:`relevance_batch_prompt`).
 ``per_purpose`` is the layout before: each purpose's instruction first in its own system message,
 the dynamic part after it; nothing is shared between purposes (kept for benchmarks).
 
@@ -43,7 +43,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from toolwire.context_buffer import PromptAndContext
-from toolwire.llm.base import Option, PageRelevance, PageToJudge, Purpose, RetrievalPlace
+from toolwire.llm.base import Option, PageToJudge, Purpose, RetrievalPlace
 from toolwire.llm.structured import YesNo, json_schema
 from toolwire.llm.transport import Message
 from toolwire.run_state import AgentStatus
@@ -138,13 +138,12 @@ NOTHING_RETRIEVED = (
 )
 """The answer's instruction when no tool returned context (the answer is kept short)."""
 
-LAST_PAGE_RELEVANCE = (
-    "Judge whether the last page of the retrieved context, the page named at the end, is "
-    "relevant to the task: relevant=true only if that page itself contains information that "
-    "helps answer the task; otherwise relevant=false. The pages before it were judged already; "
-    "judge only by what the last page says."
+BATCH_RELEVANCE = (
+    "Judge each page of the last retrieved context, the pages named at the end: a page's field "
+    "is true only if that page itself contains information that helps answer the task; "
+    "otherwise false. Judge every page by what it says, not by the other pages."
 )
-"""The instruction of a relevance check that reads its page after the pages kept so far."""
+"""The instruction of the one relevance call over all of a search's pages."""
 
 PAGE_ALONE_RELEVANCE = (
     "You check one documentation page for a question. Answer relevant=true only if the page "
@@ -489,26 +488,28 @@ def extract_prompt(
     return Prompt(purpose, fixed, task=text, output=output_format(schema))
 
 
-def relevance_in_place_prompt(
-    place: RetrievalPlace, question: str, kept: Sequence[str], page: PageToJudge
+def relevance_batch_prompt(
+    place: RetrievalPlace, question: str, pages: Sequence[PageToJudge], schema: type[BaseModel]
 ) -> Prompt:
-    """One page's relevance check, laid out as the gatekeeper and the answer will read the
-    context: the task, the context retrieved before, then the tool's own context so far (the
-    pages kept, then the page under judgement). Their prompts then begin with everything this
-    call read up to the last page kept, so each page is evaluated once per question."""
+    """Every retrieved page's relevance in one call, laid out as the gatekeeper and the answer
+    will read the context: the task, the context retrieved before, then the tool's pages as its
+    own context; its last lines name the pages in the order of ``schema``'s booleans. When every
+    page is kept, the gatekeeper's and the answer's prompts begin with all that this call read; a
+    page dropped ends the shared part there."""
     own = PromptAndContext(
         prompt="",
-        context="\n\n".join([*kept, page.text]),
+        context="\n\n".join(page.text for page in pages),
         tool_name=place.tool_name,
         task_no=place.task_no,
     )
+    labels = ", ".join(page.ref.label for page in pages)
     return Prompt(
         Purpose.RELEVANCE,
-        LAST_PAGE_RELEVANCE,
+        BATCH_RELEVANCE,
         task=place.question,
         contexts=(*place.earlier, own),
-        output=output_format(PageRelevance),
-        closing=f"The page to judge: {page.ref.label}\nTask: {task_block(question)}",
+        output=output_format(schema),
+        closing=f"The pages to judge: {labels}\nTask: {task_block(question)}",
     )
 
 

@@ -1,9 +1,9 @@
 """The relevance check of each page on its own, through ``LanguageModel.extract``.
 
-The check the search tools made before pages were judged in place (``LanguageModel.judge_pages``
-of :class:`~toolwire.llm.ChatModel` in the ``shared_prefix`` layout): the ``per_purpose`` layout
-and the scripted test model answer ``judge_pages`` this way, and ``bench/probe_relevance.py``
-compares the two.
+The check the search tools made before all pages were judged in one call where they will stand
+(``LanguageModel.judge_pages`` of :class:`~toolwire.llm.ChatModel` in the ``shared_prefix``
+layout): the ``per_purpose`` layout answers ``judge_pages`` this way, and
+``bench/probe_relevance.py`` compares the two.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ async def judge_pages_alone(
     llm: LanguageModel, question: str, pages: Sequence[PageToJudge]
 ) -> list[bool | None]:
     """One ``extract`` call per page, side by side: the page, then the question (None: no valid
-    verdict). The ``per_purpose`` layout's check, and the scripted model's."""
+    verdict). The ``per_purpose`` layout's check."""
 
     async def check(page: PageToJudge) -> bool | None:
         verdict = await llm.extract(

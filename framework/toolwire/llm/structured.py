@@ -111,6 +111,24 @@ def boolean_model(questions: tuple[tuple[str, str], ...]) -> type[BaseModel]:
     return model
 
 
+@lru_cache(maxsize=64)
+def page_verdicts_model(count: int) -> type[BaseModel]:
+    """The batched relevance verdict: one required boolean per page, ``page_1`` … in the order
+    the prompt names the pages. The pages' labels stay out of the schema, so the request's
+    parameters are the same bytes for every question with as many pages (the schema is a
+    grammar on llama.cpp, and a provider may cache it)."""
+    fields: dict[str, Any] = {
+        f"page_{number}": (
+            bool,
+            Field(description=f"true if page {number} of those named helps answer the task"),
+        )
+        for number in range(1, count + 1)
+    }
+    model: type[BaseModel] = create_model("PageVerdicts", **fields)
+    model.__doc__ = "Whether each retrieved page helps answer the task."
+    return model
+
+
 @lru_cache(maxsize=256)
 def choice_model(names: tuple[str, ...], several: bool) -> type[BaseModel]:
     """The answer to a constrained choice: option names only (an enum), in the given order.

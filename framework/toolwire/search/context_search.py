@@ -1,15 +1,15 @@
-"""``AbstractContextSearchTool``: keyword search, then a model relevance check per hit page.
+"""``AbstractContextSearchTool``: keyword search, then a model relevance check of the hit pages.
 
 The search runs in up to two stages (seed 6.10):
 
 1. *Keyword search*: BM25 over the domain's page index. The top ``candidate_page_count`` hits get
-   a relevance check each (one model call per page, :mod:`toolwire.search.relevance`); the
+   a relevance check (one model call for all of them, :mod:`toolwire.search.relevance`); the
    relevant ones are the context. When the model rejects every checked hit, the best BM25 page
    is kept, marked unverified (a small model often rejects the very page that answers; an empty
    context would leave the gatekeeper and the answer nothing to read). ``keep_best_unverified =
    False`` turns this off.
 2. *Brute-force scan*: only when the keyword search matches nothing, every page of the domain is
-   checked in order, ``brute_force_batch`` pages at a time, until ``result_page_count`` relevant
+   checked in order, ``brute_force_batch`` pages a call, until ``result_page_count`` relevant
    pages are found.
 
 ``get_max_brute_force_page_count()`` caps both for large domains (seed 6.10): with a value set,

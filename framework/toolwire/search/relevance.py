@@ -1,8 +1,8 @@
 """The relevance check of retrieved pages: a yes/no verdict per page from the model.
 
 How the pages are put to the model is the language model's business
-(:meth:`toolwire.llm.LanguageModel.judge_pages`): with the default layout each page is judged
-after the pages kept before it, where the gatekeeper and the answer will read them.
+(:meth:`toolwire.llm.LanguageModel.judge_pages`): with the default layout all of a search's pages
+are judged in one call, where the gatekeeper and the answer will read them.
 """
 
 from __future__ import annotations

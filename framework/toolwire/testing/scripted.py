@@ -33,13 +33,14 @@ from toolwire.llm.base import (
     FunctionChoice,
     GatekeeperVerdict,
     Option,
+    PageRelevance,
     PageToJudge,
     Purpose,
     SuitabilityQuestion,
     check_suitability_options,
     record_call,
 )
-from toolwire.llm.relevance import judge_pages_alone
+from toolwire.llm.prompts import PAGE_ALONE_RELEVANCE, page_alone_text
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -355,10 +356,28 @@ class ScriptedModel:
         return rules or _Rules()
 
     async def judge_pages(self, question: str, pages: Sequence[PageToJudge]) -> list[bool | None]:
-        """Each page judged on its own by the ``on_extract(PageRelevance, ...)`` rules, one call
-        per page, started in order; a responder gets the page, tagged, then
-        ``"\n\nQuestion: "`` and the question."""
-        return await judge_pages_alone(self, question, pages)
+        """Every page in one recorded relevance call, as the real model judges them; each page's
+        verdict comes from the ``on_extract(PageRelevance, ...)`` rules in page order, and a
+        responder gets the page, tagged, then ``"\n\nQuestion: "`` and the question."""
+        if not pages:
+            return []
+        labels = [page.ref.label for page in pages]
+        self._begin(Purpose.RELEVANCE, self._relevance_rules(), question=question, pages=labels)
+        verdicts: list[bool | None] = []
+        for page in pages:
+            rule = self._relevance_rules().next()
+            if rule is None:
+                raise UnscriptedCallError(
+                    f"ScriptedModel has no relevance verdict left for {page.ref.label}; script "
+                    f"it with {_hint(Purpose.RELEVANCE)}"
+                )
+            text = page_alone_text(question, page)
+            verdict = _validated(PageRelevance, _resolve(rule.take(), text, PAGE_ALONE_RELEVANCE))
+            verdicts.append(None if verdict is None else verdict.relevant)
+        return verdicts
+
+    def _relevance_rules(self) -> _Rules:
+        return self._extract_rules(PageRelevance, Purpose.RELEVANCE)
 
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]
