@@ -16,6 +16,7 @@ from toolwire.llm import (
     resolve_settings,
 )
 from toolwire.llm.local import local_server
+from toolwire.llm.status_bar import status_block
 from toolwire.settings import LLMSettings
 
 
@@ -112,15 +113,15 @@ def test_the_output_format_describes_the_schemas_fields_from_the_schema() -> Non
 
 
 def test_status_block_reports_the_budget_and_what_is_missing() -> None:
-    block = prompts.status_block(
+    block = status_block(
         calls_made=3, call_budget=5, missing=["dose for children"], notes=["Round 2 of 3."]
     )
     assert block == (
-        "<status>\nModel calls made: 3 of 5.\nCalls remaining: 2.\nStill missing:\n"
-        "- dose for children\nRound 2 of 3.\n</status>"
+        "<agent_status>\nModel calls made: 3 of 5.\nCalls remaining: 2.\nStill missing:\n"
+        "- dose for children\nRound 2 of 3.\n</agent_status>"
     )
-    assert "Still missing: nothing." in prompts.status_block(calls_made=9, call_budget=5)
-    assert "Calls remaining: 0." in prompts.status_block(calls_made=9, call_budget=5)
+    assert "Still missing: nothing." in status_block(calls_made=9, call_budget=5)
+    assert "Calls remaining: 0." in status_block(calls_made=9, call_budget=5)
 
 
 def test_shared_prefix_length() -> None:

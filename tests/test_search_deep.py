@@ -14,7 +14,7 @@ from toolwire import (
     TaskInfo,
 )
 from toolwire.llm import CallRecord, collect_calls, record_call
-from toolwire.llm.prompts import agent_status_block
+from toolwire.llm.status_bar import agent_status_block
 from toolwire.orchestrator import TaskTrace
 from toolwire.run_state import DeepSearchProgress, DeepSearchStop, TaskRun
 from toolwire.search import (
@@ -130,8 +130,8 @@ def test_each_missing_item_becomes_a_neighbor_then_a_conditional_full_search() -
     ]
     # what the model reads after the searches' text: budget, round, missing items, pages
     block = agent_status_block(deep_round)
-    assert block.startswith("<status>") and block.endswith("</status>")
-    assert "Model calls made: 0 of 60." in block and "Deep search round 1 of 3." in block
+    assert block.startswith("<agent_status>") and block.endswith("</agent_status>")
+    assert "Model calls made: 0 of 60." in block and "Deep search round: 1 of 3." in block
     assert "- indent values" in block and "Pages consulted: [page json#2]" in block
     assert TaskTrace.of(task).notes == [
         "deep search round 1: searching for default of sort_keys; indent values"

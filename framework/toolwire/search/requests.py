@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolwire.llm.prompts import agent_status_block
+from toolwire.llm.status_bar import agent_status_block
 from toolwire.search.index import query_terms
 from toolwire.task import ExecutionText, extract_coordinator_task
 

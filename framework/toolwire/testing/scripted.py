@@ -41,6 +41,7 @@ from toolwire.llm.base import (
     record_call,
 )
 from toolwire.llm.prompts import PAGE_ALONE_RELEVANCE, page_alone_text
+from toolwire.llm.status_bar import current_status_bar
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -316,6 +317,7 @@ class ScriptedModel:
             "schema": schema.__name__,
             "text": text,
             "instruction": instruction,
+            "status": current_status_bar(),
         }
         if purpose is Purpose.CLASSIFICATION and self._classification.next() is not None:
             rule = self._begin(purpose, self._classification, **inputs)
@@ -383,7 +385,11 @@ class ScriptedModel:
         self, question: str, contexts: Sequence[PromptAndContext]
     ) -> GatekeeperVerdict:
         rule = self._begin(
-            Purpose.GATEKEEPER, self._gatekeeper, question=question, contexts=list(contexts)
+            Purpose.GATEKEEPER,
+            self._gatekeeper,
+            question=question,
+            contexts=list(contexts),
+            status=current_status_bar(),
         )
         verdict = _resolve(rule.take(), question, list(contexts))
         if isinstance(verdict, bool):

@@ -104,15 +104,15 @@ async def test_how_to_falls_back_to_the_neighbor_search_and_skips_the_full_searc
     ]
     assert deep[0].required_tool_names == ["pydocs.neighbor_pages"]
     assert deep[0].task_prompt == "json.dump indent parameter"  # the request, data apart
-    # the search's parameters were extracted from its text with the round's status block last
+    # the search's parameters were extracted from its text, the round's status read apart
     [extraction] = [
-        call.inputs["text"]
+        call.inputs
         for call in model.calls_for(Purpose.PARAMETERS)
         if "json.dump indent parameter" in call.inputs["text"]
     ]
-    status = extraction.partition("json.dump indent parameter\n\n")[2]
-    assert status.startswith("<status>") and status.endswith("</status>")
-    assert "Deep search round 1 of 3.\nPages consulted: [page lib-json#" in status
+    assert extraction["text"].endswith("json.dump indent parameter")
+    assert extraction["status"].round == 1 and extraction["status"].max_rounds == 3
+    assert extraction["status"].consulted[0].doc_id == "lib-json"
     assert [run.reason for run in answer.trace.tools] == ["rag", "deep_fallback"]
     assert model.purposes.count(Purpose.GATEKEEPER) == 2  # insufficient, then sufficient
     assert "Deep search results:\n- json.dump indent parameter: found on [page lib-json#" in (
@@ -153,7 +153,8 @@ async def test_the_deep_search_is_bounded_in_rounds(app: App, model: ScriptedMod
     assert answer.trace.sub_tasks[4].task_prompt == "difference number 3"
     assert any(
         "difference number 3" in call.inputs["text"]
-        and "Deep search round 3 of 3." in call.inputs["text"]
+        and call.inputs["status"] is not None
+        and call.inputs["status"].round == 3
         for call in model.calls_for(Purpose.PARAMETERS)
     )
     assert [run.reason for run in answer.trace.tools].count("deep_fallback") == 3
