@@ -8,6 +8,8 @@ a model.
                                                      #   phrase, deep fallback share, calls,
                                                      #   tokens and cached share per question
     .venv/bin/python bench/eval_pydocs.py --model --limit 10
+    .venv/bin/python bench/eval_pydocs.py --model --deep-round --sample 8 \
+        --subtask-results full,short                 # each question in both modes, in turn
 
 Each question names the document that answers it and a phrase the answering page contains, so
 an expectation survives a change of page size; the script checks every expectation is
@@ -24,9 +26,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from toolwire_pydocs.corpus import PydocsSource
 
+from toolwire.llm import GatekeeperVerdict
 from toolwire.orchestrator import Answer
 from toolwire.search import Page, PageIndex
 
@@ -174,28 +178,70 @@ def summarize(rows: Sequence[ModelRow], failed: int = 0) -> list[str]:
     ]
 
 
-async def with_model(limit: int | None, timeout_s: float) -> None:
+class FirstVerdictInsufficient:
+    """The app's model, except that each question's first gatekeeper verdict is "insufficient,
+    the question is missing", made without a call (``--deep-round``): every question then runs
+    one deep search round, whose subtasks the ``subtask_results`` modes differ on. Later
+    verdicts are the model's."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+    async def judge_context(self, question: str, contexts: Any) -> GatekeeperVerdict:
+        if self.armed:
+            self.armed = False
+            return GatekeeperVerdict(sufficient=False, missing=[question])
+        verdict: GatekeeperVerdict = await self._llm.judge_context(question, contexts)
+        return verdict
+
+
+def sampled(count: int | None, limit: int | None) -> list[Question]:
+    """``count`` questions spread evenly over the list (every type), else the first ``limit``."""
+    if count:
+        step = len(QUESTIONS) / count
+        return [QUESTIONS[int(n * step)] for n in range(count)]
+    return QUESTIONS[:limit] if limit else QUESTIONS
+
+
+async def with_model(
+    questions: list[Question], timeout_s: float, modes: list[str], deep_round: bool
+) -> None:
     from toolwire.app import App
 
     app = App.load(None)
-    questions = QUESTIONS[:limit] if limit else QUESTIONS
-    rows: list[ModelRow] = []
-    failed = 0
+    orchestrator = app.orchestrators["pydocs"]
+    forced = FirstVerdictInsufficient(orchestrator.llm)
+    if deep_round:
+        orchestrator.llm = forced
+    settings = orchestrator.settings
+    rows: dict[str, list[ModelRow]] = {mode: [] for mode in modes}
+    failed = dict.fromkeys(modes, 0)
     try:
         for question in questions:
-            started = time.perf_counter()
-            try:
-                answer = await asyncio.wait_for(app.ask(question.text, domain="pydocs"), timeout_s)
-            except Exception as error:  # a bench reports failures and goes on
-                failed += 1
-                print(f"  FAILED {question.text!r}: {type(error).__name__}: {error}")
-                continue
-            rows.append(ModelRow(question, answer, time.perf_counter() - started))
-            print(f"  {rows[-1].line()}")
+            for mode in modes:  # side by side: the machine's load falls on every mode alike
+                orchestrator.settings = settings.model_copy(update={"subtask_results": mode})
+                forced.armed = deep_round
+                started = time.perf_counter()
+                try:
+                    answer = await asyncio.wait_for(
+                        app.ask(question.text, domain="pydocs"), timeout_s
+                    )
+                except Exception as error:  # a bench reports failures and goes on
+                    failed[mode] += 1
+                    print(f"  {mode:5} FAILED {question.text!r}: {type(error).__name__}: {error}")
+                    continue
+                rows[mode].append(ModelRow(question, answer, time.perf_counter() - started))
+                print(f"  {mode:5} {rows[mode][-1].line()}")
     finally:
+        orchestrator.settings = settings
         await app.aclose()
-    print()
-    print("\n".join(summarize(rows, failed)))
+    for mode in modes:
+        print(f"\nsubtask_results: {mode}" + (" (one forced deep round)" if deep_round else ""))
+        print("\n".join(summarize(rows[mode], failed[mode])))
 
 
 def main() -> None:
@@ -204,6 +250,20 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="questions for --model")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per question")
     parser.add_argument("--cache-dir", type=Path, default=None, help="index cache directory")
+    parser.add_argument(
+        "--sample", type=int, default=None, help="questions for --model, spread over the types"
+    )
+    parser.add_argument(
+        "--subtask-results",
+        default="",
+        help="orchestrator.subtask_results modes to run each question in, comma-separated "
+        "(default: the configured one)",
+    )
+    parser.add_argument(
+        "--deep-round",
+        action="store_true",
+        help="every question's first gatekeeper verdict is insufficient: one deep search round",
+    )
     arguments = parser.parse_args()
 
     source = PydocsSource()
@@ -229,7 +289,12 @@ def main() -> None:
     hits1 = sum(rank == 1 for _, rank in ranks)
     print(f"hit rate at 1 page: {hits1}/{total} = {hits1 / total:.0%}; {query_ms:.2f} ms/query")
     if arguments.model:
-        asyncio.run(with_model(arguments.limit, arguments.timeout))
+        questions = sampled(arguments.sample, arguments.limit)
+        modes = [mode for mode in arguments.subtask_results.split(",") if mode]
+        from toolwire.settings import OrchestratorSettings
+
+        modes = modes or [OrchestratorSettings().subtask_results]
+        asyncio.run(with_model(questions, arguments.timeout, modes, arguments.deep_round))
 
 
 if __name__ == "__main__":

@@ -196,57 +196,64 @@ class ContextCompressor:
         room = PartLimit(
             max(self._room(question) - _tags_tokens(fresh), 1), "what fits one compression call"
         )
-        fresh = room.bound(fresh)
-        original = render_contexts(fresh)
-        text = f"{original}\n\n{_keep_line(question)}"
-        try:
-            output = await self._llm.extract(
-                CompressedContext,
-                text,
-                instruction=_COMPRESSION_INSTRUCTION,
-                purpose=Purpose.COMPRESSION,
-            )
-        except Exception as exc:  # the breaker counts any failure; the answer goes on uncompressed
-            log.warning("compression_failed", error=str(exc))
-            return _failure(fresh, "the model call failed", str(exc) or type(exc).__name__)
-        if output is None or not output.summary.strip():
-            log.warning("compression_failed", error="no valid output")
-            return _failure(fresh, "the model gave no valid summary")
-        # The model read the contexts HTML-escaped (external content); undo that once so that a
-        # copied "&amp;" neither hides an identifier nor is escaped twice when rendered again.
-        summary = html.unescape(output.summary.strip())
-        raw = "\n".join(ctx.context for ctx in fresh)
-        missing = [item for item in identifiers(raw) if item not in summary]
-        if missing:
-            summary = f"{summary}\n{KEPT_IDENTIFIERS_LABEL} {', '.join(missing)}"
-        sources = ", ".join(ctx.completion_key for ctx in fresh)
-        body = f"{COMPRESSED_MARKER} sources: {sources}\n{summary}"
-        if len(body) >= len(original):
-            log.warning(
-                "compression_refused", original_chars=len(original), compressed_chars=len(body)
-            )
-            reason = f"the summary ({len(body):,} characters) was not shorter than the context"
-            return _failure(fresh, reason)
-        log.info(
-            "context_compressed",
-            parts=len(fresh),
-            original_chars=len(original),
-            compressed_chars=len(body),
-            reinserted_identifiers=len(missing),
-        )
-        return PromptAndContext(
-            prompt=question,
-            context=body,
-            tool_name=COMPRESSED_TOOL_NAME,
-            task_no=fresh[0].task_no,
-            guaranteed=any(ctx.guaranteed for ctx in fresh),
-        )
+        return await compress_parts(self._llm, question, room.bound(fresh))
 
     def _fail(self) -> None:
         self._failures += 1
         if self._failures >= self._max_failures and self._opened_at is None:
             self._opened_at = self._clock()
             log.warning("compression_breaker_opened", failures=self._failures)
+
+
+async def compress_parts(
+    llm: LanguageModel, question: str, fresh: Sequence[PromptAndContext]
+) -> PromptAndContext | CompressionFailure:
+    """``fresh`` compressed into one marked part aware of ``question``, in one model call, or why
+    there is none (the call failed, no valid summary, not shorter). Identifiers the model
+    dropped are re-inserted in a marked line. The caller bounds the parts to fit one call."""
+    fresh = list(fresh)
+    original = render_contexts(fresh)
+    text = f"{original}\n\n{_keep_line(question)}"
+    try:
+        output = await llm.extract(
+            CompressedContext,
+            text,
+            instruction=_COMPRESSION_INSTRUCTION,
+            purpose=Purpose.COMPRESSION,
+        )
+    except Exception as exc:  # any failure leaves the parts as they are (the breaker counts it)
+        log.warning("compression_failed", error=str(exc))
+        return _failure(fresh, "the model call failed", str(exc) or type(exc).__name__)
+    if output is None or not output.summary.strip():
+        log.warning("compression_failed", error="no valid output")
+        return _failure(fresh, "the model gave no valid summary")
+    # The model read the contexts HTML-escaped (external content); undo that once so that a
+    # copied "&amp;" neither hides an identifier nor is escaped twice when rendered again.
+    summary = html.unescape(output.summary.strip())
+    raw = "\n".join(ctx.context for ctx in fresh)
+    missing = [item for item in identifiers(raw) if item not in summary]
+    if missing:
+        summary = f"{summary}\n{KEPT_IDENTIFIERS_LABEL} {', '.join(missing)}"
+    sources = ", ".join(ctx.completion_key for ctx in fresh)
+    body = f"{COMPRESSED_MARKER} sources: {sources}\n{summary}"
+    if len(body) >= len(original):
+        log.warning("compression_refused", original_chars=len(original), compressed_chars=len(body))
+        reason = f"the summary ({len(body):,} characters) was not shorter than the context"
+        return _failure(fresh, reason)
+    log.info(
+        "context_compressed",
+        parts=len(fresh),
+        original_chars=len(original),
+        compressed_chars=len(body),
+        reinserted_identifiers=len(missing),
+    )
+    return PromptAndContext(
+        prompt=question,
+        context=body,
+        tool_name=COMPRESSED_TOOL_NAME,
+        task_no=fresh[0].task_no,
+        guaranteed=any(ctx.guaranteed for ctx in fresh),
+    )
 
 
 def _keep_line(question: str) -> str:
