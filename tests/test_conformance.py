@@ -494,19 +494,35 @@ async def test_step5_coordinator_only_tools_are_never_put_to_the_suitability_tes
     assert [run.reason for run in required.run.tool_runs] == ["required"]
 
 
-async def test_step5_prompt_type_of_the_message_is_classified_once(
+async def test_step5_prompt_type_of_the_message_is_classified_once_when_it_decides(
     scripted_model: ScriptedModel,
 ) -> None:
-    scripted_model.on_classify("howto", ["install"]).on_suitability({}).on_answer("done")
+    """The type chooses the deep fallback (toolwire reads it for nothing else): the message is
+    classified once the gatekeeper found its context short, and only where the types'
+    fallbacks differ; otherwise it costs no call."""
+    scripted_model.on_classify("definition", ["x"]).on_suitability({}).on_answer("done")
+    scripted_model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["more"]))
     service = conversation_for(
-        domain(prompt_types=["definition", "howto"]), EchoTool("any"), model=scripted_model
+        domain(
+            prompt_types=["definition", "howto"], rag_tool="rag", deep_fallback={"howto": "deep"}
+        ),
+        EchoTool("rag", "r"),
+        EchoTool("finder"),
+        FakeDeepSearch(),
+        model=scripted_model,
     )
 
-    answer = await service.ask("how do I install it")
+    answer = await service.ask("what is x")
 
-    assert answer.trace.prompt_type == "howto"
+    assert answer.trace.prompt_type == "definition"
     [call] = scripted_model.calls_for(Purpose.CLASSIFICATION)
-    assert call.inputs["text"] == "how do I install it"
+    assert call.inputs["text"] == "what is x"
+
+    same = ScriptedModel().on_suitability({}).on_answer("done")
+    types = domain(prompt_types=["definition", "howto"])
+    plain = conversation_for(types, EchoTool("any"), model=same)
+    assert (await plain.ask("how do I install it")).trace.prompt_type == ""
+    assert same.calls_for(Purpose.CLASSIFICATION) == []
 
     single = ScriptedModel().on_suitability({}).on_answer("done")
     only = conversation_for(domain(prompt_types=["faq"]), EchoTool("any"), model=single)
@@ -747,10 +763,11 @@ async def test_step8_deep_fallback_is_bounded_and_skipped_when_context_suffices(
     assert [r.reason for r in answer.trace.tools] == ["rag"]
 
 
-async def test_step8_no_gatekeeper_call_when_the_prompt_type_has_no_deep_fallback(
+async def test_step8_no_deep_search_when_the_prompt_type_has_no_deep_fallback(
     scripted_model: ScriptedModel,
 ) -> None:
     scripted_model.on_classify("definition").on_suitability({}).on_answer("done")
+    scripted_model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["more"]))
     service = conversation_for(
         domain(
             prompt_types=["definition", "howto"], rag_tool="rag", deep_fallback={"howto": "deep"}
@@ -761,9 +778,10 @@ async def test_step8_no_gatekeeper_call_when_the_prompt_type_has_no_deep_fallbac
         model=scripted_model,
     )
 
-    await service.ask("what is x")
+    answer = await service.ask("what is x")
 
-    assert scripted_model.calls_for(Purpose.GATEKEEPER) == []
+    assert len(scripted_model.calls_for(Purpose.GATEKEEPER)) == 1
+    assert [run.reason for run in answer.trace.tools] == ["rag"] and answer.trace.sub_tasks == []
     assert service.orchestrator(None).get_deep_fallback_tool("definition") is None
     assert service.orchestrator(None).get_deep_fallback_tool("howto") is not None
 

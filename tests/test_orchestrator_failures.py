@@ -196,9 +196,10 @@ async def test_a_failing_answer_composition_is_a_model_error_for_the_caller(
         await service.ask("q")
 
 
-async def test_a_failing_classification_leaves_the_prompt_type_empty(
+async def test_prompt_types_that_change_nothing_cost_no_classification(
     scripted_model: ScriptedModel,
 ) -> None:
+    """Without a deep fallback the prompt type changes nothing toolwire runs: no call."""
     scripted_model.on_classify(ModelError("classification", "down"))  # type: ignore[arg-type]
     scripted_model.on_suitability([]).on_answer("a")
     service = conversation_for(
@@ -207,8 +208,30 @@ async def test_a_failing_classification_leaves_the_prompt_type_empty(
 
     answer = await service.ask("q")
 
-    assert answer.trace.prompt_type == ""
-    assert "prompt type classification failed" in answer.failures[0]
+    assert Purpose.CLASSIFICATION not in scripted_model.purposes
+    assert answer.trace.prompt_type == "" and answer.failures == []
+
+
+class ClassifyingFirst(DomainOrchestrator):
+    """A domain whose tools read ``prompt_type``: task "1" is classified before anything runs."""
+
+    def classifies_first(self) -> bool:
+        return True
+
+
+async def test_a_failing_classification_leaves_the_prompt_type_empty(
+    scripted_model: ScriptedModel,
+) -> None:
+    scripted_model.on_classify(ModelError("classification", "down"))  # type: ignore[arg-type]
+    spec = domain(prompt_types=["a", "b"])
+    registry, tools = registry_of(spec.name, EchoTool("one"))
+    orchestrator = ClassifyingFirst(spec, registry, tools, scripted_model)
+
+    task = await orchestrator.new_task("q")
+
+    assert scripted_model.purposes == [Purpose.CLASSIFICATION]
+    assert task.prompt_type == ""
+    assert "prompt type classification failed" in task.run.failures[0]
 
 
 async def test_a_coordinator_that_raises_or_returns_another_task_is_undone(

@@ -10,6 +10,7 @@ import pytest
 import toolwire
 from toolwire import ChatbotTool, TaskStatus
 from toolwire.app import App
+from toolwire.errors import ModelError
 from toolwire.events import CoordinatorFinished, DeepSearchRound, TaskStarted
 from toolwire.llm import GatekeeperVerdict, Purpose
 from toolwire.orchestrator.streaming import Answered
@@ -21,7 +22,6 @@ from toolwire.search import (
     Page,
     PageIndex,
     PageRelevance,
-    SearchParams,
     StaticPageSource,
 )
 from toolwire.testing import ScriptedModel
@@ -85,7 +85,6 @@ class DocsPlugin:
 @pytest.fixture
 def model(block_model_requests: None) -> ScriptedModel:
     model = ScriptedModel().on_suitability([])
-    model.on_extract(SearchParams, {"query": "widgets"}, purpose=Purpose.PARAMETERS)
     model.on_extract(
         PageRelevance,
         lambda text, _: {"relevant": "widgets" in text.lower() or "timeout" in text},
@@ -109,13 +108,38 @@ async def test_sufficient_context_ends_at_the_gatekeeper(app: App, model: Script
     assert answer.trace.sub_tasks == [] and [r.reason for r in answer.trace.tools] == ["rag"]
 
 
-async def test_a_type_without_deep_fallback_never_asks_the_gatekeeper(
+async def test_sufficient_context_needs_no_classification(app: App, model: ScriptedModel) -> None:
+    """The prompt type only chooses the deep fallback: the question is classified once the
+    gatekeeper found its context short, so a sufficient context costs no classification call
+    (a domain without a fallback for some type used to classify every question first)."""
+    model.on_gatekeeper(True)
+    answer = await app.ask("What is a widget?")
+    assert model.purposes == [Purpose.RELEVANCE, Purpose.GATEKEEPER, Purpose.ANSWER]
+    assert answer.trace.prompt_type == ""
+
+
+async def test_a_short_context_of_a_type_without_deep_fallback_ends_at_its_classification(
     app: App, model: ScriptedModel
 ) -> None:
+    model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["more"]))
     model.on_classify("definition")
     answer = await app.ask("What is a widget?")
-    assert Purpose.GATEKEEPER not in model.purposes
-    assert answer.trace.sub_tasks == []
+    assert model.purposes == [
+        Purpose.RELEVANCE, Purpose.GATEKEEPER, Purpose.CLASSIFICATION, Purpose.ANSWER
+    ]  # fmt: skip
+    assert answer.trace.prompt_type == "definition" and answer.trace.sub_tasks == []
+    [classified] = model.calls_for(Purpose.CLASSIFICATION)
+    assert classified.inputs["text"] == "What is a widget?"
+
+
+async def test_a_failed_classification_leaves_the_type_empty_and_runs_no_deep_search(
+    app: App, model: ScriptedModel
+) -> None:
+    model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["more"]))
+    model.on_classify(lambda text, allowed: ModelError("classification", "down"))
+    answer = await app.ask("How do I configure widgets?")
+    assert answer.kind == "answer" and answer.trace.sub_tasks == []
+    assert any("prompt type classification failed" in line for line in answer.failures)
 
 
 async def test_insufficient_context_runs_the_cheap_search_and_skips_the_full_one(
@@ -124,7 +148,7 @@ async def test_insufficient_context_runs_the_cheap_search_and_skips_the_full_one
     model.on_classify("how_to")
     model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["timeout default"]), times=1)
     model.on_gatekeeper(True)
-    answer = await app.ask("How do I configure the widget timeout?")
+    answer = await app.ask("How do I configure widgets?")  # the keywords miss the timeout page
     deep = answer.trace.sub_tasks
     assert [(t.task_no, t.status, t.required_tool_names) for t in deep] == [
         ("1.1.n", TaskStatus.DONE, ["docs.neighbors"]),
@@ -143,7 +167,7 @@ async def test_a_watched_deep_search_streams_its_round_and_the_gatekeepers_gap(
     model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["timeout default"]), times=1)
     model.on_gatekeeper(True)
 
-    events = [event async for event in app.ask_stream("How do I configure the widget timeout?")]
+    events = [event async for event in app.ask_stream("How do I configure widgets?")]
 
     rounds = [event for event in events if isinstance(event, DeepSearchRound)]
     assert [(e.task_no, e.round, e.tool_name, e.missing) for e in rounds] == [

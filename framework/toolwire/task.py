@@ -7,6 +7,8 @@ no plugin writes. The session store persists the root task with its run state be
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.run_state import AgentStatus, TaskRun
@@ -76,8 +78,10 @@ SPEC_FIELDS = (
     "owner_coordinator_name",
     "applied_coordinator_names",
     "prompt_context",
+    "tool_params",
 )
-"""The fields of SPEC §2, the plugin author's contract; ``run`` is the orchestrator's."""
+"""The fields of SPEC §2, the plugin author's contract (and ``tool_params``, which a coordinator
+may fill besides them); ``run`` is the orchestrator's."""
 
 
 class TaskInfo(BaseModel):
@@ -101,6 +105,11 @@ class TaskInfo(BaseModel):
     applied_coordinator_names: set[str] = Field(default_factory=set)
     prompt_context: str | None = None
     """Set by the orchestrator: the parent's execution text."""
+    tool_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Parameters a coordinator already knows for a tool that runs on this task: the tool's
+    short or prefixed name → its parameter model as JSON data. That tool's parameters are then
+    not extracted by the model (a coordinator that named the products needs no call per lookup
+    to name them again); data that fails the tool's model is extracted as usual."""
     run: TaskRun = Field(default_factory=TaskRun)
     """The orchestrator's state of this task across rounds (``toolwire.run_state``): read it,
     never write it. A coordinator's copy has a fresh one (the deep fallback's holds its

@@ -168,6 +168,12 @@ class ChatbotTool(ABC, Generic[P]):
         purpose = f" ({summary[0].strip()})" if summary else ""
         return f"Fill in the parameters for the tool {self.name!r}{purpose} from the text."
 
+    def params_from_text(self, text: str) -> P | None:
+        """Parameters the tool reads from the execution text itself, without the model; None
+        (the default): the model extracts them. A search tool whose query is the request
+        returns them here, and saves a model call on every task it runs on."""
+        return None
+
     def execute_with_result(self, params: P, text: str) -> ToolOutcome:
         """Run the tool on parameters extracted from ``text`` (the execution text)."""
         raise NotImplementedError(

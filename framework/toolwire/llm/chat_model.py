@@ -48,8 +48,8 @@ from toolwire.llm.structured import (
     choice_model,
     chosen_names,
     confirmation_model,
-    parse_output,
     page_verdicts_model,
+    parse_output,
 )
 from toolwire.llm.transport import ChatReply, ChatRequest, ChatTransport, FunctionOffer, Message
 from toolwire.registry import to_wire_name

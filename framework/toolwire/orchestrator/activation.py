@@ -54,7 +54,9 @@ def classification_schema(prompt_types: tuple[str, ...]) -> type[BaseModel]:
 async def classify(
     llm: LanguageModel, task: TaskInfo, prompt_types: Sequence[str], attempts: int
 ) -> None:
-    """Fill ``prompt_type`` and ``important_words`` of task "1" (no call for 0 or 1 types)."""
+    """Fill ``prompt_type`` and ``important_words`` of a task from what the user asked
+    (:meth:`TaskInfo.question`: a coordinator's rewrite of task "1" is not classified); no call
+    for 0 or 1 types."""
     if len(prompt_types) == 1:
         task.prompt_type = prompt_types[0]
     if len(prompt_types) < 2:
@@ -66,7 +68,7 @@ async def classify(
             attempts,
             lambda: llm.extract(
                 schema,
-                task.task_prompt,
+                task.question(),
                 instruction=CLASSIFICATION_INSTRUCTION,
                 purpose=Purpose.CLASSIFICATION,
             ),

@@ -61,7 +61,12 @@ from toolwire.orchestrator.coordinators import (
     apply_coordinators,
     decide_conditional,
 )
-from toolwire.orchestrator.execution import clarified_text, execute, extract_params
+from toolwire.orchestrator.execution import (
+    clarified_text,
+    execute,
+    extract_params,
+    known_params,
+)
 from toolwire.orchestrator.invoke import failed
 from toolwire.registry import DomainSpec, ToolRegistry, domain_reference_problems
 from toolwire.run_state import (
@@ -237,10 +242,20 @@ class DomainOrchestrator:
         tool = self._fallback_tools.get(prompt_type)
         return tool if tool is not None else self._fallback_tools.get("*")
 
+    def classifies_first(self) -> bool:
+        """Whether task "1" is classified before anything runs. False by default: toolwire
+        reads ``prompt_type`` only to choose the deep fallback, so the classification call is
+        made once the gatekeeper found the context short and the types' fallbacks differ (for
+        most questions never). Override to return True in a domain whose coordinators or tools
+        read ``prompt_type`` or ``important_words``."""
+        return False
+
     # -- a conversation's rounds ------------------------------------------------------------
 
     async def new_task(self, message: str) -> TaskInfo:
-        """Task "1" for a user's message, classified into the domain's prompt types.
+        """Task "1" for a user's message; classified into the domain's prompt types first only
+        when :meth:`classifies_first` says so (otherwise when the deep fallback needs the type,
+        :meth:`_fallback_for`), and typed without a call when the domain has one type.
 
         The message cannot carry the coordinator marker (:func:`escape_marker`): only the
         orchestrator designates tasks.
@@ -249,7 +264,10 @@ class DomainOrchestrator:
         run = TaskRun(user_message=message)
         task = TaskInfo(task_no=ROOT_TASK_NO, task_prompt=message, run=run)
         with bound(domain=self.domain.name), self._fixed_text():
-            await classify(self.llm, task, self.domain.prompt_types, self.settings.model_attempts)
+            if self.classifies_first() or len(self.domain.prompt_types) < 2:
+                await classify(
+                    self.llm, task, self.domain.prompt_types, self.settings.model_attempts
+                )
         return task
 
     async def run_round(self, root: TaskInfo) -> RoundResult:
@@ -391,6 +409,11 @@ class DomainOrchestrator:
             self._fail(task, run, str(error))
             return
         execution_text = task.execution_text()
+        if run.state is ToolRunState.PENDING:
+            known = known_params(task, run.tool_name, tool, execution_text)
+            if known is not None:  # a coordinator's, or the tool's own: no model call
+                run.params = known
+                return
         text: str = execution_text
         if run.state is ToolRunState.WAITING:
             text = clarified_text(text, task.run.clarifications)
@@ -501,7 +524,7 @@ class DomainOrchestrator:
         :meth:`get_deep_fallback_tool` that returns a tool the domain does not register."""
         tool = self._tools.get(run.tool_name)
         if tool is None and run.reason == "deep_fallback":
-            tool = self.get_deep_fallback_tool(task.prompt_type)
+            tool = next((each for each in self._fallback_candidates(task) if each), None)
         if tool is None or tool.qualified_name != run.tool_name:
             raise UnknownToolError(
                 f"tool {run.tool_name!r} activated on task {task.task_no} is no longer "
@@ -552,8 +575,7 @@ class DomainOrchestrator:
             run.reason == "rag" and run.record.outcome != "error" for run in task.run.tool_runs
         ):
             return None
-        fallback = self.get_deep_fallback_tool(task.prompt_type)
-        if fallback is None:
+        if all(tool is None for tool in self._fallback_candidates(task)):
             return None
         progress = task.run.deep_search
         while True:
@@ -575,6 +597,9 @@ class DomainOrchestrator:
                 GatekeeperRecord(sufficient=verdict.sufficient, missing=list(verdict.missing))
             )
             if verdict.sufficient:
+                return None
+            fallback = await self._fallback_for(task)
+            if fallback is None:
                 return None
             progress.missing = list(verdict.missing) or [task.task_prompt]
             progress.consulted = _consulted(task)
@@ -602,6 +627,22 @@ class DomainOrchestrator:
                 stop = await self._run_pending(task)
             if stop is not None:
                 return stop
+
+    def _fallback_candidates(self, task: TaskInfo) -> list[ChatbotTool[Any] | None]:
+        """The deep fallback of the task's prompt type; while the task is not classified (the
+        domain has several types), every type's."""
+        types = self.domain.prompt_types
+        if task.prompt_type or len(types) < 2:
+            return [self.get_deep_fallback_tool(task.prompt_type)]
+        return [self.get_deep_fallback_tool(prompt_type) for prompt_type in types]
+
+    async def _fallback_for(self, task: TaskInfo) -> ChatbotTool[Any] | None:
+        """The task's deep fallback, classifying the task first when its type decides it."""
+        candidates = self._fallback_candidates(task)
+        if all(tool is candidates[0] for tool in candidates):
+            return candidates[0]
+        await classify(self.llm, task, self.domain.prompt_types, self.settings.model_attempts)
+        return self.get_deep_fallback_tool(task.prompt_type)
 
     async def _judge(self, task: TaskInfo) -> GatekeeperVerdict:
         """The context gatekeeper's verdict. Nothing retrieved cannot be enough: that needs no

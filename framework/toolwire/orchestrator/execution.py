@@ -6,12 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
+import structlog
+from pydantic import BaseModel, ValidationError
 
 from toolwire.context_buffer import ContextBuffer
+from toolwire.errors import PLUGIN_FAILURES
 from toolwire.llm.attempts import call_model
 from toolwire.llm.base import LanguageModel, Purpose
+from toolwire.orchestrator.invoke import failed
 from toolwire.run_state import Clarification
+from toolwire.task import TaskInfo
 from toolwire.tool_threads import PluginRunner
 from toolwire.tools import (
     ChatbotTool,
@@ -28,6 +32,32 @@ def clarified_text(execution_text: str, exchanges: Sequence[Clarification]) -> s
         f"\n\nClarifying question: {each.question}\nUser's reply: {each.reply or ''}"
         for each in exchanges
     )
+
+
+log = structlog.get_logger(__name__)
+
+
+def known_params(
+    task: TaskInfo, qualified_name: str, tool: ChatbotTool[Any], text: str
+) -> dict[str, Any] | None:
+    """A tool's parameters when no model call is needed to find them: the coordinator's
+    (``task.tool_params`` under the tool's prefixed or short name), else the tool's own from
+    the text (:meth:`ChatbotTool.params_from_text`); None: the model extracts them. Data that
+    fails the tool's model, or a ``params_from_text`` that raises, is logged and extracted."""
+    given = task.tool_params.get(qualified_name, task.tool_params.get(tool.name))
+    if given is not None:
+        try:
+            return tool.params_model.model_validate(given).model_dump(mode="json")
+        except ValidationError as error:
+            log.warning("coordinator_params_invalid", tool=qualified_name, error=str(error))
+    try:
+        own = tool.params_from_text(text)
+        if own is None:
+            return None
+        return tool.params_model.model_validate(own).model_dump(mode="json")
+    except PLUGIN_FAILURES as error:  # its parameters are then extracted
+        log.warning("params_from_text_failed", tool=qualified_name, error=failed(error))
+        return None
 
 
 async def extract_params(

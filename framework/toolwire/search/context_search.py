@@ -146,6 +146,12 @@ class AbstractContextSearchTool(RemovedSettingsCheck, OrchestratorActivatedTool[
     def executable_instruction(self) -> str:
         return coordinator_only_instruction(self.name)
 
+    def params_from_text(self, text: str) -> SearchParams | None:
+        """No query: the request itself is the search phrase (BM25 weighs its rare words; the
+        stopwords go), so no model call extracts one. Return None in a subclass to have the
+        model extract ``query`` (then read through :func:`search_query`)."""
+        return SearchParams()
+
     async def execute_with_result(self, params: SearchParams, text: str) -> ToolExecutionResult:
         question = search_request(text)
         query = search_query(params.query, text).strip() or question

@@ -83,6 +83,11 @@ class AbstractNeighborPageSearchTool(
                     return found
         return found
 
+    def params_from_text(self, text: str) -> SearchParams | None:
+        """No query: the neighbours of earlier hits are judged against the request itself, so
+        no model call extracts one."""
+        return SearchParams()
+
     async def execute_with_prior_context(
         self, params: SearchParams, text: str, prior_context: ContextBuffer
     ) -> ToolExecutionResult:

@@ -16,10 +16,9 @@ from toolwire_pharma import (
 )
 from toolwire_pharma.lookup import RETRY_PREFIX
 
-from toolwire import AGENT_COORDINATOR_MARKER, App, ModelError, extract_coordinator_original
+from toolwire import App, ModelError
 from toolwire.llm import Purpose
 from toolwire.sessions import MemorySessionStore
-from toolwire.settings import OrchestratorSettings
 from toolwire.testing import ScriptedModel
 
 pytestmark = pytest.mark.usefixtures("block_model_requests")
@@ -96,16 +95,10 @@ async def test_decomposition_subtasks_and_the_guaranteed_answer(pharma_app: AppF
     # itself on the parent, whose task prompt it had turned into JSON.
     assert model.calls_for(Purpose.SUITABILITY) == []
     assert root.required_tool_names == ["pharma.interaction_analysis"]
-    # Subtasks received the parent's JSON as prompt context (seed 6.5, 6.6).
-    lookup_texts = [
-        call.inputs["text"]
-        for call in model.calls_for(Purpose.PARAMETERS)
-        if call.inputs["schema"] == SubstanceQuery.__name__
-    ]
-    assert len(lookup_texts) == 2
-    for text in lookup_texts:
-        assert AGENT_COORDINATOR_MARKER in text
-        assert InteractionQuestion.parse(extract_coordinator_original(text)) is not None
+    # The decomposition named the products, so it is the one model call: the lookups and the
+    # analysis run with the parameters the coordinator gave them (TaskInfo.tool_params).
+    assert [call.purpose for call in answer.model_calls] == ["decomposition"]
+    assert model.calls_for(Purpose.PARAMETERS) == []
     # The parent used the subtasks' findings: no direct lookup of either product.
     assert picked == ["Advil", "Coumadin"]
     # The guaranteed answer is the answer: no composition over the subtasks' findings that
@@ -223,13 +216,21 @@ async def test_injection_gives_every_tool_the_same_lookup_singleton(
 async def test_failed_subtask_is_covered_by_a_direct_call_and_its_own_clarification(
     pharma_app: AppFactory,
 ) -> None:
-    """Subtask 1.2's parameters cannot be extracted, so the parent looks Excedrin up itself
-    (seed 6.8), asks which one, and its clarification round reuses 1.1's finding."""
-    # 1.2 gets invalid output on every attempt
-    invalid = [None] * (1 + OrchestratorSettings().model_attempts)
-    model = story_model("Coumadin", "Excedrin", lookups=[{"label": "Coumadin"}, *invalid])
+    """Subtask 1.2's lookup fails, so the parent looks Excedrin up itself (seed 6.8), asks
+    which one, and its clarification round reuses 1.1's finding."""
+    model = story_model("Coumadin", "Excedrin")
     app = pharma_app(model)
     picked = spy_on_pick(app)
+    lookup = app.tool("pharma.substance_lookup")
+    assert isinstance(lookup, SubstanceLookupTool)
+    run_lookup = lookup.execute_with_result
+
+    def failing_for_excedrin(params: SubstanceQuery, text: str) -> Any:
+        if params.label == "Excedrin":
+            raise RuntimeError("lookup service down")
+        return run_lookup(params, text)
+
+    lookup.execute_with_result = failing_for_excedrin  # type: ignore[method-assign]
 
     first = await app.ask("Can I take Coumadin with Excedrin?")
 
@@ -244,7 +245,7 @@ async def test_failed_subtask_is_covered_by_a_direct_call_and_its_own_clarificat
     assert second.guaranteed_contexts[0].startswith(
         "Coumadin (warfarin) + Excedrin PM Headache (paracetamol, diphenhydramine): moderate"
     )
-    assert any("task 1.2: parameters could not be extracted" in f for f in second.failures)
+    assert any("task 1.2: tool pharma.substance_lookup raised" in f for f in second.failures)
     # Coumadin was looked up once (subtask 1.1); Excedrin only directly by the parent.
     assert picked == ["Coumadin", "Excedrin", "Excedrin"]
 

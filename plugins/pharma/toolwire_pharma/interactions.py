@@ -4,7 +4,9 @@
    the original's ``DECOMPOSITION_SCHEMA.exractToolParam``) whether the message asks about taking
    medicines together. If so, the task's text becomes an ``InteractionQuestion`` as JSON and one
    subtask per product (``"<n>.1"``, ``"<n>.2"``…) requires ``substance_lookup``, which returns
-   the product's substances as context, or asks which product an ambiguous name means.
+   the product's substances as context, or asks which product an ambiguous name means. The
+   subtasks and the parent carry their tools' parameters (``TaskInfo.tool_params``): the
+   decomposition named the products, so no model call names them again.
 2. Back on the parent task it runs as a context consumer over the subtasks' findings, calls the
    injected ``SubstanceLookupTool`` directly for any product no subtask resolved (seed 6.8), and
    answers with a guaranteed context: the interaction, its severity, the source and the
@@ -114,6 +116,7 @@ class InteractionAnalysisTool(
                 important_words=[product],
                 prompt_type=task.prompt_type,
                 required_tool_names={self._lookup.qualified_name},
+                tool_params={self._lookup.qualified_name: {"label": product}},
             )
             for number, product in enumerate(products, start=1)
         ]
@@ -122,6 +125,8 @@ class InteractionAnalysisTool(
         # commonly the coordinator itself). Requiring it (seed 6.4) makes that certain; the
         # suitability test would see only the JSON task prompt above.
         task.required_tool_names = {*task.required_tool_names, self.qualified_name}
+        # the products are named already: neither the lookups nor this analysis extract them
+        task.tool_params = {**task.tool_params, self.qualified_name: {"products": products}}
         return task
 
     # -- context consumer on the parent task (seed 6.7, 6.8) --------------------------------

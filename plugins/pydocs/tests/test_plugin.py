@@ -11,7 +11,7 @@ from toolwire_pydocs.tools import DeepSearchTool, DocsSearchTool, NeighborPagesT
 from toolwire import TaskStatus
 from toolwire.app import App
 from toolwire.llm import GatekeeperVerdict, Purpose
-from toolwire.search import PageRelevance, SearchParams, SearchStrategy
+from toolwire.search import PageRelevance, SearchStrategy
 from toolwire.testing import ScriptedModel
 
 CONFIG = "default_domain: pydocs\nsessions:\n  store: memory\n"
@@ -63,26 +63,35 @@ def _relevant_if(word: str):  # type: ignore[no-untyped-def]
     return verdict
 
 
-def _script_search(
-    model: ScriptedModel, kind: str, words: list[str], query: str, relevance: object
-) -> None:
-    """A question no tool volunteers for, classified as ``kind``, searched for ``query``."""
+def _script_search(model: ScriptedModel, kind: str, words: list[str], relevance: object) -> None:
+    """A question no tool volunteers for, classified as ``kind`` (when the type is needed);
+    the search looks for the request itself (no parameter call)."""
     model.on_suitability([])  # nothing volunteers
     model.on_classify(kind, words)
-    model.on_extract(SearchParams, {"query": query}, purpose=Purpose.PARAMETERS)
     model.on_extract(PageRelevance, relevance, purpose=Purpose.RELEVANCE)
 
 
-async def test_definition_questions_get_no_gatekeeper_and_no_deep_search(
+async def test_a_sufficient_context_needs_neither_classification_nor_parameters(
     app: App, model: ScriptedModel
 ) -> None:
-    _script_search(
-        model, "definition", ["nonlocal"], "nonlocal statement", _relevant_if("nonlocal")
-    )
+    """Three calls: the pages' relevance, the gatekeeper and the answer (the search looks for
+    the request itself; the type would only have chosen a deep fallback)."""
+    _script_search(model, "definition", ["nonlocal"], _relevant_if("nonlocal"))
+    model.on_gatekeeper(True).on_answer()
+    answer = await app.ask("What does the nonlocal statement do?")
+    assert answer.kind == "answer" and '"nonlocal" statement' in answer.text
+    assert model.purposes == [Purpose.RELEVANCE, Purpose.GATEKEEPER, Purpose.ANSWER]
+    assert [run.reason for run in answer.trace.tools] == ["rag"]
+
+
+async def test_definition_questions_get_no_deep_search(app: App, model: ScriptedModel) -> None:
+    _script_search(model, "definition", ["nonlocal"], _relevant_if("nonlocal"))
+    model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["an example"]))
     model.on_answer()
     answer = await app.ask("What does the nonlocal statement do?")
     assert answer.kind == "answer" and '"nonlocal" statement' in answer.text
-    assert Purpose.GATEKEEPER not in model.purposes
+    assert model.purposes[-2:] == [Purpose.CLASSIFICATION, Purpose.ANSWER]
+    assert answer.trace.prompt_type == "definition"
     assert [run.reason for run in answer.trace.tools] == ["rag"]
     assert answer.trace.sub_tasks == []
 
@@ -90,7 +99,7 @@ async def test_definition_questions_get_no_gatekeeper_and_no_deep_search(
 async def test_how_to_falls_back_to_the_neighbor_search_and_skips_the_full_search(
     app: App, model: ScriptedModel
 ) -> None:
-    _script_search(model, "how_to", ["json"], "json dumps sort keys", _relevant_if("allow_nan"))
+    _script_search(model, "how_to", ["json"], _relevant_if("allow_nan"))
     missing = GatekeeperVerdict(sufficient=False, missing=["json.dump indent parameter"])
     model.on_gatekeeper(missing, times=1).on_gatekeeper(True)
     model.on_answer()
@@ -104,15 +113,8 @@ async def test_how_to_falls_back_to_the_neighbor_search_and_skips_the_full_searc
     ]
     assert deep[0].required_tool_names == ["pydocs.neighbor_pages"]
     assert deep[0].task_prompt == "json.dump indent parameter"  # the request, data apart
-    # the search's parameters were extracted from its text, the round's status read apart
-    [extraction] = [
-        call.inputs
-        for call in model.calls_for(Purpose.PARAMETERS)
-        if "json.dump indent parameter" in call.inputs["text"]
-    ]
-    assert extraction["text"].endswith("json.dump indent parameter")
-    assert extraction["status"].round == 1 and extraction["status"].max_rounds == 3
-    assert extraction["status"].consulted[0].doc_id == "lib-json"
+    # the searches look for their requests themselves: no parameter call in the whole question
+    assert model.calls_for(Purpose.PARAMETERS) == []
     assert [run.reason for run in answer.trace.tools] == ["rag", "deep_fallback"]
     assert model.purposes.count(Purpose.GATEKEEPER) == 2  # insufficient, then sufficient
     assert "Deep search results:\n- json.dump indent parameter: found on [page lib-json#" in (
@@ -124,7 +126,7 @@ async def test_how_to_runs_the_full_search_when_the_neighbors_found_nothing(
     app: App, model: ScriptedModel
 ) -> None:
     # Only heapq.merge's page counts as relevant: the rag hit's neighbours are rejected.
-    _script_search(model, "how_to", ["heapq"], "heapq heappush", _relevant_if("heapq.merge"))
+    _script_search(model, "how_to", ["heapq"], _relevant_if("heapq.merge"))
     model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["heapq merge sorted inputs"]))
     model.on_answer()
     answer = await app.ask("How do I merge sorted lists with heapq?")
@@ -137,7 +139,7 @@ async def test_how_to_runs_the_full_search_when_the_neighbors_found_nothing(
 
 
 async def test_the_deep_search_is_bounded_in_rounds(app: App, model: ScriptedModel) -> None:
-    _script_search(model, "comparison", [], "list tuple", {"relevant": False})
+    _script_search(model, "comparison", [], {"relevant": False})
     rounds = iter(range(1, 100))
     model.on_gatekeeper(
         lambda question, contexts: GatekeeperVerdict(
@@ -151,12 +153,7 @@ async def test_the_deep_search_is_bounded_in_rounds(app: App, model: ScriptedMod
         "1.1.n", "1.1.s", "1.2.n", "1.2.s", "1.3.n", "1.3.s",
     ]  # fmt: skip
     assert answer.trace.sub_tasks[4].task_prompt == "difference number 3"
-    assert any(
-        "difference number 3" in call.inputs["text"]
-        and call.inputs["status"] is not None
-        and call.inputs["status"].round == 3
-        for call in model.calls_for(Purpose.PARAMETERS)
-    )
+    assert model.calls_for(Purpose.PARAMETERS) == []
     assert [run.reason for run in answer.trace.tools].count("deep_fallback") == 3
 
 
