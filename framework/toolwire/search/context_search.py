@@ -2,7 +2,8 @@
 
 The search runs in up to two stages (seed 6.10):
 
-1. *Keyword search*: BM25 over the domain's page index. The top ``candidate_page_count`` hits get
+1. *Keyword search*: BM25 over the domain's page index, each hit cut to its passage for the query
+   (``passage_chars``). The top ``candidate_page_count`` hits get
    a relevance check (one model call for all of them, :mod:`toolwire.search.relevance`); the
    relevant ones are the context. When the model rejects every checked hit, the best BM25 page
    is kept, marked unverified (a small model often rejects the very page that answers; an empty
@@ -32,6 +33,7 @@ from pydantic import BaseModel, Field
 from toolwire.llm.base import LanguageModel
 from toolwire.search.index import PageIndex
 from toolwire.search.pages import Page, render_pages
+from toolwire.search.passages import passage
 from toolwire.search.relevance import relevant_pages
 from toolwire.search.requests import search_query, search_request
 from toolwire.tools import (
@@ -128,6 +130,11 @@ class AbstractContextSearchTool(RemovedSettingsCheck, OrchestratorActivatedTool[
     """Pages a brute-force scan checks before it looks at how many were relevant."""
     keep_best_unverified: ClassVar[bool] = True
     """Keep the best BM25 page, marked unverified, when the model rejects every checked hit."""
+    passage_chars: ClassVar[int | None] = 700
+    """What of each keyword hit is judged and handed on: the run of its paragraphs that holds
+    the most query terms, at most this many characters (:mod:`toolwire.search.passages`; None:
+    the whole page). On the pydocs evaluation 700 keeps every answering page's phrase that whole
+    pages had, in half the characters."""
 
     def __init__(self, llm: LanguageModel) -> None:
         self.llm = llm
@@ -186,17 +193,21 @@ class AbstractContextSearchTool(RemovedSettingsCheck, OrchestratorActivatedTool[
     async def _keyword_search(
         self, index: PageIndex, query: str, question: str, hit_count: int, cap: int | None
     ) -> SearchOutcome:
-        hits = index.search(query, limit=max(self.candidate_page_count, self.result_page_count))
+        limit = max(self.candidate_page_count, self.result_page_count)
+        hits = [self._passage(hit.page, query) for hit in index.search(query, limit=limit)]
         if cap is not None and hit_count > cap:
-            pages = [hit.page for hit in hits[: self.result_page_count]]
+            pages = hits[: self.result_page_count]
             return SearchOutcome(pages, SearchStrategy.KEYWORD_UNCHECKED, hit_count, 0)
-        candidates = [hit.page for hit in hits[: self.candidate_page_count]]
+        candidates = hits[: self.candidate_page_count]
         pages = await relevant_pages(self.llm, question, candidates)
         if pages or not self.keep_best_unverified:
             return SearchOutcome(pages, SearchStrategy.KEYWORD_CHECKED, hit_count, len(candidates))
         return SearchOutcome(
             candidates[:1], SearchStrategy.KEYWORD_UNVERIFIED, hit_count, len(candidates)
         )
+
+    def _passage(self, page: Page, query: str) -> Page:
+        return page if self.passage_chars is None else passage(page, query, self.passage_chars)
 
     async def _brute_force(self, index: PageIndex, question: str) -> SearchOutcome:
         """Check every page in order, a batch at a time, until enough relevant ones are found."""
