@@ -6,6 +6,9 @@ pharma story (a clarifying question and its reply, then a dosage question) run e
 share the server took from its cache, seconds; per configuration: medians and totals, the pydocs
 evaluation figures, and the ratios against the old layout on the old (0.5B) model.
 
+``--pipelines`` (first argument) runs the same questions on two commits instead, today's pipeline
+against a later one, and reports the issue-33 figures (``bench/embedded_pipelines.py``).
+
 Part 1 measures where each structured-output mode puts the schema (a grammar, or rendered into
 the prompt by the chat template): two calls with the same messages and different schemas.
 
@@ -275,6 +278,11 @@ async def schema_placement(model: str) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--pipelines"]:  # issue 33: today's pipeline against a later commit
+        from embedded_pipelines import main as pipelines
+
+        pipelines(sys.argv[2:])
+        return
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
