@@ -208,7 +208,12 @@ async def main() -> None:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--split", choices=["dev", "test"], default="dev")
-    parser.add_argument("--pipelines", nargs="+", default=["choose", "native"])
+    parser.add_argument(
+        "--pipelines",
+        nargs="+",
+        default=["core", "native"],
+        help="names of scoring.PIPELINES, comma-joined step lists, or native",
+    )
     parser.add_argument("--kinds", nargs="+", default=["multiple", "irrelevance"])
     parser.add_argument("--replay", action="store_true", help="answer from the recording alone")
     parser.add_argument("--no-record", action="store_true", help="neither record nor replay")

@@ -27,19 +27,33 @@ from toolwire.settings import OrchestratorSettings, SelectionSettings
 from toolwire.tools import ChatbotTool
 
 
+PIPELINES: dict[str, tuple[str, ...]] = {
+    "core": ("retrieve", "choose", "confirm"),
+    "call": ("retrieve", "call"),
+    "call_confirm": ("retrieve", "call", "confirm"),
+    "choose_only": ("retrieve", "choose"),
+    "confirm_all": ("retrieve", "confirm"),
+    "words": ("retrieve", "decisive_words", "choose", "confirm"),
+    "english": (
+        "retrieve",
+        "choose",
+        "confirm",
+        "english.several_requests",
+        "english.leading_action",
+    ),
+}
+"""The pipelines the evaluations compare, by name; any other name is a comma-joined step list
+(``retrieve,choose,confirm``), optionally followed by ``:k=<top_k>``."""
+
+
 def selection_settings(spec: str) -> SelectionSettings:
-    """``choose``, ``choose/off``, ``choose/batched:k=5``, ``batched``, ``per_tool``,
-    ``choose:choice=function_call,parameters_from_choice=true`` (options: ``key=value``)."""
+    """The selection settings of a pipeline name or step list (see :data:`PIPELINES`)."""
     name, _, options = spec.partition(":")
-    mode, _, confirm = name.partition("/")
-    values: dict[str, Any] = {"mode": mode}
-    if confirm:
-        values["confirm"] = confirm
+    steps = PIPELINES.get(name) or tuple(filter(None, name.split(",")))
+    values: dict[str, Any] = {"steps": list(steps)}
     for option in filter(None, options.split(",")):
         key, _, value = option.partition("=")
-        values[{"k": "top_k"}.get(key, key)] = (
-            int(value) if value.isdigit() else None if value == "none" else value
-        )
+        values[{"k": "top_k"}.get(key, key)] = int(value)
     return SelectionSettings(**values)
 
 
