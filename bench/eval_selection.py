@@ -1,8 +1,9 @@
-"""Tool selection on the embedded model: every mode side by side on the labelled set (issue 9).
+"""Tool selection on the embedded model: every pipeline side by side on a labelled set.
 
-    .venv/bin/python bench/eval_selection.py                       # test split, every mode
-    .venv/bin/python bench/eval_selection.py --split dev --modes choose batched --verbose
-    .venv/bin/python bench/eval_selection.py --sample 40 --modes   # 40 messages, routing only
+    flock /tmp/toolwire-model.lock .venv/bin/python bench/eval_selection.py --split dev
+    .venv/bin/python bench/eval_selection.py --set fresh --split dev --modes core words
+    .venv/bin/python bench/eval_selection.py --split dev --replay   # from the recording, no model
+    .venv/bin/python bench/eval_selection.py --sample 40 --modes    # 40 messages, routing only
 
 The set (``bench/selection/labelled.yaml``) holds user messages over the two bundled domains and
 four synthetic domains of deliberately similar tools, each labelled with its domain and the exact
@@ -16,12 +17,12 @@ share) and seconds per message; then exact-set accuracy by kind of message. pydo
 every message put to the domain router as if it named no domain (its labelled domain is right;
 none for an off-topic one).
 
-Modes: ``choose`` (retrieve, choose in one call constrained to the candidates' names, confirm
-with the default ``confirm: also``: the first chosen tool on its own question, each later one as
-a further request), ``choose:choice=function_call`` (the candidates offered as functions to the
-model's native tool calling), ``choose/batched``
-(confirm the choice in one call), ``choose/per_tool`` (each chosen tool on its own question),
-``choose/off`` (no confirmation), ``batched``, ``per_tool``; ``choose:k=5`` sets ``top_k``.
+Sets (``--set``): ``labelled`` (``bench/selection/labelled.yaml``, a regression check: its
+messages were read while the old rules were written), ``fresh`` (``fresh.yaml``, written before
+the redesign and held out) and ``languages`` (``languages.yaml``, German and Spanish, test only).
+Pipelines (``--modes``): the names of ``scoring.PIPELINES`` or comma-joined step lists. Every
+reply is recorded in ``bench/selection/replay/<set>-<split>.jsonl`` (``--replay`` answers from it
+alone, ``--no-record`` neither records nor replays).
 """
 
 from __future__ import annotations
@@ -42,11 +43,17 @@ from labelled import LabelledMessage, load_labelled, selectable_tools, selection
 from scoring import Case, evaluate_modes, print_kinds, warm_up
 
 from toolwire.app import App
-from toolwire.llm import LanguageModel, collect_calls, create_language_model
+from toolwire.llm import LanguageModel, collect_calls
 from toolwire.orchestrator import DomainOrchestrator
 from toolwire.orchestrator.preselection import preselections
 from toolwire.selection.routing import DomainRouter
-from toolwire.settings import LLMSettings, OrchestratorSettings, RoutingSettings
+from toolwire.settings import LLMSettings, OrchestratorSettings
+
+SETS = {
+    name: Path(__file__).resolve().parent / "selection" / f"{name}.yaml"
+    for name in ("labelled", "fresh", "languages")
+}
+REPLAY_FOLDER = Path(__file__).resolve().parent / "selection" / "replay"
 
 KINDS = ("one tool", "two tools", "no tool", "off-topic", "pydocs")
 
@@ -90,7 +97,6 @@ async def evaluate_routing(
     router = DomainRouter.build(
         {name: o.domain for name, o in orchestrators.items()},
         {name: o.describing_tools() for name, o in orchestrators.items()},
-        RoutingSettings(),
     )
     right: Counter[str] = Counter()
     total: Counter[str] = Counter()
@@ -129,21 +135,16 @@ async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
+    parser.add_argument("--set", choices=sorted(SETS), default="labelled")
     parser.add_argument("--split", choices=["dev", "test", "all"], default="test")
     parser.add_argument(
         "--modes",
         nargs="*",
-        default=[
-            "choose",
-            "choose:choice=function_call",
-            "choose/batched",
-            "choose/per_tool",
-            "choose/off",
-            "batched",
-            "per_tool",
-        ],
-        help="none: routing only",
+        default=["core"],
+        help="pipelines (scoring.PIPELINES or comma-joined steps); none: routing only",
     )
+    parser.add_argument("--replay", action="store_true", help="answer from the recording alone")
+    parser.add_argument("--no-record", action="store_true", help="neither record nor replay")
     parser.add_argument(
         "--sample", type=int, default=0, help="N messages spread evenly over the split"
     )
@@ -152,25 +153,34 @@ async def main() -> None:
     parser.add_argument("--verbose", action="store_true", help="print every wrong selection")
     args = parser.parse_args()
 
-    messages = load_labelled(split=None if args.split == "all" else args.split)
+    from replay_model import replayed_model
+
+    messages = load_labelled(SETS[args.set], split=None if args.split == "all" else args.split)
     if 0 < args.sample < len(messages):
         messages = [messages[i * len(messages) // args.sample] for i in range(args.sample)]
     settings = LLMSettings(**({"local_model": args.local_model} if args.local_model else {}))
-    llm = create_language_model(settings, environ={})
+    model_name = settings.local_model
+    recording = REPLAY_FOLDER / f"{args.set}-{args.split}-{model_name}.jsonl"
+    llm, transport = replayed_model(
+        None if args.no_record else recording, replay_only=args.replay, settings=settings
+    )
     app = selection_app(llm=llm)
     rotation = sorted(name for name, tools in selectable_tools(app).items() if tools)
-    print(f"== Tool selection on the embedded model ({settings.local_model}) ==")
+    print(f"== Tool selection on the embedded model ({model_name}), {args.set} set ==")
     print(
         f"{len(messages)} messages ({args.split} split), {len(app.domains)} domains, "
         f"{sum(len(t) for t in selectable_tools(app).values())} selectable tools"
     )
     try:
-        await warm_up(llm)
+        if not args.replay:
+            await warm_up(llm)
         cases = cases_of(messages, rotation)
         tallies = await evaluate_modes(args.modes, cases, llm, app, KINDS, args.verbose)
         print_kinds(tallies)
         if not args.no_routing:
             await evaluate_routing(messages, llm, app, args.verbose)
+        if transport is not None:
+            print(f"(replayed {transport.hits} replies, asked the model {transport.misses})")
     finally:
         await llm.aclose()
         await app.aclose()

@@ -209,7 +209,7 @@ async def evaluate(
     tools = {
         entry.qualified_name: entry.tool
         for orchestrator in orchestrators.values()
-        for entry in orchestrator.selector.tools
+        for entry in orchestrator.selector.catalogue.tools
     }
     for case in cases:
         started = time.perf_counter()
