@@ -45,7 +45,6 @@ from scoring import Case, evaluate_modes, print_kinds, warm_up
 from toolwire.app import App
 from toolwire.llm import LanguageModel, collect_calls
 from toolwire.orchestrator import DomainOrchestrator
-from toolwire.orchestrator.preselection import preselections
 from toolwire.selection.routing import DomainRouter
 from toolwire.settings import LLMSettings, OrchestratorSettings
 
@@ -103,13 +102,14 @@ async def evaluate_routing(
     lexical = calls_made = 0
     started = time.perf_counter()
     for message in messages:
-        with collect_calls() as calls, preselections():
-            record = await router.route(
+        with collect_calls() as calls:
+            decision = await router.route(
                 message.message,
                 llm,
                 attempts=2,
-                takes=lambda domain, text: orchestrators[domain].takes(text),
+                select=lambda domain, text: orchestrators[domain].select_first(text),
             )
+        record = decision.record
         calls_made += len(calls)
         lexical += record.decided_by == "lexical"
         kind = kind_of(message)

@@ -79,15 +79,6 @@ async def test_a_single_shared_word_does_not_decide_alone() -> None:
     assert answer.domain == "finance"
 
 
-async def test_one_decisive_word_is_enough_when_so_configured() -> None:
-    model = ScriptedModel().on_suitability(["forecast"]).on_answer()
-
-    answer = await service(model, decisive_words=1).ask("A poem about rain, please")
-
-    assert answer.routing is not None and answer.routing.decided_by == "lexical"
-    assert Purpose.ROUTING not in model.purposes
-
-
 async def test_when_the_words_do_not_decide_the_model_chooses_among_the_domains() -> None:
     model = ScriptedModel().on_route("finance").on_suitability(["convert"]).on_answer()
 
@@ -172,9 +163,9 @@ async def test_a_failing_selection_leaves_routing_to_the_words() -> None:
     assert answer.routing is not None
     assert (answer.routing.decided_by, answer.routing.domain) == ("words over none", "travel")
     assert len(model.calls_for(Purpose.CHOICE)) == 1  # the failed selection is the task's
-    assert [failure for failure in answer.failures if "tool choice failed" in failure] == [
-        "task 1: tool choice failed, no tool activated by it: model call for 'choice' failed: "
-        "down (after 1 attempt(s))"
+    assert [failure for failure in answer.failures if "choice failed" in failure] == [
+        "task 1: choose: the choice failed, no tool chosen by it: model call for 'choice' "
+        "failed: down (after 1 attempt(s))"
     ]
 
 
@@ -211,7 +202,7 @@ async def test_a_failing_routing_call_falls_back_to_the_best_lexical_match() -> 
     model = ScriptedModel().on_route(ModelError("routing", "down")).on_suitability([])
     model.on_answer("a")
 
-    answer = await service(model, decisive_ratio=100).ask("weather money")
+    answer = await service(model).ask("weather money")  # one word each: the model is asked
 
     assert answer.routing is not None and answer.routing.decided_by == "failure"
     assert answer.domain == answer.routing.scores[0].domain

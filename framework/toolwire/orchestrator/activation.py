@@ -12,7 +12,6 @@ from pydantic import BaseModel, Field, create_model
 from toolwire.errors import PLUGIN_FAILURES, ModelError, ToolNameError, UnknownToolError
 from toolwire.llm.attempts import call_model
 from toolwire.llm.base import LanguageModel, Purpose
-from toolwire.orchestrator import preselection
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.run_state import ToolRun
 from toolwire.selection.pipeline import Selection, ToolSelector
@@ -169,15 +168,21 @@ class DomainTools:
 
 
 async def choose_tools(
-    task: TaskInfo, *, llm: LanguageModel, scope: DomainTools, attempts: int
+    task: TaskInfo,
+    *,
+    llm: LanguageModel,
+    scope: DomainTools,
+    attempts: int,
+    preselected: Selection | None = None,
 ) -> list[ToolRun]:
     """The task's activated tools in priority order, as pending tool runs.
 
     Required names are exclusive (no selection, no RAG); otherwise the tool selection on
     ``task_prompt`` (never ``prompt_context``) decides among the candidates, and the RAG tool runs
     beside them. An unknown, disabled or excluded required name is a failure on the task.
-    Parameters the selection found for a tool (its confirmation's, its call's in the choice) are
-    kept on its run.
+    Parameters the selection found for a tool (its call's) are kept on its run.
+    ``preselected``: a selection made already for this task's prompt (routing's), taken instead
+    of selecting again.
     """
     chosen: list[tuple[Candidate, Literal["required", "suitability", "rag"]]] = []
     parameters: dict[str, BaseModel] = {}
@@ -192,7 +197,7 @@ async def choose_tools(
             elif all(c.qualified_name != candidate.qualified_name for c, _ in chosen):
                 chosen.append((candidate, "required"))
     else:
-        selection = await _suitable(task, llm, scope, attempts)
+        selection = await _suitable(task, llm, scope, attempts, preselected)
         if selection is not None:
             by_name = {c.qualified_name: c for c in scope.suitability_candidates}
             chosen.extend((by_name[name], "suitability") for name in selection.record.activated)
@@ -209,13 +214,19 @@ async def choose_tools(
 
 
 async def _suitable(
-    task: TaskInfo, llm: LanguageModel, scope: DomainTools, attempts: int
+    task: TaskInfo,
+    llm: LanguageModel,
+    scope: DomainTools,
+    attempts: int,
+    preselected: Selection | None,
 ) -> Selection | None:
     """What selection activates; the record of how goes on the task for the trace."""
     if not scope.suitability_candidates:
         return None
     from_task = not task.prompt_context and task.run.agent_status() is None
-    selection = preselection.take(scope.selector, task.task_prompt) if from_task else None
+    selection = None
+    if from_task and preselected is not None and preselected.task_prompt == task.task_prompt:
+        selection = preselected
     if selection is None:
         selection = await scope.selector.select(
             task.task_prompt, llm, attempts, parameters_from_task=from_task

@@ -50,12 +50,17 @@ from toolwire.llm.base import (
     retrieval_place,
 )
 from toolwire.llm.context_limits import ContextIssue, collect_context_issues
-from toolwire.llm.prompts import with_agent_status
+from toolwire.llm.status_bar import status_bar
 from toolwire.logging import bound
-from toolwire.orchestrator import preselection
 from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
 from toolwire.orchestrator.answer import answer_cut_off
-from toolwire.orchestrator.buffer import buffer_of, siblings_so_far, snapshot, subtree_results
+from toolwire.orchestrator.buffer import (
+    buffer_of,
+    closed_before,
+    siblings_so_far,
+    snapshot,
+    subtree_results,
+)
 from toolwire.orchestrator.coordinators import (
     NamedCoordinator,
     apply_coordinators,
@@ -68,8 +73,10 @@ from toolwire.orchestrator.execution import (
     known_params,
 )
 from toolwire.orchestrator.invoke import failed
+from toolwire.orchestrator.isolation import answer_contexts
 from toolwire.registry import DomainSpec, ToolRegistry, domain_reference_problems
 from toolwire.run_state import (
+    AgentStatus,
     Clarification,
     DeepSearchProgress,
     GatekeeperRecord,
@@ -81,7 +88,7 @@ from toolwire.run_state import (
     ToolRun,
     ToolRunState,
 )
-from toolwire.selection.pipeline import ToolSelector
+from toolwire.selection.pipeline import Selection, ToolSelector
 from toolwire.selection.selectable import SelectableTool
 from toolwire.selection.state import SelectionStep
 from toolwire.selection.steps import builtin_steps
@@ -114,6 +121,11 @@ _may_ask_the_user: ContextVar[bool] = ContextVar("toolwire_may_ask_the_user", de
 sets it from ``orchestrator.max_clarification_rounds`` (a round asks one question at most)."""
 
 
+_round_root: ContextVar[TaskInfo | None] = ContextVar("toolwire_round_root", default=None)
+"""The root task of the round being run (:meth:`run_round` sets it): a context consumer's
+snapshot holds the results of every task that closed before its own in the tree."""
+
+
 @contextmanager
 def _asking_allowed(allowed: bool) -> Iterator[None]:
     token = _may_ask_the_user.set(allowed)
@@ -121,6 +133,24 @@ def _asking_allowed(allowed: bool) -> Iterator[None]:
         yield
     finally:
         _may_ask_the_user.reset(token)
+
+
+@contextmanager
+def _forgotten(preselected: dict[int, Selection], root: TaskInfo) -> Iterator[None]:
+    """The round of ``root``: a selection made for it and not taken is dropped at its end."""
+    try:
+        yield
+    finally:
+        preselected.pop(id(root), None)
+
+
+@contextmanager
+def _rooted(root: TaskInfo) -> Iterator[None]:
+    token = _round_root.set(root)
+    try:
+        yield
+    finally:
+        _round_root.reset(token)
 
 
 @dataclass(frozen=True)
@@ -184,6 +214,9 @@ class DomainOrchestrator:
             else builtin_steps(self.settings.selection)
         )
         self._scope = DomainTools.build(domain, registry, self._tools, steps)
+        self._preselected: dict[int, Selection] = {}
+        """A root task's selection made before its round (:meth:`run_round`), by the task's id:
+        taken by the task or forgotten when the round ends."""
         self._coordinators = [
             NamedCoordinator.of(c.tool)
             for c in sorted(self._scope.activatable(), key=lambda c: c.sort_key)
@@ -201,22 +234,17 @@ class DomainOrchestrator:
         on its own (``bench/eval_selection.py`` does)."""
         return self._scope.selector
 
-    async def takes(self, message: str) -> bool:
-        """Whether a tool of this domain takes ``message`` (for routing): the tool selection its
-        first task would make, made now and kept for that task (asked once). A domain with a
-        retrieval tool (``rag_tool``, which runs for every task) or without selectable tools takes
-        every message, and so does one whose selection failed (the words that pointed at it
-        decide)."""
+    async def select_first(self, message: str) -> Selection | None:
+        """The tool selection the first task of ``message`` would make, made now (for routing;
+        hand it to :meth:`run_round` as ``preselected`` and that task takes it). None: the
+        domain takes every message without one (it has a retrieval tool, ``rag_tool``, which
+        runs for every task, or no selectable tools)."""
         if self._scope.rag is not None or not self._scope.suitability_candidates:
-            return True
+            return None
         task_prompt = escape_marker(message)
         first = {"domain": self.domain.name, "task_no": ROOT_TASK_NO}  # the task made for it
         with bound(**first), self._fixed_text():
-            selection = await self.selector.select(
-                task_prompt, self.llm, self.settings.model_attempts
-            )
-        preselection.keep(self.selector, task_prompt, selection)
-        return bool(selection.record.activated) or selection.record.failure is not None
+            return await self.selector.select(task_prompt, self.llm, self.settings.model_attempts)
 
     def _fixed_text(self) -> AbstractContextManager[None]:
         """The domain's description and instructions in every model call's fixed prefix."""
@@ -270,8 +298,13 @@ class DomainOrchestrator:
                 )
         return task
 
-    async def run_round(self, root: TaskInfo) -> RoundResult:
+    async def run_round(
+        self, root: TaskInfo, *, preselected: Selection | None = None
+    ) -> RoundResult:
         """Process the tree (fresh or resumed) and compose the answer unless the round stopped.
+
+        ``preselected``: the root task's tool selection, made already for this message
+        (:meth:`select_first`, routing); the root takes it if its prompt is the same.
 
         Every event logged meanwhile, by toolwire or by a plugin's tool, carries the lineage of
         the step it belongs to: ``domain``, ``task_no``, ``coordinator`` (the one decomposing, or
@@ -282,11 +315,15 @@ class DomainOrchestrator:
         tool's further question is not asked (:meth:`_decline`).
         """
         asked = sum(len(task.run.clarifications) for task in root.walk())
+        if preselected is not None:
+            self._preselected[id(root)] = preselected
         with (
             bound(domain=self.domain.name),
             self._fixed_text(),
             collect_context_issues() as issues,
             _asking_allowed(asked < self.settings.max_clarification_rounds),
+            _rooted(root),
+            _forgotten(self._preselected, root),
         ):
             stop = await self.process(root, depth=0)
             file_context_issues(root, issues)
@@ -373,7 +410,11 @@ class DomainOrchestrator:
 
     async def _choose_tools(self, task: TaskInfo) -> list[ToolRun]:
         chosen = await choose_tools(
-            task, llm=self.llm, scope=self._scope, attempts=self.settings.model_attempts
+            task,
+            llm=self.llm,
+            scope=self._scope,
+            attempts=self.settings.model_attempts,
+            preselected=self._preselected.pop(id(task), None),
         )
         emit(ToolsChosen.of(task, chosen))
         return chosen
@@ -417,8 +458,6 @@ class DomainOrchestrator:
         text: str = execution_text
         if run.state is ToolRunState.WAITING:
             text = clarified_text(text, task.run.clarifications)
-        if execution_text.status is not None:  # for the model, after everything else (SPEC §5)
-            text = with_agent_status(text, execution_text.status)
         try:
             instruction = tool.parameter_instruction()
         except PLUGIN_FAILURES as error:
@@ -427,9 +466,11 @@ class DomainOrchestrator:
             )
             return
         try:
-            params = await extract_params(
-                self.llm, tool.params_model, instruction, text, self.settings.model_attempts
-            )
+            # a deep search round's status ends the call, after everything else (seed 004)
+            with status_bar(execution_text.status):
+                params = await extract_params(
+                    self.llm, tool.params_model, instruction, text, self.settings.model_attempts
+                )
         except ModelError as error:
             self._fail(task, run, f"parameters could not be extracted: {error}")
             return
@@ -467,7 +508,10 @@ class DomainOrchestrator:
                 if each.tool_name == run.tool_name
             )
         results = subtree_results(task)
-        prior_context = snapshot(buffer_of(results))
+        # a consumer also gets what closed before the task (seed 6.7); the model's prompts of
+        # the task read only its own subtree (SPEC §5: subtasks are isolated contexts)
+        closed = closed_before(_round_root.get() or task, task)
+        prior_context = snapshot(buffer_of([*closed, *results]))
         place = RetrievalPlace(
             question=task.question(),
             earlier=tuple(result for result in results if result.context.strip()),
@@ -646,15 +690,18 @@ class DomainOrchestrator:
 
     async def _judge(self, task: TaskInfo) -> GatekeeperVerdict:
         """The context gatekeeper's verdict. Nothing retrieved cannot be enough: that needs no
-        model call (and a small model cannot wrongly call it sufficient)."""
+        model call (and a small model cannot wrongly call it sufficient). Once a deep search
+        round ran, the verdict decides whether another starts: the call ends with the loop's
+        status as it stands now (:func:`_status_now`)."""
         contexts = [result for result in subtree_results(task) if result.context.strip()]
         if not contexts:
             return GatekeeperVerdict(sufficient=False, missing=[task.question()])
-        return await call_model(
-            Purpose.GATEKEEPER.value,
-            self.settings.model_attempts,
-            lambda: self.llm.judge_context(task.question(), contexts),
-        )
+        with status_bar(_status_now(task)):
+            return await call_model(
+                Purpose.GATEKEEPER.value,
+                self.settings.model_attempts,
+                lambda: self.llm.judge_context(task.question(), contexts),
+            )
 
     # -- step 9: the answer -----------------------------------------------------------------
 
@@ -679,6 +726,7 @@ class DomainOrchestrator:
         if guaranteed and not own_plain:
             text = "\n\n".join(dict.fromkeys(guaranteed))
         else:
+            contexts = await answer_contexts(root, self.llm, self.settings.subtask_results)
             calls_before = len(current_calls())
             try:
                 composed = await call_model(
@@ -715,6 +763,17 @@ def _answer_cut_off(calls: Sequence[CallRecord]) -> bool:
     ``LanguageModel.answer`` contract returns the text alone."""
     answers = [call for call in calls if call.purpose == Purpose.ANSWER.value]
     return bool(answers) and answers[-1].truncated
+
+
+def _status_now(task: TaskInfo) -> AgentStatus | None:
+    """The task's deep search status as the gatekeeper reads it after a round: the latest
+    round's, with the model calls and the pages consulted counted now (None: no round ran)."""
+    rounds = task.run.deep_search.rounds
+    if not rounds:
+        return None
+    return rounds[-1].model_copy(
+        update={"calls_made": len(current_calls()), "consulted": _consulted(task)}
+    )
 
 
 def _consulted(task: TaskInfo) -> list[PageRef]:

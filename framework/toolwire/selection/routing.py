@@ -10,7 +10,9 @@ tools (name, description, suitability question, parameters, examples). A message
 3. otherwise (no match at all included) one call, constrained to the domain names or none,
    decides among every domain; none with no domain matching any word: nothing fits, and the
    default domain answers; none while some domain matched: the best-matching domain, if one of
-   its tools takes the message (``takes``: its tool selection activates one), else nothing fits.
+   its tools takes the message (``select``: its tool selection activates one), else nothing fits.
+   That selection is the one the message's first task would make: the decision carries it, so
+   the task takes it instead of asking the model again.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from toolwire.llm.attempts import call_model
 from toolwire.llm.base import LanguageModel, Option, Purpose
 from toolwire.registry import DomainSpec
 from toolwire.selection.lexical import Document, LexicalIndex
+from toolwire.selection.pipeline import Selection
 from toolwire.selection.selectable import FIELD_WEIGHTS, SelectableTool
 
 log = structlog.get_logger(__name__)
@@ -61,6 +64,18 @@ class RoutingRecord(BaseModel):
     domain: str | None
     """The domain chosen; None: nothing fits (the default domain answers)."""
     failure: str | None = None
+
+
+@dataclass(frozen=True)
+class RoutingDecision:
+    """Where a message goes, how that was decided, and the selection made on the way."""
+
+    record: RoutingRecord
+    selection: Selection | None = None
+    """A domain's tool selection for the message, when routing made one (the model named no
+    domain and words pointed at it): the message's first task takes it if it runs there."""
+    selected_in: str | None = None
+    """The domain ``selection`` was made in (the routed one, or the one no tool of took it)."""
 
 
 @dataclass(frozen=True)
@@ -100,12 +115,15 @@ class DomainRouter:
         llm: LanguageModel,
         attempts: int,
         *,
-        takes: Callable[[str, str], Awaitable[bool]] | None = None,
-    ) -> RoutingRecord:
-        """The domain for ``message`` (None: nothing fits), and how it was decided.
+        select: Callable[[str, str], Awaitable[Selection | None]] | None = None,
+    ) -> RoutingDecision:
+        """The domain for ``message`` (None: nothing fits), how it was decided, and the
+        selection made on the way.
 
-        ``takes(domain, message)``: whether a tool of that domain takes the message, asked only
-        when the model named no domain and words point at one. Without it, the words decide."""
+        ``select(domain, message)``: that domain's tool selection for the message (None: the
+        domain takes every message), asked only when the model named no domain and words point
+        at one; the domain takes the message if a tool was activated or the selection failed
+        (the words decide then). Without it, the words decide."""
         hits = self.index.search(message, limit=len(self.domains))
         scores = [DomainScore(domain=hit.key, score=round(hit.score, 3)) for hit in hits]
         best = scores[0] if scores else None
@@ -142,16 +160,24 @@ class DomainRouter:
             # takes it if one of its tools does. Sent to the default domain, a question its
             # domain covers gets a wrong answer; an off-topic question that merely shares a word
             # ("Tell me a joke about cats") is taken by no tool (see docs/models.md).
-            if takes is not None and not await takes(best.domain, message):
-                return self._done(
-                    RoutingRecord(scores=scores, decided_by="no tool takes it", domain=None)
+            selection = await select(best.domain, message) if select is not None else None
+            if selection is not None and not _takes(selection):
+                record = RoutingRecord(scores=scores, decided_by="no tool takes it", domain=None)
+            else:
+                record = RoutingRecord(
+                    scores=scores, decided_by="words over none", domain=best.domain
                 )
-            return self._done(
-                RoutingRecord(scores=scores, decided_by="words over none", domain=best.domain)
-            )
+            return self._done(record, selection, best.domain)
         return self._done(RoutingRecord(scores=scores, decided_by="model", domain=domain))
 
     @staticmethod
-    def _done(record: RoutingRecord) -> RoutingRecord:
+    def _done(
+        record: RoutingRecord, selection: Selection | None = None, selected_in: str | None = None
+    ) -> RoutingDecision:
         log.info("message_routed", domain=record.domain, decided_by=record.decided_by)
-        return record
+        return RoutingDecision(record, selection, selected_in if selection else None)
+
+
+def _takes(selection: Selection) -> bool:
+    """Whether a domain's selection takes the message: a tool was activated, or it failed."""
+    return bool(selection.record.activated) or selection.record.failure is not None
