@@ -94,8 +94,7 @@ class Tally:
     by_kind: Counter[str] = field(default_factory=Counter)
     right_by_kind: Counter[str] = field(default_factory=Counter)
     carried: int = 0
-    """Tools whose parameters came with the selection (``with_parameters``'s confirmation, or
-    the choice's call with ``parameters_from_choice``)…"""
+    """Tools whose parameters came with the selection (the ``call`` step carried them)…"""
     carried_as_extracted: int = 0
     """…and of them, those equal to what the tool's own extraction gives."""
 
@@ -229,16 +228,10 @@ async def evaluate(
                     flush=True,
                 )
         if verbose and not right:
+            reasons = "; ".join(f"{name}: {why}" for name, why in record.reasons().items())
             print(
-                f"  [{spec}] {case.id}: chose {sorted(chosen)} (named {record.chosen}, "
-                f"answers {record.answers}), expected {sorted(case.expected)}; "
-                f"{case.text[:80]!r}",
-                flush=True,
-            )
-        if verbose and record.action_checks:
-            print(
-                f"  [{spec}] {case.id}: action {record.action!r} checked {record.action_checks}"
-                f" ({'right' if right else 'wrong'})",
+                f"  [{spec}] {case.id}: chose {sorted(chosen)}, expected "
+                f"{sorted(case.expected)} ({record.describe()}; {reasons}); {case.text[:80]!r}",
                 flush=True,
             )
     return tally
@@ -246,6 +239,6 @@ async def evaluate(
 
 async def own_extraction(llm: LanguageModel, tool: ChatbotTool[Any], text: str) -> BaseModel:
     """The parameters the orchestrator's own extraction gives for ``tool``: what parameters a
-    confirmation carried (``confirm: with_parameters``) are compared with."""
+    step carried (``call``) are compared with."""
     instruction = tool.parameter_instruction()
     return await extract_params(llm, tool.params_model, instruction, text, attempts=1)
