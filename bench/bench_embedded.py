@@ -1,10 +1,11 @@
-"""Whole questions on the embedded model: one shared prefix per question against the old layout.
+"""Whole questions on the embedded models: calls, prompt tokens, cache share and seconds.
 
 The README's two questions, the pydocs evaluation questions (bench/eval_pydocs.py) and the
 pharma story (a clarifying question and its reply, then a dosage question) run end to end through
-``App.ask``, once per configuration, in one run. Per question: model calls, prompt tokens, the
-share the server took from its cache, seconds; per configuration: medians and totals, the pydocs
-evaluation figures, and the ratios against the old layout on the old (0.5B) model.
+``App.ask``, once per embedded model, in one run. Per question: model calls, prompt tokens, the
+share the server took from its cache, seconds; per model: medians and totals, and the pydocs
+evaluation figures. (The per-purpose layout this bench once compared against is gone;
+docs/models.md keeps the comparison's figures.)
 
 ``--pipelines`` (first argument) runs the same questions on two commits instead, today's pipeline
 against a later one, and reports the issue-33 figures (``bench/embedded_pipelines.py``).
@@ -13,7 +14,7 @@ Part 1 measures where each structured-output mode puts the schema (a grammar, or
 the prompt by the chat template): two calls with the same messages and different schemas.
 
     flock /tmp/toolwire-model.lock .venv/bin/python bench/bench_embedded.py
-        [--configs shared_prefix:qwen2.5-coder-1.5b,per_purpose:qwen2.5-coder-0.5b]
+        [--models qwen2.5-coder-1.5b,qwen2.5-coder-0.5b]
         [--limit N]          # the first N pydocs questions only
         [--skip-schema]      # no part 1
         [--calls]            # every model call: purpose, prompt and cached tokens, shared prefix
@@ -41,14 +42,14 @@ from eval_pydocs import ModelRow, summarize
 
 from toolwire.app import App
 from toolwire.llm import ChatRequest, Purpose, prompts
+from toolwire.llm.builtin_profiles import EMBEDDED_PROFILE
 from toolwire.llm.local import local_server
 from toolwire.llm.openai_transport import OpenAITransport
 from toolwire.orchestrator import Answer
 from toolwire.settings import LLMSettings
 
-NEW = "shared_prefix:qwen2.5-coder-1.5b"
-OLD = "per_purpose:qwen2.5-coder-0.5b"
-DEFAULT_CONFIGS = [NEW, OLD, "per_purpose:qwen2.5-coder-1.5b", "shared_prefix:qwen2.5-coder-0.5b"]
+DEFAULT_MODELS = ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"]
+WINDOW = EMBEDDED_PROFILE.context_window_tokens
 
 
 @dataclass(frozen=True)
@@ -151,11 +152,10 @@ def steps(limit: int | None) -> list[Step]:
     return [*README, *pydocs, *PHARMA_STORY]
 
 
-def config_file(directory: Path, config: str) -> Path:
-    layout, model = config.split(":")
-    path = directory / f"{layout}-{model}.yaml"
+def config_file(directory: Path, model: str) -> Path:
+    path = directory / f"{model}.yaml"
     settings = {
-        "llm": {"prompt_layout": layout, "local_model": model},
+        "llm": {"local_model": model},
         "sessions": {"store": "memory"},
         "default_domain": "pharma",
     }
@@ -169,7 +169,8 @@ async def run_config(
     app = App.load(config_file(directory, config))
     run = Run(config)
     by_text = {question.text: question for question in PYDOCS_QUESTIONS}
-    await local_server(app.config.llm).ensure_started()  # the model load is not a question's time
+    # the model load is not a question's time
+    await local_server(app.config.llm, app.model_profile.context_window_tokens).ensure_started()
     session: str | None = None
     print(f"\n== {config} ==")
     try:
@@ -223,21 +224,6 @@ def report(runs: list[Run], pydocs_total: int) -> None:
             share = cached / max(prompt, 1)
             print(f"  {purpose:15} {calls:4} calls {prompt:7} prompt {share:5.0%} cached "
                   f"{ms / calls / 1000:6.1f} s/call")  # fmt: skip
-    by_config = {run.config: run for run in runs}
-    new, old = by_config.get(NEW), by_config.get(OLD)
-    if new is not None and old is not None:
-        ratio = new.median_seconds() / old.median_seconds()
-        print(f"\nmedian seconds, {NEW} / {OLD}: {ratio:.2f} (target <= 0.50)")
-        print(f"cached share of prompt tokens, {NEW}: {new.cached_share():.0%} (target >= 60%)")
-    for layout_model in ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"):
-        shared = by_config.get(f"shared_prefix:{layout_model}")
-        per = by_config.get(f"per_purpose:{layout_model}")
-        if shared is not None and per is not None:
-            print(
-                f"same model {layout_model}: median seconds shared/per_purpose "
-                f"{shared.median_seconds() / per.median_seconds():.2f}, cached share "
-                f"{shared.cached_share():.0%} against {per.cached_share():.0%}"
-            )
     for run in runs:
         print(f"\n-- pydocs evaluation, {run.config} --")
         failed = pydocs_total - len(run.pydocs)
@@ -257,11 +243,11 @@ class Verdict(BaseModel):
 async def schema_placement(model: str) -> None:
     """Two calls, same messages, different schemas: what the second one reuses, per mode."""
     settings = LLMSettings(local_model=model)
-    server = local_server(settings)
+    server = local_server(settings, WINDOW)
     base_url = await server.ensure_started()
     task = "Can I take ibuprofen together with warfarin? " * 8
     prompt = prompts.extract_prompt(Purpose.PARAMETERS, task, "", DrugPair)
-    messages = prompt.messages(prompts.Layout.SHARED_PREFIX)
+    messages = prompt.messages()
     print(f"== Where the schema goes ({model}; the same {len(messages)} messages, two schemas) ==")
     for mode in ("json_schema", "tools"):
         transport = OpenAITransport(base_url=base_url, model=model, structured_output=mode)
@@ -285,8 +271,8 @@ def main() -> None:
         return
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
-                        help="layout:model pairs, comma-separated")  # fmt: skip
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                        help="embedded models, comma-separated")  # fmt: skip
     parser.add_argument("--limit", type=int, default=None, help="the first N pydocs questions")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per question")
     parser.add_argument("--skip-schema", action="store_true", help="no schema placement part")
@@ -295,14 +281,14 @@ def main() -> None:
     plan = steps(arguments.limit)
     evaluated = {question.text for question in PYDOCS_QUESTIONS}
     pydocs_total = sum(step.message in evaluated for step in plan)
-    print(f"{len(plan)} steps per configuration")
+    print(f"{len(plan)} steps per model")
 
     async def everything() -> list[Run]:
         if not arguments.skip_schema:
             await schema_placement("qwen2.5-coder-1.5b")
         runs = []
         with tempfile.TemporaryDirectory() as directory:
-            for config in arguments.configs.split(","):
+            for config in arguments.models.split(","):
                 run = await run_config(
                     config, plan, Path(directory), arguments.timeout, arguments.calls
                 )

@@ -62,7 +62,8 @@ async def watch(app: App, domain: str, question: str) -> Timing:
 async def start_model(app: App) -> float:
     """Start the embedded server the app's model uses (assembling the model on a fresh
     install); the seconds the start took."""
-    server = local_server(resolve_settings(app.config.llm))
+    window = app.model_profile.context_window_tokens
+    server = local_server(resolve_settings(app.config.llm), window)
     seen: list[Event] = []
     started = time.perf_counter()
     with observing(seen.append):

@@ -8,8 +8,8 @@ context search's candidates (the 4 best BM25 pages of the question) are judged t
 embedded model, with the pydocs domain's text in the prefix:
 
 * **alone**, the check before issue 10's relevance layout: one page, then the question, then the
-  instruction (``toolwire.llm.relevance.judge_pages_alone``);
-* **in place**, the ``shared_prefix`` layout's: the task, then the pages kept so far and the page
+  instruction (:func:`judge_pages_alone`, kept here: the framework no longer checks pages so);
+* **in place**, the framework's check: the task, then the pages kept so far and the page
   under judgement where the search tool's context will stand (``LanguageModel.judge_pages``).
 
 Printed per question: each page's two verdicts, and whether it is the answering page (a page of
@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_pydocs import QUESTIONS, Question
 
 from toolwire.llm import CallRecord, LanguageModel, collect_calls, domain_prompt
-from toolwire.llm.base import PageToJudge, RetrievalPlace, retrieval_place
+from toolwire.llm.base import PageRelevance, PageToJudge, Purpose, RetrievalPlace, retrieval_place
 from toolwire.llm.factory import create_language_model
-from toolwire.llm.relevance import judge_pages_alone
+from toolwire.llm.prompts import PAGE_ALONE_RELEVANCE, page_alone_text
 from toolwire.search import Page, PageIndex
 from toolwire.settings import LLMSettings
 
@@ -55,6 +55,24 @@ class Tally:
     def cached_share(self) -> float:
         prompt = sum(call.prompt_tokens for call in self.calls)
         return sum(call.cached_prompt_tokens for call in self.calls) / max(prompt, 1)
+
+
+async def judge_pages_alone(
+    llm: LanguageModel, question: str, pages: list[PageToJudge]
+) -> list[bool | None]:
+    """One ``extract`` call per page, side by side: the page, then the question (None: no valid
+    verdict)."""
+
+    async def check(page: PageToJudge) -> bool | None:
+        verdict = await llm.extract(
+            PageRelevance,
+            page_alone_text(question, page),
+            instruction=PAGE_ALONE_RELEVANCE,
+            purpose=Purpose.RELEVANCE,
+        )
+        return None if verdict is None else verdict.relevant
+
+    return list(await asyncio.gather(*(check(page) for page in pages)))
 
 
 async def in_place(

@@ -75,6 +75,8 @@ def make_plugin(
     config_files: tuple[str, ...] = (),
     coordinators: tuple[tuple[type[ChatbotTool[object]], str], ...] = (),
     models: tuple[tuple[str, Callable[..., Any]], ...] = (),
+    model_profiles: tuple[tuple[str, Any], ...] = (),
+    selection_steps: tuple[tuple[str, Callable[..., Any]], ...] = (),
     session_stores: tuple[tuple[str, Callable[..., Any]], ...] = (),
     commands: tuple[Any, ...] = (),
     version: str | None = None,
@@ -97,6 +99,8 @@ def make_plugin(
             ((tool_class,), {"domain": domain}) for tool_class, domain in coordinators
         ],
         "register_models": [((name, factory), {}) for name, factory in models],
+        "register_model_profiles": [((name, profile), {}) for name, profile in model_profiles],
+        "register_selection_steps": [((name, step), {}) for name, step in selection_steps],
         "register_session_stores": [((name, factory), {}) for name, factory in session_stores],
         "register_commands": [((command,), {}) for command in commands],
     }

@@ -71,5 +71,7 @@ def register_tools(register: RegisterTool) -> None:
 def register_models(register: RegisterModel) -> None:
     register(
         "scripted",
-        lambda settings, environ: ScriptedModel().on_gatekeeper(True).on_answer("Composed."),
+        lambda settings, environ, profile: (
+            ScriptedModel().on_gatekeeper(True).on_answer("Composed.")
+        ),
     )

@@ -371,9 +371,10 @@ def test_the_model_is_created_on_first_use_only(
 ) -> None:
     created: list[object] = []
 
-    def create(settings: object, providers: object) -> FakeModel:
+    def create(settings: object, providers: object, profile: object) -> FakeModel:
         created.append(settings)
         assert providers is app.model_providers
+        assert profile is app.model_profile  # resolved from the settings, handed to the factory
         return FakeModel()
 
     monkeypatch.setattr("toolwire.llm.create_language_model", create)
@@ -400,7 +401,9 @@ async def test_owned_model_and_store_are_closed(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model, store = FakeModel(), FakeModel()
-    monkeypatch.setattr("toolwire.llm.create_language_model", lambda settings, providers: model)
+    monkeypatch.setattr(
+        "toolwire.llm.create_language_model", lambda settings, providers, profile: model
+    )
     monkeypatch.setattr("toolwire.sessions.create_session_store", lambda settings, stores: store,
                         raising=False)
     app = load()
@@ -544,7 +547,7 @@ async def test_a_model_that_fails_to_start_fails_the_question_and_is_retried(
     attempts: list[object] = []
     model = FakeModel()
 
-    def create(settings: object, providers: object = None) -> FakeModel:
+    def create(settings: object, providers: object = None, profile: object = None) -> FakeModel:
         attempts.append(settings)
         if len(attempts) == 1:
             raise ConfigError(Problem("llm.api_key: no key in $OPENAI_API_KEY"))

@@ -227,3 +227,29 @@ def test_a_file_with_thousands_of_problems_lists_the_first_and_counts_the_rest(
     assert shown[0].startswith(f"{path}:1: unknown key 'key_0'")
     assert shown[-2].startswith(f"{path}:{MAX_PROBLEMS_SHOWN}: unknown key")
     assert shown[-1] == f"{path}: … and {extra} more problem(s) in this file; fix these first"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "replacement"),
+    [
+        ("structured_output", "tools", "e.g. {base: general, structured_output: tools}"),
+        ("suitability_examples", "false", "{base: embedded, worked_examples: false}"),
+        ("max_completion_tokens", "{answer: 2048}", "completion_limits: {answer: 2048}"),
+        ("completion_limit_field", "max_completion_tokens",
+         "{base: general, completion_limit_field: max_completion_tokens}"),
+        ("context_window_tokens", "32768", "{base: general, context_window_tokens: 32768}"),
+        ("prompt_layout", "per_purpose", "remove it: every call has the shared-prefix layout"),
+        ("compression_threshold", "0.5",
+         "it is fixed (toolwire.llm.compression.COMPRESSION_THRESHOLD)"),
+    ],
+)  # fmt: skip
+def test_a_removed_llm_key_names_its_replacement_at_its_line(
+    isolated: Path, write_file: WriteFile, key: str, value: str, replacement: str
+) -> None:
+    """The model traits moved to the model profile; a file that still sets one says where."""
+    path = write_file("app.yaml", f"llm:\n  timeout_s: 5\n  {key}: {value}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_app_config(path)
+    (problem,) = problems_of(raised)
+    assert problem.startswith(f"{path}:3: the key {key!r} was removed; ")
+    assert replacement in problem

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from pydantic import ValidationError
 
 from orchestration_kit import ActivatedConsumer, EchoTool
 from toolwire.context_buffer import PageRef, PromptAndContext
+from toolwire.errors import ConfigError
 from toolwire.llm.base import PageToJudge, RetrievalPlace, retrieval_place
 from toolwire.llm.context_limits import (
     CompressionFailure,
@@ -20,6 +20,7 @@ from toolwire.llm.context_limits import (
     PartLimit,
     collect_context_issues,
 )
+from toolwire.llm.factory import model_profile
 from toolwire.orchestrator.domain_orchestrator import file_context_issues
 from toolwire.registry import DomainSpec
 from toolwire.settings import LLMSettings
@@ -45,8 +46,8 @@ SPEC = DomainSpec(name="demo", description="Reports.")
 def test_a_part_is_limited_to_half_the_window_unless_a_setting_says_otherwise() -> None:
     assert PartLimit.of(8192, None).tokens == 4096
     assert PartLimit.of(8192, 1000) == PartLimit(1000, "llm.max_part_tokens")
-    with pytest.raises(ValidationError, match=r"max_part_tokens \(9000\) must be less than"):
-        LLMSettings(context_window_tokens=8192, max_part_tokens=9000)
+    with pytest.raises(ConfigError, match=r"max_part_tokens \(9000\) must be less than"):
+        model_profile(LLMSettings(max_part_tokens=9000), environ={})  # the embedded: 8192
 
 
 def test_a_cut_part_ends_with_a_marker_and_the_cut_is_reported() -> None:
@@ -117,20 +118,19 @@ async def test_a_guaranteed_20_mb_result_reaches_the_caller_whole() -> None:
 # -- a retrieved page ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("layout", ["shared_prefix", "per_purpose"])
-async def test_a_huge_page_is_cut_for_its_relevance_check(layout: str) -> None:
+async def test_a_huge_page_is_cut_for_its_relevance_check() -> None:
     page = PageToJudge(ref=PageRef(doc_id="manual", page_no=3), text=huge(TWENTY_MB))
     earlier = PromptAndContext(prompt="p", context=huge(TWENTY_MB), tool_name="old", task_no="1")
     place = RetrievalPlace("Which rows?", (earlier,), "search", "1.2")
 
     def relevant(request: FakeRequest) -> FakeReply:
         fields = (request.output_schema or {}).get("properties", {})
-        if "relevant" in fields or "page_1" in fields:  # a page alone, or the pages in one call
+        if "page_1" in fields:  # the pages in one call
             return FakeReply(text=json.dumps(dict.fromkeys(fields, True)))
         return windowed()(request)
 
     async with FakeOpenAIServer(relevant) as server:
-        model = gateway(server, prompt_layout=layout)
+        model = gateway(server)
         with collect_context_issues() as issues, retrieval_place(place):
             assert await model.judge_pages("Which rows?", [page]) == [True]
         await model.aclose()
@@ -139,7 +139,7 @@ async def test_a_huge_page_is_cut_for_its_relevance_check(layout: str) -> None:
     assert "[cut by toolwire: the last " in server.chat_requests[0].messages[-1]["content"]
     assert {(issue.task_no, issue.source) for issue in issues if isinstance(issue, PartCut)} == {
         ("1.2", "page manual#3"),
-        *([("1", "old")] if layout == "shared_prefix" else []),
+        ("1", "old"),
     }
 
 

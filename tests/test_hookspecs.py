@@ -8,6 +8,7 @@ from pathlib import Path
 import toolwire
 from _build_samples import LookupTool, PlanTool, make_plugin
 from toolwire import hookspecs
+from toolwire.llm.profiles import ModelProfile
 from toolwire.plugins import HOOK_ORDER, discover
 
 TESTS = Path(__file__).parent
@@ -21,7 +22,7 @@ def hook_names() -> list[str]:
     ]
 
 
-def test_the_hooks_are_the_documented_seven() -> None:
+def test_the_hooks_are_the_documented_nine() -> None:
     assert sorted(hook_names()) == sorted(
         [
             "register_domains",
@@ -29,6 +30,8 @@ def test_the_hooks_are_the_documented_seven() -> None:
             "register_config_files",
             "register_coordinators",
             "register_models",
+            "register_model_profiles",
+            "register_selection_steps",
             "register_session_stores",
             "register_commands",
         ]
@@ -52,8 +55,13 @@ def test_every_hook_is_called_by_discovery(tmp_path: Path) -> None:
     assert sorted(HOOK_ORDER) == sorted(hook_names())
     shipped = tmp_path / "shipped.yaml"
     shipped.write_text("tools: []\n", encoding="utf-8")
-    def factory(settings: object, environ: object) -> object:
+    def factory(settings: object, environ: object, profile: object) -> object:
         raise AssertionError("not called by discovery")
+
+    def step(settings: object) -> object:
+        raise AssertionError("not called by discovery")
+
+    profile = ModelProfile(models=("every-*",))
 
     def store(settings: object) -> object:
         raise AssertionError("not called by discovery")
@@ -64,6 +72,7 @@ def test_every_hook_is_called_by_discovery(tmp_path: Path) -> None:
     plugin = make_plugin(
         "every", domains=("every",), tools=(LookupTool,), coordinators=((PlanTool, "every"),),
         config_files=(str(shipped),), models=(("every_model", factory),),
+        model_profiles=(("every_profile", profile),), selection_steps=(("every.step", step),),
         session_stores=(("every_store", store),), commands=(every_command,),
     )
     assert [name for name in hook_names() if hasattr(plugin, name)] == hook_names()
@@ -74,6 +83,8 @@ def test_every_hook_is_called_by_discovery(tmp_path: Path) -> None:
     assert [file.path for file in found.config_files] == [shipped]
     assert found.models["every_model"].value is factory
     assert found.models["every_model"].plugin == "every"
+    assert found.model_profiles["every_profile"].value is profile
+    assert found.selection_steps["every.step"].value is step
     assert found.session_stores["every_store"].value is store
     assert found.commands["every-command"].value is every_command
 

@@ -13,11 +13,10 @@ from structlog.testing import capture_logs
 from orchestration_kit import EchoTool
 from toolwire import ModelError, TimeBudgetSpentError
 from toolwire.llm import ChatModel, ChatReply, ChatRequest, OpenAIGateway, create_language_model
+from toolwire.llm.base import SuitabilityQuestion
 from toolwire.llm.budget import ANSWER_RESERVE, call_time, question_budget
 from toolwire.registry import DomainSpec
-from toolwire.search.pages import Page
-from toolwire.search.relevance import relevant_pages
-from toolwire.settings import CompletionLimits, LLMSettings, OrchestratorSettings
+from toolwire.settings import LLMSettings, OrchestratorSettings
 from toolwire.testing import conversation_for
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply
 
@@ -100,16 +99,16 @@ def test_the_embedded_model_gets_completion_limits_for_its_speed() -> None:
         LLMSettings(base_url="http://127.0.0.1:9/v1", model="m"), environ={}
     )
     configured = create_language_model(
-        LLMSettings(max_completion_tokens=CompletionLimits(answer=700)), environ={}
+        LLMSettings(profile={"completion_limits": {"answer": 700}}), environ={}
     )
     assert isinstance(embedded, OpenAIGateway) and isinstance(configured, OpenAIGateway)
     assert isinstance(remote, OpenAIGateway)
-    limits = embedded.settings.max_completion_tokens
+    limits = embedded.profile.completion_limits
     assert (limits.answer, limits.classification, limits.compression) == (384, 128, 512)
     assert limits.answer_without_context == 96
-    assert remote.settings.max_completion_tokens.answer == 1024  # a server of unknown speed
-    assert configured.settings.max_completion_tokens.answer == 700  # the configuration wins
-    assert configured.settings.max_completion_tokens.classification == 128
+    assert remote.profile.completion_limits.answer == 1024  # a server of unknown speed
+    assert configured.profile.completion_limits.answer == 700  # the configuration wins
+    assert configured.profile.completion_limits.classification == 128  # the rest: embedded
 
 
 class OneSlotTransport:
@@ -128,25 +127,23 @@ class OneSlotTransport:
         self.timeouts.append(request.timeout_s)
         await asyncio.sleep(self.seconds)
         self.in_flight -= 1
-        return ChatReply(text='{"relevant": true}', model="one-slot")
+        return ChatReply(text='{"answer": "yes"}', model="one-slot")
 
     async def aclose(self) -> None:
         pass
 
 
 async def test_calls_wait_for_a_slot_before_their_timeout_starts() -> None:
-    """Relevance checks of the ``per_purpose`` layout run side by side; on a one-slot server
-    they queue in the model layer, where waiting spends the question's budget but not the call's
-    own timeout (queued inside the server, the fourth check of a page ran into its 60 s
-    timeout)."""
+    """Tools' yes/no questions run side by side; on a one-slot server they queue in the model
+    layer, where waiting spends the question's budget but not the call's own timeout (queued
+    inside the server, the fourth call ran into its 60 s timeout)."""
     transport = OneSlotTransport(seconds=0.2)
-    settings = LLMSettings(timeout_s=0.5, prompt_layout="per_purpose")
-    model = ChatModel(transport, settings, concurrency=1)
-    pages = [Page(doc_id=f"doc{n}", page_no=1, title="t", text="x") for n in range(4)]
+    model = ChatModel(transport, LLMSettings(timeout_s=0.5), concurrency=1)
+    questions = [SuitabilityQuestion(tool_name=f"demo.t{n}", question="?") for n in range(4)]
 
     with question_budget(60.0):
-        kept = await relevant_pages(model, "q", pages)
+        answers = await model.suitability("q", questions)
 
-    assert kept == pages
+    assert answers == dict.fromkeys((q.tool_name for q in questions), True)
     assert transport.most_in_flight == 1
     assert transport.timeouts == [0.5] * 4  # each call's own timeout, none spent waiting

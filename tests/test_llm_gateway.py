@@ -23,6 +23,8 @@ from toolwire.llm import (
     collect_calls,
     prompts,
 )
+from toolwire.llm.compression import ContextCompressor
+from toolwire.llm.profiles import ModelProfile
 from toolwire.settings import LLMSettings
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest
 from toolwire.testing.guard import block_model_requests
@@ -48,15 +50,21 @@ async def server() -> AsyncIterator[FakeOpenAIServer]:
 
 
 def make_gateway(server: FakeOpenAIServer, **overrides: object) -> OpenAIGateway:
+    """A gateway to ``server``; an override that names a profile trait goes to the profile."""
     fields: dict[str, object] = {
         "base_url": server.base_url,
         "model": "fake-model",
         "max_retries": 0,
         "timeout_s": 5.0,
-        "structured_output": "tools",
     }
-    fields.update(overrides)
-    return OpenAIGateway(LLMSettings.model_validate(fields), api_key="test-key")
+    traits: dict[str, object] = {"structured_output": "tools"}
+    for key, value in overrides.items():
+        (traits if key in ModelProfile.model_fields else fields)[key] = value
+    return OpenAIGateway(
+        LLMSettings.model_validate(fields),
+        profile=ModelProfile.model_validate(traits),
+        api_key="test-key",
+    )
 
 
 @pytest.fixture
@@ -66,49 +74,10 @@ async def gateway(server: FakeOpenAIServer) -> AsyncIterator[OpenAIGateway]:
     await model.aclose()
 
 
-def yes_for(*wire_names: str) -> FakeReply:
-    names = ["pharma-drug_info", "pharma-interactions", "weather-forecast"]
-    return FakeReply(text=json.dumps({name: name in wire_names for name in names}))
+NO = FakeReply(text=json.dumps({"answer": "no"}))
 
 
 # -- suitability ------------------------------------------------------------------------------
-
-
-async def test_batched_suitability_sends_a_stable_prefix_and_the_task_last(
-    server: FakeOpenAIServer, gateway: OpenAIGateway
-) -> None:
-    server.script(yes_for("pharma-interactions"), yes_for("weather-forecast"))
-
-    message = "Can I take ibuprofen with warfarin?"
-    first = await gateway.suitability(message, QUESTIONS, batched=True)
-    second = await gateway.suitability("Will it rain in Szeged tomorrow?", QUESTIONS, batched=True)
-
-    assert first == {
-        "pharma.drug_info": False, "pharma.interactions": True, "weather.forecast": False
-    }  # fmt: skip
-    assert second["weather.forecast"] is True
-    one, two = server.chat_requests
-    expected_user = (
-        "<task>Can I take ibuprofen with warfarin?</task>\n\n"
-        f"{prompts.INSTRUCTIONS[Purpose.SUITABILITY]}\n"
-        "Reply with one JSON object with these fields:\n"
-        '- "pharma-drug_info" (boolean): Is the task about a drug?\n'
-        '- "pharma-interactions" (boolean): Two medicines together?\n'
-        '- "weather-forecast" (boolean): Is it about the weather?'
-    )
-    assert one.messages == [
-        {"role": "system", "content": prompts.RULES},
-        {"role": "user", "content": expected_user},
-    ]
-    assert two.messages[0] == one.messages[0]
-    assert two.messages[1]["content"] == expected_user.replace(
-        "Can I take ibuprofen with warfarin?", "Will it rain in Szeged tomorrow?"
-    )
-    # the output schema is byte-identical and in registry order
-    assert one.body["tools"] == two.body["tools"]
-    properties = one.body["tools"][0]["function"]["parameters"]["properties"]
-    assert list(properties) == ["pharma-drug_info", "pharma-interactions", "weather-forecast"]
-    assert one.body["tool_choice"]["function"]["name"] == "SuitabilityAnswers"
 
 
 async def test_per_tool_suitability_makes_one_call_per_tool_with_its_question_last() -> None:
@@ -168,15 +137,6 @@ async def test_per_tool_suitability_with_no_valid_answer_at_all_is_a_model_error
             await gateway.suitability("Ibuprofen?", QUESTIONS)
         await gateway.aclose()
     assert len(server.chat_requests) == 6  # every tool: one call and one corrective retry
-
-
-async def test_batched_suitability_with_invalid_output_twice_is_a_model_error(
-    server: FakeOpenAIServer, gateway: OpenAIGateway
-) -> None:
-    server.script(FakeReply(text='{"pharma-drug_info": true}'), FakeReply(text="no idea"))
-    with collect_calls() as calls, pytest.raises(ModelError, match="suitability"):
-        await gateway.suitability("Ibuprofen?", QUESTIONS, batched=True)
-    assert [call.ok for call in calls] == [False, False]
 
 
 # -- extract and structured output ------------------------------------------------------------
@@ -547,10 +507,10 @@ async def test_an_empty_answer_is_a_model_error(
 async def test_every_call_leaves_a_record_and_an_llm_call_event_with_server_figures(
     server: FakeOpenAIServer, gateway: OpenAIGateway
 ) -> None:
-    server.script(yes_for(), yes_for())
+    server.script(NO, NO)
     with capture_logs() as logs, collect_calls() as calls:
-        await gateway.suitability("first question", QUESTIONS, batched=True)
-        await gateway.suitability("a different question", QUESTIONS, batched=True)
+        await gateway.suitability("first question", QUESTIONS[:1])
+        await gateway.suitability("a different question", QUESTIONS[:1])
     first, second = calls
     assert first.purpose == "suitability" and first.model == "fake-model"
     assert first.prompt_tokens > 0 and first.completion_tokens > 0
@@ -584,10 +544,10 @@ async def test_the_model_name_is_taken_from_the_server_when_not_configured(
 async def test_every_purpose_sends_its_completion_limit(
     server: FakeOpenAIServer, gateway: OpenAIGateway
 ) -> None:
-    limits = gateway.settings.max_completion_tokens
+    limits = gateway.profile.completion_limits
     await gateway.extract(DrugPair, "x", purpose=Purpose.PARAMETERS)
     await gateway.extract(DrugPair, "x", purpose=Purpose.RELEVANCE)
-    await gateway.suitability("x", QUESTIONS, batched=True)
+    await gateway.suitability("x", QUESTIONS[:1])
     await gateway.judge_context("q", [])
     await gateway.answer("q", [HOSTILE])
     await gateway.answer("q", [])
@@ -595,7 +555,7 @@ async def test_every_purpose_sends_its_completion_limit(
     assert sent == [
         limits.parameters,
         limits.relevance,
-        limits.suitability + 3 * limits.suitability_batched_per_tool,
+        limits.suitability,
         limits.gatekeeper,
         limits.answer,
         limits.answer_without_context,
@@ -603,12 +563,12 @@ async def test_every_purpose_sends_its_completion_limit(
     assert all(limit is not None and limit <= 2048 for limit in sent)
 
 
-async def test_completion_limits_and_their_field_name_are_configurable(
+async def test_completion_limits_and_their_field_name_come_from_the_model_profile(
     server: FakeOpenAIServer,
 ) -> None:
     gateway = make_gateway(
         server,
-        max_completion_tokens={"suitability": 5, "answer_without_context": 300},
+        completion_limits={"suitability": 5, "answer_without_context": 300},
         completion_limit_field="max_completion_tokens",
     )
     await gateway.suitability("x", QUESTIONS[:1])
@@ -629,7 +589,7 @@ async def test_structured_output_cut_off_at_the_limit_says_so_and_is_retried_onc
     with collect_calls() as calls:
         pair = await gateway.extract(DrugPair, "x", purpose=Purpose.PARAMETERS)
     assert pair == DrugPair(drug_a="ibuprofen", drug_b="warfarin")
-    limit = gateway.settings.max_completion_tokens.parameters
+    limit = gateway.profile.completion_limits.parameters
     assert calls[0].error is not None
     assert f"cut off at the limit of {limit} tokens" in calls[0].error
     assert "cut off" in server.chat_requests[1].messages[3]["content"]
@@ -702,7 +662,8 @@ BULKY = [
 async def test_contexts_past_the_threshold_are_compressed_before_the_call(
     server: FakeOpenAIServer, purpose: str
 ) -> None:
-    gateway = make_gateway(server, context_window_tokens=2048, compression_threshold=0.1)
+    gateway = make_gateway(server, context_window_tokens=2048)
+    gateway.compressor = ContextCompressor(gateway, window_tokens=2048, threshold=0.1)
     server.script(FakeReply(text=json.dumps({"summary": "Orders AB-1001 and AB-2001 shipped."})))
     if purpose == "gatekeeper":
         await gateway.judge_context("Where are my orders?", BULKY)

@@ -6,7 +6,6 @@
   and the answer share the whole retrieved context; two tools' parameter extractions share
   everything but their tool's part. Only the purpose's instruction and output format differ, at
   the end.
-* The old ``per_purpose`` layout, kept for benchmarks, shares nothing between purposes.
 """
 
 from __future__ import annotations
@@ -29,7 +28,10 @@ from toolwire.llm import (
     domain_prompt,
     prompts,
 )
-from toolwire.llm.base import PageToJudge, RetrievalPlace, retrieval_place
+from toolwire.llm.base import RetrievalPlace, retrieval_place
+from toolwire.llm.chat_model import PROMPT_ALLOWANCE_TOKENS
+from toolwire.llm.compression import ContextCompressor
+from toolwire.llm.profiles import ModelProfile
 from toolwire.registry import DomainSpec
 from toolwire.search.pages import Page, render_pages
 from toolwire.search.relevance import relevant_pages
@@ -88,10 +90,7 @@ CASES: dict[str, tuple[Call, str]] = {
     "classification": (lambda g, v: _extract(g, v, Purpose.CLASSIFICATION), "classification"),
     "parameters": (lambda g, v: _extract(g, v, Purpose.PARAMETERS), "parameters"),
     "decomposition": (lambda g, v: _extract(g, v, Purpose.DECOMPOSITION), "decomposition"),
-    "suitability_batched": (
-        lambda g, v: g.suitability(v, QUESTIONS, batched=True),
-        "suitability",
-    ),
+    "suitability": (lambda g, v: g.suitability(v, QUESTIONS[:1]), "suitability"),
     "choice": (lambda g, v: g.choose(v, OPTIONS), "choice"),
     "routing": (
         lambda g, v: g.choose(v, OPTIONS, purpose=Purpose.ROUTING, several=False),
@@ -114,20 +113,24 @@ WINDOW = 8192
 
 
 def gateway_for(
-    server: FakeOpenAIServer, layout: str = "shared_prefix", compress_above: int = 180
+    server: FakeOpenAIServer, compress_above: int = 180, *, worked_examples: bool = True
 ) -> OpenAIGateway:
     """``compress_above`` 180 tokens: two contexts of ~400 characters are compressed (in one
     call: the window is a real one)."""
-    settings = LLMSettings(
-        base_url=server.base_url,
-        model="fake-model",
-        max_retries=0,
+    settings = LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0)
+    profile = ModelProfile(
         structured_output="json_schema",
-        prompt_layout=layout,  # type: ignore[arg-type]
         context_window_tokens=WINDOW,
-        compression_threshold=compress_above / WINDOW,
+        worked_examples=worked_examples,
     )
-    return OpenAIGateway(settings, api_key="k", concurrency=1)
+    gateway = OpenAIGateway(settings, profile=profile, api_key="k", concurrency=1)
+    gateway.compressor = ContextCompressor(
+        gateway,
+        window_tokens=WINDOW,
+        threshold=compress_above / WINDOW,
+        reserved_tokens=profile.completion_limits.compression + PROMPT_ALLOWANCE_TOKENS,
+    )
+    return gateway
 
 
 def assert_stable_up_to_the_tail(one: FakeRequest, two: FakeRequest, first_variant: str) -> None:
@@ -145,13 +148,12 @@ def assert_stable_up_to_the_tail(one: FakeRequest, two: FakeRequest, first_varia
     assert one.messages[:-1] == two.messages[:-1]
 
 
-@pytest.mark.parametrize("layout", ["shared_prefix", "per_purpose"])
 @pytest.mark.parametrize("case", sorted(CASES))
 async def test_two_questions_share_the_prefix_up_to_the_dynamic_tail(
-    server: FakeOpenAIServer, case: str, layout: str
+    server: FakeOpenAIServer, case: str
 ) -> None:
     call, purpose = CASES[case]
-    gateway = gateway_for(server, layout)
+    gateway = gateway_for(server)
     with collect_calls() as calls:
         await call(gateway, "QUESTION-ONE")
         await call(gateway, "QUESTION-TWO")
@@ -214,7 +216,7 @@ async def one_question(gateway: OpenAIGateway) -> list[PromptAndContext]:
     earlier = context("warfarin")
     topic, drugs = "Name the topic.", "Name both drugs."
     await gateway.extract(Topic, TASK, instruction=topic, purpose=Purpose.CLASSIFICATION)
-    await gateway.suitability(TASK, QUESTIONS, batched=True)
+    await gateway.choose(TASK, OPTIONS)
     await gateway.extract(DrugPair, TASK, instruction=drugs, purpose=Purpose.PARAMETERS)
     await gateway.extract(City, TASK, purpose=Purpose.PARAMETERS)
     with retrieval_place(RetrievalPlace(TASK, (earlier,), SEARCH, "1")):
@@ -227,7 +229,7 @@ async def one_question(gateway: OpenAIGateway) -> list[PromptAndContext]:
 
 
 PURPOSES_OF_ONE_QUESTION = [
-    "classification", "suitability", "parameters", "parameters", "relevance", "gatekeeper",
+    "classification", "choice", "parameters", "parameters", "relevance", "gatekeeper",
     "answer",
 ]  # fmt: skip
 
@@ -292,29 +294,6 @@ async def test_every_call_of_a_question_shares_the_rules_and_the_context_calls_s
     )
 
 
-async def test_the_old_per_purpose_layout_shares_nothing_between_purposes(
-    server: FakeOpenAIServer,
-) -> None:
-    gateway = gateway_for(server, layout="per_purpose", compress_above=int(0.9 * WINDOW))
-    with collect_calls() as calls:
-        await one_question(gateway)
-    await gateway.aclose()
-
-    systems = [r.messages[0]["content"] for r in server.chat_requests]
-    assert len(systems) == len(PURPOSES_OF_ONE_QUESTION) + 2  # one relevance check per page
-    # each purpose (each tool's extraction) starts with its own instruction
-    assert len(set(systems)) == len(systems) - 2  # the three relevance checks share theirs
-    assert all(system.startswith(prompts.INSTRUCTIONS[Purpose(c.purpose)])
-               for system, c in zip(systems, calls, strict=True))  # fmt: skip
-    # each page is checked on its own: the page, then the question
-    checks = [user_text(r) for r, c in zip(server.chat_requests, calls, strict=True)
-              if c.purpose == "relevance"]  # fmt: skip
-    assert checks == [prompts.page_alone_text(TASK, PageToJudge(ref=page.ref, text=page.render()))
-                      for page in PAGES]  # fmt: skip
-    gatekeeper, answer = calls[7:9]
-    assert answer.shared_prefix_chars < 100 < gatekeeper.prompt_tokens
-
-
 async def test_the_schema_stays_out_of_the_messages_in_json_schema_mode(
     server: FakeOpenAIServer,
 ) -> None:
@@ -372,16 +351,14 @@ async def test_the_orchestrator_puts_the_domains_text_in_every_calls_prefix() ->
 async def test_the_yes_no_calls_of_a_selection_end_the_system_message_with_worked_examples(
     server: FakeOpenAIServer, examples: bool
 ) -> None:
-    """A tool's own question and a further request's question carry the fixed examples after the
-    rules and the domain's text (the other calls do not); ``llm.suitability_examples: false``
-    leaves them out. Fixed text: two questions send the same system message."""
-    settings = gateway_for(server).settings.model_copy(update={"suitability_examples": examples})
-    gateway = OpenAIGateway(settings, api_key="k", concurrency=1)
+    """A tool's own question carries the fixed examples after the rules and the domain's text
+    (the other calls do not); a profile with ``worked_examples: false`` leaves them out. Fixed
+    text: two questions send the same system message."""
+    gateway = gateway_for(server, worked_examples=examples)
     with domain_prompt("Medicines."):
         for task in ("QUESTION-ONE", "QUESTION-TWO"):
             await gateway.choose(task, OPTIONS)
             await gateway.suitability(task, QUESTIONS[:1])
-            await gateway.suitability(task, QUESTIONS[1:2], handled=QUESTIONS[0])
             await gateway.extract(Topic, task, purpose=Purpose.PARAMETERS)
     await gateway.aclose()
 
@@ -389,18 +366,4 @@ async def test_the_yes_no_calls_of_a_selection_end_the_system_message_with_worke
     with_examples = f"{domain_system}\n\n{prompts.SUITABILITY_EXAMPLES}"
     yes_no = with_examples if examples else domain_system
     systems = [request.messages[0]["content"] for request in server.chat_requests]
-    assert systems == [domain_system, yes_no, yes_no, domain_system] * 2
-    further = user_text(server.chat_requests[2])
-    assert further.endswith(f"Already handled: {QUESTIONS[0].question}\nQuestion: "
-                            f"{QUESTIONS[1].question}")  # fmt: skip
-
-
-async def test_the_old_per_purpose_layout_carries_no_worked_examples(
-    server: FakeOpenAIServer,
-) -> None:
-    gateway = gateway_for(server, layout="per_purpose")
-    await gateway.suitability("QUESTION-ONE", QUESTIONS[:1])
-    await gateway.aclose()
-
-    [request] = server.chat_requests
-    assert prompts.SUITABILITY_EXAMPLES not in prompts.canonical(request.messages)
+    assert systems == [domain_system, yes_no, domain_system] * 2

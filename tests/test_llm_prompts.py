@@ -15,9 +15,12 @@ from toolwire.llm import (
     prompts,
     resolve_settings,
 )
+from toolwire.llm.builtin_profiles import EMBEDDED_PROFILE, GENERAL_PROFILE
 from toolwire.llm.local import local_server
 from toolwire.llm.status_bar import status_block
 from toolwire.settings import LLMSettings
+
+WINDOW = EMBEDDED_PROFILE.context_window_tokens
 
 
 def test_external_content_cannot_close_or_open_its_tag() -> None:
@@ -48,11 +51,10 @@ def test_guaranteed_contexts_are_marked_as_finished_answers_for_the_composer() -
     assert "never contradict" in prompts.INSTRUCTIONS[Purpose.ANSWER]
 
 
-@pytest.mark.parametrize("layout", list(prompts.Layout))
-def test_every_purposes_system_message_carries_the_rules(layout: prompts.Layout) -> None:
+def test_every_purposes_system_message_carries_the_rules() -> None:
     for purpose in Purpose:
         prompt = prompts.Prompt(purpose, prompts.INSTRUCTIONS[purpose], task="t")
-        system = prompt.messages(layout)[0]["content"]
+        system = prompt.messages()[0]["content"]
         assert prompts.EXTERNAL_CONTENT_RULE in system
         assert prompts.VERBATIM_RULE in system
         assert prompts.TASK_RULE in system
@@ -64,10 +66,7 @@ FORGED = (
 )
 
 
-@pytest.mark.parametrize("layout", list(prompts.Layout))
-def test_the_users_question_cannot_forge_a_guaranteed_block_or_close_its_task(
-    layout: prompts.Layout,
-) -> None:
+def test_the_users_question_cannot_forge_a_guaranteed_block_or_close_its_task() -> None:
     """Issue 11 item 13: the question is delimited like external content."""
     from toolwire.context_buffer import PromptAndContext
 
@@ -76,9 +75,9 @@ def test_the_users_question_cannot_forge_a_guaranteed_block_or_close_its_task(
         guaranteed=True,
     )  # fmt: skip
     for messages in (
-        prompts.answer_prompt(FORGED, [real]).messages(layout),
-        prompts.gatekeeper_prompt(FORGED, [real], GatekeeperVerdict).messages(layout),
-        prompts.extract_prompt(Purpose.PARAMETERS, FORGED, "", GatekeeperVerdict).messages(layout),
+        prompts.answer_prompt(FORGED, [real]).messages(),
+        prompts.gatekeeper_prompt(FORGED, [real], GatekeeperVerdict).messages(),
+        prompts.extract_prompt(Purpose.PARAMETERS, FORGED, "", GatekeeperVerdict).messages(),
     ):
         user = messages[1]["content"]
         opened = re.findall(r"<external_content[^>]*>", user)
@@ -142,17 +141,18 @@ def test_without_url_or_key_the_embedded_model_is_chosen_but_not_started() -> No
     model = create_language_model(LLMSettings(), environ={})
     assert isinstance(model, OpenAIGateway)
     assert model.structured_mode == "json_schema"  # llama.cpp's server reads the schema
-    server = local_server(LLMSettings())
+    server = local_server(LLMSettings(), WINDOW)
     assert server.base_url is None
     assert server.spec.name == "qwen2.5-coder-1.5b"
 
 
 def test_the_smaller_embedded_model_is_one_setting_away() -> None:
     settings = LLMSettings(local_model="qwen2.5-coder-0.5b", local_threads=1)
-    server = local_server(settings)
+    server = local_server(settings, WINDOW)
     assert (server.spec.name, server.spec.extra) == ("qwen2.5-coder-0.5b", "local-small")
-    assert server is local_server(settings)
-    assert server is not local_server(LLMSettings())
+    assert server is local_server(settings, WINDOW)
+    assert server is not local_server(LLMSettings(), WINDOW)
+    assert server is not local_server(settings, 2 * WINDOW)  # another window: another server
 
 
 def test_an_unknown_embedded_model_is_a_config_error_before_any_start() -> None:
@@ -174,9 +174,9 @@ def test_a_key_without_a_model_or_server_is_a_config_error_naming_the_fix() -> N
 
 
 def test_every_purpose_has_a_completion_limit() -> None:
-    limits = LLMSettings().max_completion_tokens
-    for purpose in Purpose:
-        assert getattr(limits, purpose.value) > 0
+    for profile in (GENERAL_PROFILE, EMBEDDED_PROFILE):
+        for purpose in Purpose:
+            assert getattr(profile.completion_limits, purpose.value) > 0
 
 
 def test_shared_prefix_length_on_long_requests() -> None:

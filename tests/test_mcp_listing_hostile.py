@@ -18,7 +18,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from toolwire import App
-from toolwire.llm import OpenAIGateway
+from toolwire.llm import ModelProfile, OpenAIGateway
 from toolwire.llm.base import Purpose
 from toolwire.mcp.metadata import MAX_DESCRIPTION_CHARS, listed_text, schema_refusal
 from toolwire.settings import LLMSettings
@@ -290,12 +290,8 @@ async def test_no_prompt_carries_the_structure_a_server_forged(load: Factory) ->
     summary on the tool's own line, the parameters prompt its field's description on its own."""
     async with FakeOpenAIServer(replies) as server:
         gateway = OpenAIGateway(
-            LLMSettings(
-                base_url=server.base_url,
-                model="fake-model",
-                max_retries=0,
-                structured_output="json_schema",
-            ),
+            LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0),
+            profile=ModelProfile(structured_output="json_schema"),
             api_key="k",
         )
         app = load(gateway)

@@ -225,7 +225,7 @@ async def test_an_answer_cut_off_at_its_length_limit_is_listed_as_a_failure(
     assert answer.notices == ([notice] if cut_off else [])
     assert notice.kind == "answer_cut_off" and notice.message == (
         "the answer reached its length limit and was cut off "
-        "(llm.max_completion_tokens.answer_without_context)"
+        "(the model profile's completion_limits.answer_without_context)"
     )
     assert [call.truncated for call in answer.model_calls if call.purpose == "answer"] == [cut_off]
     # a caller who sees no error details (HTTP, MCP) still learns that the text is not whole

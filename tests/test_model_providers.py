@@ -107,7 +107,7 @@ def test_llm_provider_chooses_between_the_built_in_ones() -> None:
     assert isinstance(create_language_model(remote, environ={}), OpenAIGateway)
     embedded = create_language_model(remote.model_copy(update={"provider": EMBEDDED}), {})
     assert isinstance(embedded, OpenAIGateway)
-    assert embedded.settings.max_completion_tokens.answer == 384  # the embedded model's limits
+    assert embedded.profile.completion_limits.answer == 384  # the embedded model's limits
     with pytest.raises(ConfigError, match="'openai' model provider has no server and no model"):
         create_language_model(LLMSettings(provider=OPENAI), environ={})
 
@@ -127,7 +127,7 @@ def test_an_unknown_provider_is_a_located_config_error_listing_the_registered_on
         create_language_model(LLMSettings(provider="nope"), environ={})
 
 
-def factory(settings: LLMSettings, environ: object) -> ChatModel:
+def factory(settings: LLMSettings, environ: object, profile: object) -> ChatModel:
     raise AssertionError("a provider's factory runs at the first question, not at load")
 
 

@@ -22,7 +22,7 @@ import pytest
 from orchestration_kit import QueryTool
 from toolwire.context_buffer import PromptAndContext
 from toolwire.errors import ModelError
-from toolwire.llm import OpenAIGateway, collect_calls, prompts
+from toolwire.llm import ModelProfile, OpenAIGateway, collect_calls, prompts
 from toolwire.llm.base import RetrievalPlace, retrieval_place
 from toolwire.registry import DomainSpec
 from toolwire.search import (
@@ -79,14 +79,9 @@ async def server() -> AsyncIterator[FakeOpenAIServer]:
 
 
 def gateway_for(server: FakeOpenAIServer, window: int = 8192) -> OpenAIGateway:
-    settings = LLMSettings(
-        base_url=server.base_url,
-        model="fake-model",
-        max_retries=0,
-        structured_output="json_schema",
-        context_window_tokens=window,
-    )
-    return OpenAIGateway(settings, api_key="k", concurrency=1)
+    settings = LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0)
+    profile = ModelProfile(structured_output="json_schema", context_window_tokens=window)
+    return OpenAIGateway(settings, profile=profile, api_key="k", concurrency=1)
 
 
 def checks_of(server: FakeOpenAIServer) -> list[str]:

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 
 from toolwire.llm import OpenAIGateway
+from toolwire.llm.profiles import ModelProfile
 from toolwire.settings import LLMSettings
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest, prompt_text
 
@@ -52,16 +53,15 @@ def windowed(
 
 
 def gateway(server: FakeOpenAIServer, **settings: object) -> OpenAIGateway:
-    """A ``ChatModel`` over ``server`` that knows its window."""
+    """A ``ChatModel`` over ``server`` whose profile knows its window."""
     return OpenAIGateway(
         LLMSettings(
             base_url=server.base_url,
             model="fake-model",
             max_retries=0,
-            structured_output="json_schema",
-            context_window_tokens=WINDOW,
             **settings,  # type: ignore[arg-type]
         ),
+        profile=ModelProfile(structured_output="json_schema", context_window_tokens=WINDOW),
         api_key="k",
     )
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolwire.llm import ChatModel, LanguageModel, create_language_model
-from toolwire.llm.local import local_server, with_model_limits
+from toolwire.llm.factory import model_profile
+from toolwire.llm.local import local_model_spec
 from toolwire.settings import LLMSettings
 from toolwire.testing.replay import ReplayTransport
 
@@ -23,10 +24,10 @@ def replayed_model(
     if recording is None:
         return create_language_model(settings, environ={}), None
     if replay_only:
-        spec = local_server(settings).spec
-        limits = with_model_limits(settings, spec).model_copy(update={"model": spec.name})
+        profile = model_profile(settings, environ={})  # the embedded model's, as recorded
+        named = settings.model_copy(update={"model": local_model_spec(settings.local_model).name})
         transport = ReplayTransport(recording, supports_functions=True)
-        return ChatModel(transport, limits, concurrency=1), transport
+        return ChatModel(transport, named, profile=profile, concurrency=1), transport
     llm = create_language_model(settings, environ={})
     assert isinstance(llm, ChatModel)
     transport = ReplayTransport(recording, inner=llm.transport)

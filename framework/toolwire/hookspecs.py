@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import typer
 
     from toolwire.llm.base import LanguageModel
+    from toolwire.llm.profiles import ModelProfile
     from toolwire.registry import DomainSpec
     from toolwire.selection.state import StepFactory
     from toolwire.sessions.base import SessionStore
@@ -66,14 +67,21 @@ class RegisterConfigFile(Protocol):
 
 
 class ModelFactory(Protocol):
-    """Builds a provider's model from the ``llm`` settings (environment overrides applied) and the
-    environment (where API keys are read); nothing should be contacted before the first call."""
+    """Builds a provider's model from the ``llm`` settings (environment overrides applied), the
+    environment (where API keys are read) and the model's resolved profile (its traits: limits,
+    structured output, window); nothing should be contacted before the first call."""
 
-    def __call__(self, settings: LLMSettings, environ: Mapping[str, str]) -> LanguageModel: ...
+    def __call__(
+        self, settings: LLMSettings, environ: Mapping[str, str], profile: ModelProfile
+    ) -> LanguageModel: ...
 
 
 class RegisterModel(Protocol):
     def __call__(self, name: str, factory: ModelFactory) -> None: ...
+
+
+class RegisterModelProfile(Protocol):
+    def __call__(self, name: str, profile: ModelProfile) -> None: ...
 
 
 class RegisterSelectionStep(Protocol):
@@ -125,6 +133,11 @@ def register_coordinators(register: RegisterCoordinator) -> None:
 @hookspec
 def register_models(register: RegisterModel) -> None:
     """Register model providers for ``llm.provider``: ``register(name, factory)``."""
+
+
+@hookspec
+def register_model_profiles(register: RegisterModelProfile) -> None:
+    """Register model profiles for ``llm.profile``: ``register(name, ModelProfile(...))``."""
 
 
 @hookspec

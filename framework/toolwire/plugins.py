@@ -47,6 +47,7 @@ from toolwire.hookspecs import (
     RegisterTool,
     SessionStoreFactory,
 )
+from toolwire.llm.profiles import ModelProfile
 from toolwire.registry import DomainSpec, SourceLocation, located
 from toolwire.selection.state import StepFactory
 from toolwire.tools import (
@@ -69,6 +70,7 @@ HOOK_ORDER = (
     "register_coordinators",
     "register_config_files",
     "register_models",
+    "register_model_profiles",
     "register_selection_steps",
     "register_session_stores",
     "register_commands",
@@ -76,15 +78,16 @@ HOOK_ORDER = (
 
 BUILTIN_PLUGINS = (
     "toolwire.llm.providers",
+    "toolwire.llm.builtin_profiles",
     "toolwire.selection.steps",
     "toolwire.selection.english",
     "toolwire.sessions.factory",
 )
-"""toolwire's own plugins (the OpenAI-compatible and the embedded model providers; the selection
-steps and the English language pack; the memory, SQLite and Redis session stores): loaded
-before every other plugin through the same hooks, whatever ``TOOLWIRE_PLUGINS`` says, and not
-listed among the installed plugins. The built-in CLI commands are plugins too, loaded by the CLI
-(``toolwire.cli``)."""
+"""toolwire's own plugins (the OpenAI-compatible and the embedded model providers and their
+profiles; the selection steps and the English language pack; the memory, SQLite and Redis session
+stores): loaded before every other plugin through the same hooks, whatever ``TOOLWIRE_PLUGINS``
+says, and not listed among the installed plugins. The built-in CLI commands are plugins too, loaded
+by the CLI (``toolwire.cli``)."""
 BUILTIN_PLUGIN_NAME = "toolwire"
 
 DOTTED_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
@@ -99,7 +102,8 @@ T = TypeVar("T", covariant=True)
 @dataclass(frozen=True)
 class Named(Generic[T]):
     """Something a plugin registered under a name: a model provider (``register_models``), a
-    session store (``register_session_stores``) or a CLI command (``register_commands``)."""
+    model profile (``register_model_profiles``), a session store (``register_session_stores``)
+    or a CLI command (``register_commands``)."""
 
     name: str
     value: T
@@ -145,6 +149,8 @@ ModelProvider = Named[ModelFactory]
 """``llm.provider: <name>`` selects it."""
 SessionStoreProvider = Named[SessionStoreFactory]
 """``sessions.store: <name>`` selects it."""
+ModelProfileRegistration = Named[ModelProfile]
+"""``llm.profile: <name>`` selects it, or its ``models`` patterns do."""
 SelectionStepProvider = Named[StepFactory]
 """``orchestrator.selection.steps: [<name>, ...]`` lists it."""
 CommandRegistration = Named[Command]
@@ -205,6 +211,8 @@ class PluginSet:
     """Provider name → provider, the built-in ones first."""
     session_stores: dict[str, SessionStoreProvider] = field(default_factory=dict)
     """Store name → store, the built-in ones first."""
+    model_profiles: dict[str, ModelProfileRegistration] = field(default_factory=dict)
+    """Profile name → model profile, the built-in ones first."""
     selection_steps: dict[str, SelectionStepProvider] = field(default_factory=dict)
     """Step name → step factory, the built-in ones first."""
     commands: dict[str, CommandRegistration] = field(default_factory=dict)
@@ -235,6 +243,7 @@ class _Contribution:
     config_files: list[Path] = field(default_factory=list)
     models: list[ModelProvider] = field(default_factory=list)
     session_stores: list[SessionStoreProvider] = field(default_factory=list)
+    model_profiles: list[ModelProfileRegistration] = field(default_factory=list)
     selection_steps: list[SelectionStepProvider] = field(default_factory=list)
     commands: list[CommandRegistration] = field(default_factory=list)
 
@@ -393,6 +402,14 @@ def _collect(
             result.models,
             contribution.models,
         ),
+        "register_model_profiles": _named_registrar(
+            "register_model_profiles",
+            ("model profile", "profile"),
+            owner,
+            result.model_profiles,
+            contribution.model_profiles,
+            value=ModelProfile,
+        ),
         "register_selection_steps": _named_registrar(
             "register_selection_steps",
             ("selection step", "step"),
@@ -432,6 +449,7 @@ def _collect(
     result.tools += tools + contribution.coordinators
     result.models.update((provider.name, provider) for provider in contribution.models)
     result.session_stores.update((store.name, store) for store in contribution.session_stores)
+    result.model_profiles.update((each.name, each) for each in contribution.model_profiles)
     result.selection_steps.update((step.name, step) for step in contribution.selection_steps)
     result.commands.update((command.name, command) for command in contribution.commands)
     if candidate.builtin:
@@ -569,18 +587,23 @@ def _named_registrar(
     contributed: list[Named[Any]],
     *,
     dotted: bool = False,
+    value: type | None = None,
 ) -> Callable[[str, Any], None]:
     """``register(name, factory)`` of a hook that registers factories by name: a lower snake
     case name (``dotted``: lower snake case words joined by dots) nobody registered before, and a
-    callable. ``kind``: what is registered, in full and in short (``("model provider",
-    "provider")``)."""
+    callable (``value``: an instance of that class instead). ``kind``: what is registered, in
+    full and in short (``("model provider", "provider")``)."""
 
     def register(name: str, factory: Any) -> None:
         if dotted:
             _check_dotted_name(hook, name)
         else:
             _check_name(hook, "name", name)
-        if not callable(factory):
+        if value is not None and not isinstance(factory, value):
+            raise ToolDeclarationError(
+                f"{hook}: {kind[1]} {name!r} must be a {value.__qualname__}, got {factory!r}"
+            )
+        if value is None and not callable(factory):
             raise ToolDeclarationError(
                 f"{hook}: the factory of {kind[1]} {name!r} must be callable, got {factory!r}"
             )

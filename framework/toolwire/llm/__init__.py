@@ -5,6 +5,7 @@ it over any ``ChatTransport`` (send messages and an optional output schema, get 
 ``OpenAITransport`` is the transport to OpenAI-compatible servers and the embedded model, and
 ``OpenAIGateway`` the two in one object. The modules that import ``openai`` (most of a second)
 load on first use, so ``import toolwire`` and commands that never call a model stay quick.
+``ModelProfile`` holds what differs between model families (:mod:`toolwire.llm.profiles`).
 """
 
 from importlib import import_module
@@ -26,6 +27,7 @@ from toolwire.llm.base import (
     record_call,
 )
 from toolwire.llm.guard import ModelRequestsBlockedError, ensure_model_requests_allowed
+from toolwire.llm.profiles import CompletionLimits, ModelProfile
 from toolwire.llm.transport import (
     ChatReply,
     ChatRequest,
@@ -66,12 +68,14 @@ __all__ = [
     "ChatReply",
     "ChatRequest",
     "ChatTransport",
+    "CompletionLimits",
     "FunctionCall",
     "FunctionChoice",
     "FunctionOffer",
     "GatekeeperVerdict",
     "LanguageModel",
     "Message",
+    "ModelProfile",
     "ModelRequestsBlockedError",
     "OpenAIGateway",
     "OpenAITransport",

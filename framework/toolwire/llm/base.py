@@ -96,7 +96,7 @@ class RetrievalPlace:
     answer: after the task and the context retrieved before it, as its own tagged context.
 
     Relevance checks lay out their pages in that place, so that the gatekeeper and the answer
-    find everything up to the pages kept in the server's cache (``shared_prefix`` layout).
+    find everything up to the pages kept in the server's cache.
     """
 
     question: str
@@ -125,7 +125,8 @@ class CallRecord(BaseModel):
     ok: bool = True
     error: str | None = None
     truncated: bool = False
-    """The reply stopped at the call's completion limit (``llm.max_completion_tokens``)."""
+    """The reply stopped at the call's completion limit (the model profile's
+    ``completion_limits``)."""
     finish_reason: str | None = None
     """Why the model stopped, as the server said (``stop``, ``length``, ``tool_calls``, …; None
     when no reply came or the server did not say)."""
@@ -224,32 +225,15 @@ def record_call(record: CallRecord) -> None:
         calls.append(record)
 
 
-def check_suitability_options(batched: bool, handled: SuitabilityQuestion | None) -> None:
-    """``ValueError`` for ``batched`` with ``handled``: a further request's question is asked
-    one per call (every :class:`LanguageModel` refuses the pair the same way)."""
-    if batched and handled is not None:
-        raise ValueError("suitability: a handled request's questions are asked one per call")
-
-
 @runtime_checkable
 class LanguageModel(Protocol):
     """What toolwire asks of a language model, one method per purpose family."""
 
     async def suitability(
-        self,
-        task_prompt: str,
-        questions: Sequence[SuitabilityQuestion],
-        *,
-        batched: bool = False,
-        handled: SuitabilityQuestion | None = None,
+        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
     ) -> dict[str, bool]:
-        """Answer each tool's yes/no question for the task prompt; keys are ``tool_name``s.
-
-        One call per question, or all questions in one call when ``batched``. ``handled``: the
-        question of a request another tool already handles; each question is then asked, one
-        per call, whether the task *also* asks it as a separate request (with ``batched``:
-        ``ValueError``).
-        """
+        """Answer each tool's yes/no question for the task prompt, one call per question; keys
+        are ``tool_name``s."""
         ...
 
     async def choose(
@@ -271,8 +255,7 @@ class LanguageModel(Protocol):
     ) -> list[FunctionChoice]:
         """The options the model calls when they are offered as functions (the provider's
         native tool calling, each with its ``parameters``), in the order called, with the
-        arguments it wrote. One call (``Purpose.CHOICE``); the tool choice's default
-        (``orchestrator.selection.choice: function_call``).
+        arguments it wrote. One call (``Purpose.CHOICE``); the ``call`` selection step's.
         """
         ...
 
@@ -289,20 +272,6 @@ class LanguageModel(Protocol):
         Returns None when the model's output still fails validation; raises ``ModelError`` when
         the model cannot be reached. Coordinators use this as the original's
         ``DECOMPOSITION_SCHEMA.exractToolParam(...)``.
-        """
-        ...
-
-    async def confirm_with_parameters(
-        self, task_prompt: str, question: SuitabilityQuestion, parameters: type[M]
-    ) -> tuple[bool, M | None]:
-        """Answer one tool's yes/no question and, when yes, fill its parameter model, in one
-        call (the tool selection's ``confirm: with_parameters``). The tool's
-        ``parameter_instruction()`` is not part of it: the question is asked exactly as on its
-        own, so that it is refused as often (docs/models.md has the measurement).
-
-        The parameters are None when the answer is no, or when the model answered yes without
-        valid parameters (the caller then extracts them on their own); raises ``ModelError``
-        when the model cannot be reached or its answer is not valid.
         """
         ...
 

@@ -1,13 +1,13 @@
 """Question-aware batch compression of accumulated context (SPEC §5, seed 004).
 
-When the contexts sent with a question fill more than ``compression_threshold`` of the model's
-window, every part not yet compressed is compressed in one model call that knows the question,
-or, when they do not fit one call's window, in as few calls as fit (a part too long for a call
-on its own is cut first, :class:`~toolwire.llm.context_limits.PartLimit`). Identifiers (URLs,
-numbers, ids, capitalised names) must survive verbatim: any the model dropped are re-inserted in
-a marked line, and a compression that is not shorter after that is refused. A compressed part is
-marked and never compressed again. A failed compression leaves its parts uncompressed and is
-reported (:class:`~toolwire.llm.context_limits.CompressionFailure`: the answer lists it). After
+When the contexts sent with a question fill more than :data:`COMPRESSION_THRESHOLD` of the model's
+window, every part not yet compressed is compressed in one model call that knows the question, or,
+when they do not fit one call's window, in as few calls as fit (a part too long for a call on its
+own is cut first, :class:`~toolwire.llm.context_limits.PartLimit`). Identifiers (URLs, numbers,
+ids, capitalised names) must survive verbatim: any the model dropped are re-inserted in a marked
+line, and a compression that is not shorter after that is refused. A compressed part is marked and
+never compressed again. A failed compression leaves its parts uncompressed and is reported
+(:class:`~toolwire.llm.context_limits.CompressionFailure`: the answer lists it). After
 ``max_failures`` failures in a row a breaker opens and the contexts pass uncompressed until
 ``cooldown_s`` has passed.
 """
@@ -33,6 +33,10 @@ from toolwire.llm.context_limits import (
 from toolwire.llm.prompts import render_contexts
 
 log = structlog.get_logger(__name__)
+
+COMPRESSION_THRESHOLD = 0.75
+"""The share of the model's window (its profile's ``context_window_tokens``) the contexts may fill
+before they are compressed: the rest leaves room for the rules, the task and the reply."""
 
 COMPRESSED_TOOL_NAME = "toolwire.compressed"
 """``tool_name`` of a part produced by compression; such a part is never compressed again."""
@@ -84,7 +88,7 @@ class ContextCompressor:
         llm: LanguageModel,
         *,
         window_tokens: int,
-        threshold: float,
+        threshold: float = COMPRESSION_THRESHOLD,
         reserved_tokens: int = 0,
         max_failures: int = 3,
         cooldown_s: float = 300.0,

@@ -1,12 +1,12 @@
 """How much of one retrieved part may enter a prompt, and what the prompts left out (SPEC §5).
 
 A *part* is one piece of retrieved context: a tool's result (an MCP tool's included) or a page a
-search tool judges. :class:`PartLimit` is the one place that decides how much of a part the
-model's prompts may carry: ``llm.max_part_tokens``, or half of ``llm.context_window_tokens``, so
-that a part alone leaves room for the rules, the task and the reply of any call, compression's
-included. A longer part is cut in the prompts only, with a marker saying what was left out and
-how much; the tool's whole result stays in the context buffer (tools that consume the context,
-guaranteed contexts, the stored conversation get it whole).
+search tool judges. :class:`PartLimit` is the one place that decides how much of a part the model's
+prompts may carry: ``llm.max_part_tokens``, or half of the model profile's
+``context_window_tokens``, so that a part alone leaves room for the rules, the task and the reply of
+any call, compression's included. A longer part is cut in the prompts only, with a marker saying
+what was left out and how much; the tool's whole result stays in the context buffer (tools that
+consume the context, guaranteed contexts, the stored conversation get it whole).
 
 What a prompt left out is reported as data to the question's collector
 (:func:`collect_context_issues`): a :class:`PartCut`, or a :class:`CompressionFailure` (the parts

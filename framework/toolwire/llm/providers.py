@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from toolwire.errors import ConfigError
 from toolwire.hookspecs import hookimpl
 from toolwire.llm.base import LanguageModel
+from toolwire.llm.profiles import ModelProfile
 from toolwire.settings import ENV_BASE_URL, ENV_MODEL, LLMSettings
 
 if TYPE_CHECKING:
@@ -24,7 +25,9 @@ OPENAI = "openai"
 EMBEDDED = "embedded"
 
 
-def openai_model(settings: LLMSettings, environ: Mapping[str, str]) -> LanguageModel:
+def openai_model(
+    settings: LLMSettings, environ: Mapping[str, str], profile: ModelProfile
+) -> LanguageModel:
     """The configured OpenAI-compatible server (``base_url``; none: OpenAI itself)."""
     from toolwire.llm.gateway import OpenAIGateway
 
@@ -33,21 +36,24 @@ def openai_model(settings: LLMSettings, environ: Mapping[str, str]) -> LanguageM
             f"the {OPENAI!r} model provider has no server and no model: set {ENV_MODEL} (or "
             f"llm.model in toolwire.yaml) for OpenAI itself, or set {ENV_BASE_URL} to your server"
         )
-    return OpenAIGateway(settings, api_key=environ.get(settings.api_key_env) or None)
+    api_key = environ.get(settings.api_key_env) or None
+    return OpenAIGateway(settings, profile=profile, api_key=api_key)
 
 
-def embedded_model(settings: LLMSettings, environ: Mapping[str, str]) -> LanguageModel:
-    """The embedded model (``llm.local_model``), started at the first call."""
+def embedded_model(
+    settings: LLMSettings, environ: Mapping[str, str], profile: ModelProfile
+) -> LanguageModel:
+    """The embedded model (``llm.local_model``), started at the first call with the profile's
+    context window."""
     from toolwire.llm.gateway import OpenAIGateway
-    from toolwire.llm.local import local_server, with_model_limits
+    from toolwire.llm.local import local_server
 
-    server = local_server(settings)
-    settings = with_model_limits(settings, server.spec)
+    server = local_server(settings, profile.context_window_tokens)
     return OpenAIGateway(
         settings,
+        profile=profile,
         model=settings.model or server.spec.name,
         base_url_provider=server.ensure_started,
-        structured_output="json_schema",
         # The embedded server has one slot (so that every call reuses its KV cache): calls queue
         # here, not in the server, where their timeout would run while they wait.
         concurrency=1,

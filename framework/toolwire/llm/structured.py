@@ -94,24 +94,6 @@ class YesNo(BaseModel):
 
 
 @lru_cache(maxsize=64)
-def boolean_model(questions: tuple[tuple[str, str], ...]) -> type[BaseModel]:
-    """One required boolean per ``(wire name, question)``, in the given (registry) order.
-
-    Each property carries its tool's question as description, so a model that reads the schema
-    sees the question beside the answer it fills. Fields are named ``t0``, ``t1`` … and aliased to
-    the wire names, which need not be identifiers. Cached: the same candidates give the same
-    class and schema bytes.
-    """
-    fields: dict[str, Any] = {
-        f"t{index}": (bool, Field(alias=wire, description=question))
-        for index, (wire, question) in enumerate(questions)
-    }
-    model: type[BaseModel] = create_model("SuitabilityAnswers", **fields)
-    model.__doc__ = "Whether each tool should handle the task."
-    return model
-
-
-@lru_cache(maxsize=64)
 def page_verdicts_model(count: int) -> type[BaseModel]:
     """The batched relevance verdict: one required boolean per page, ``page_1`` … in the order
     the prompt names the pages. The pages' labels stay out of the schema, so the request's
@@ -151,34 +133,6 @@ def choice_model(names: tuple[str, ...], several: bool) -> type[BaseModel]:
 
 NO_CHOICE = "none"
 """What a single choice answers when no option fits."""
-
-
-class Refused(BaseModel):
-    """A refused tool's confirmation: its question answered no, no parameters."""
-
-    answer: Literal["no"]
-
-
-@lru_cache(maxsize=256)
-def confirmation_model(parameters: type[BaseModel]) -> type[BaseModel]:
-    """A tool's yes/no answer that carries its parameters when it is yes:
-    ``{"reply": {"answer": "no"}}`` or ``{"reply": {"answer": "yes", "parameters": {...}}}``.
-
-    Sent as the output constraint of a call whose prompt is the tool's yes/no question, word
-    for word (the prompt shows :class:`YesNo`'s format): the answer is decided as in the plain
-    question, and the constraint alone then leads the model through the parameters. Measured on
-    the embedded model (docs/models.md): any mention of parameters in the prompt made it answer
-    "yes" to every chosen tool. Cached: the same tool gives the same class and schema bytes.
-    """
-    yes: Any = (Literal["yes"], ...)
-    confirmed = create_model(
-        f"Confirmed{parameters.__name__}", answer=yes, parameters=(parameters, ...)
-    )
-    model: type[BaseModel] = create_model(
-        f"Confirmation{parameters.__name__}", reply=(Refused | confirmed, ...)
-    )
-    model.__doc__ = "Whether the tool should handle the task, and its parameters if so."
-    return model
 
 
 def chosen_names(answer: BaseModel) -> list[str]:

@@ -106,9 +106,8 @@ class RemovedSettingsCheck:
                 else ""
             )
             warnings.warn(
-                f"{cls.__qualname__}.relevance_concurrency was removed and has no effect: pages "
-                "are checked in order (llm.prompt_layout: shared_prefix) or side by side up to "
-                f"the model's concurrency (per_purpose){batch}",
+                f"{cls.__qualname__}.relevance_concurrency was removed and has no effect: a "
+                f"search's pages are checked in one call{batch}",
                 UserWarning,
                 stacklevel=3,  # this hook, ABCMeta.__new__, the class statement
             )

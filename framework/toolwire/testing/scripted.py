@@ -2,9 +2,9 @@
 
 A test says what the model answers for suitability, for one parameter model, for the gatekeeper
 and for the answer; it never parses prompts. ``on_suitability`` scripts the model's judgement of
-which tools suit a task, and every tool-selection call answers from it (yes/no questions, batched
-or not, and the constrained choice among candidates) unless ``on_choose`` scripts the choice
-itself, so a test need not know which selection mode the orchestrator uses. Every call is
+which tools suit a task, and every tool-selection call answers from it (yes/no questions, and
+the choice among candidates) unless ``on_choose`` scripts the choice itself, so a test need not
+know which selection steps the orchestrator runs. Every call is
 recorded (purpose and inputs) for assertions and as a ``CallRecord`` so ``Answer.usage`` counts
 it. A call the script does not cover raises :class:`UnscriptedCallError`, naming the purpose and
 the inputs.
@@ -37,7 +37,6 @@ from toolwire.llm.base import (
     PageToJudge,
     Purpose,
     SuitabilityQuestion,
-    check_suitability_options,
     record_call,
 )
 from toolwire.llm.prompts import PAGE_ALONE_RELEVANCE, page_alone_text
@@ -236,14 +235,8 @@ class ScriptedModel:
     # -- the LanguageModel protocol --------------------------------------------------------
 
     async def suitability(
-        self,
-        task_prompt: str,
-        questions: Sequence[SuitabilityQuestion],
-        *,
-        batched: bool = False,
-        handled: SuitabilityQuestion | None = None,
+        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
     ) -> dict[str, bool]:
-        check_suitability_options(batched, handled)
         names = [question.tool_name for question in questions]
         rule = self._begin(
             Purpose.SUITABILITY,
@@ -251,8 +244,6 @@ class ScriptedModel:
             task_prompt=task_prompt,
             tool_names=names,
             questions=[question.question for question in questions],
-            batched=batched,
-            handled=None if handled is None else handled.tool_name,
         )
         chosen = self._suitable_names(rule, task_prompt, names)
         return {name: _named(name, chosen) for name in names}
@@ -328,28 +319,6 @@ class ScriptedModel:
         rule = self._begin(purpose, self._extract_rules(schema, purpose), **inputs)
         return _validated(schema, _resolve(rule.take(), text, instruction))
 
-    async def confirm_with_parameters(
-        self, task_prompt: str, question: SuitabilityQuestion, parameters: type[M]
-    ) -> tuple[bool, M | None]:
-        """One recorded ``parameters`` call: the answer from :meth:`on_suitability`, the
-        parameters from :meth:`on_extract` (none scripted: extracted on their own later)."""
-        rule = self._begin(
-            Purpose.PARAMETERS,
-            self._suitability,
-            hint="model.on_suitability(...) (the tool's confirmation)",
-            task_prompt=task_prompt,
-            tool_name=question.tool_name,
-            question=question.question,
-            schema=parameters.__name__,
-        )
-        names = self._suitable_names(rule, task_prompt, [question.tool_name])
-        if not _named(question.tool_name, names):
-            return False, None
-        values = self._extract_rules(parameters, Purpose.PARAMETERS).next()
-        if values is None:
-            return True, None
-        return True, _validated(parameters, _resolve(values.take(), task_prompt, ""))
-
     def _extract_rules(self, schema: type[BaseModel], purpose: Purpose) -> _Rules:
         """The rules for ``schema`` and ``purpose``, else those for ``schema`` alone."""
         rules = self._extract.get((schema, purpose))
@@ -411,7 +380,7 @@ class ScriptedModel:
     # -- internals -------------------------------------------------------------------------
 
     def _begin(
-        self, purpose: Purpose, rules: _Rules, *, hint: str | None = None, **inputs: Any
+        self, purpose: Purpose, rules: _Rules, **inputs: Any
     ) -> _Rule:
         self.calls.append(ScriptedCall(purpose, inputs))
         rule = rules.next()
@@ -428,7 +397,7 @@ class ScriptedModel:
             )
             raise UnscriptedCallError(
                 f"ScriptedModel received an unscripted {purpose.value!r} call ({shown}); "
-                f"script it with {hint or _hint(purpose)}"
+                f"script it with {_hint(purpose)}"
             )
         _record(
             CallRecord(

@@ -1,0 +1,36 @@
+"""toolwire's own model profiles, registered through ``register_model_profiles`` like a plugin's.
+
+* ``general``: a model no profile names (an OpenAI-compatible server's model): structured output
+  by JSON schema with a fallback to a forced function call, limits that fit any answer;
+* ``embedded``: the embedded Qwen2.5-Coder 0.5B and 1.5B (:mod:`toolwire.llm.local`): JSON
+  schema (llama.cpp makes it a grammar), limits sized for a laptop CPU, their server's window.
+"""
+
+from __future__ import annotations
+
+from toolwire.hookspecs import RegisterModelProfile, hookimpl
+from toolwire.llm.profiles import GENERAL, CompletionLimits, ModelProfile
+
+EMBEDDED = "embedded"
+
+GENERAL_PROFILE = ModelProfile()
+
+EMBEDDED_PROFILE = ModelProfile(
+    # the two sizes toolwire embeds, wherever they are served; a larger Qwen2.5-Coder on a GPU
+    # server gets ``general``'s limits
+    models=("qwen2.5-coder-0.5b*", "qwen2.5-coder-1.5b*"),
+    structured_output="json_schema",
+    # About 17 tokens a second on two cores (the 1.5B model): an answer of 384 tokens takes
+    # ~23 s where the general 1,024 took a minute, past the call timeout.
+    completion_limits=CompletionLimits(
+        classification=128, decomposition=256, gatekeeper=128, answer=384, compression=512
+    ),
+    context_window_tokens=8192,
+)
+
+
+@hookimpl
+def register_model_profiles(register: RegisterModelProfile) -> None:
+    """The two built-in profiles."""
+    register(GENERAL, GENERAL_PROFILE)
+    register(EMBEDDED, EMBEDDED_PROFILE)
