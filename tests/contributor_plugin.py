@@ -22,7 +22,7 @@ from toolwire.hookspecs import (
     RegisterSessionStore,
     RegisterTool,
 )
-from toolwire.llm import ChatModel, ChatReply, ChatRequest
+from toolwire.llm import ChatModel, ChatReply, ChatRequest, ModelProfile
 from toolwire.sessions import MemorySessionStore, SessionStore, StoredSession
 from toolwire.settings import LLMSettings, SessionSettings
 from toolwire.testing.fake_openai import default_output
@@ -75,9 +75,11 @@ class LedgerStore(MemorySessionStore):
         super().__init__(ttl_s)
         self.ledger: list[str] = []
 
-    async def create(self, domain: str, task: Any, owner: str | None = None) -> StoredSession:
+    async def create(
+        self, domain: str, conversation: Any, owner: str | None = None
+    ) -> StoredSession:
         self.ledger.append("create")
-        return await super().create(domain, task, owner)
+        return await super().create(domain, conversation, owner)
 
     async def save(self, session: StoredSession) -> StoredSession:
         self.ledger.append("save")
@@ -120,8 +122,8 @@ def register_tools(register: RegisterTool) -> None:
 
 @toolwire.hookimpl
 def register_models(register: RegisterModel) -> None:
-    def canned(settings: LLMSettings, environ: Any) -> ChatModel:
-        return ChatModel(CannedTransport(), settings)
+    def canned(settings: LLMSettings, environ: Any, profile: ModelProfile) -> ChatModel:
+        return ChatModel(CannedTransport(), settings, profile=profile)
 
     register("canned", canned)
 

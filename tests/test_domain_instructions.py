@@ -123,10 +123,7 @@ async def test_instructions_are_byte_identical_in_every_calls_prefix_across_ques
         instructions=RULES_TEXT,
     )  # fmt: skip
     async with FakeOpenAIServer(reply) as server:
-        settings = LLMSettings(
-            base_url=server.base_url, model="fake-model", max_retries=0,
-            structured_output="json_schema",
-        )  # fmt: skip
+        settings = LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0)
         gateway = OpenAIGateway(settings, api_key="k", concurrency=1)
         service = conversation_for(spec, QueryTool("finder"), model=gateway)
         first = await service.ask("Where are the widgets?")
@@ -138,7 +135,8 @@ async def test_instructions_are_byte_identical_in_every_calls_prefix_across_ques
     assert block.endswith("1. Say where the item is.\n  2. Offer one related item.\n"
                           "NEVER promise a delivery date.\n</domain_instructions>")  # fmt: skip
     requests = server.chat_requests
-    assert len(requests) == len(first.model_calls) + len(second.model_calls) == 8
+    assert len(requests) == len(first.model_calls) + len(second.model_calls)
+    assert len(first.model_calls) == len(second.model_calls) >= 3  # the same calls, each time
     systems = [request.messages[0]["content"] for request in requests]
     assert all(system.startswith(expected) for system in systems)
     half = len(systems) // 2

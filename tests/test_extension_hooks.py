@@ -27,6 +27,7 @@ from _build_samples import (
 )
 from toolwire import App, ConfigError
 from toolwire.cli import COMMAND_MODULES, build_cli
+from toolwire.conversation import waiting
 from toolwire.plugins import BUILTIN_PLUGIN_NAME, discover
 from toolwire.server import create_app
 from toolwire.sessions import SQLiteSessionStore, create_session_store
@@ -82,27 +83,33 @@ async def test_a_plugin_adds_a_store_that_sessions_store_selects(
     audit = isolated / "audit.jsonl"
     config = write_file(
         "toolwire.yaml",
-        "sessions:\n  store: audited_sqlite\n  path: s.db\n"
-        f"  options: {{audit_log: {audit}}}\n",
+        f"sessions:\n  store: audited_sqlite\n  path: s.db\n  options: {{audit_log: {audit}}}\n",
     )
-    model = ScriptedModel().on_suitability({"shop.answer_tool": True}).on_extract(
-        LookupTool.params_model, {"text": "kettle"}
-    ).on_answer("in stock")
+    model = (
+        ScriptedModel()
+        .on_suitability({"shop.answer_tool": True})
+        .on_extract(LookupTool.params_model, {"text": "kettle"})
+        .on_answer("in stock")
+    )
     app = App.load(
-        config, plugins=[shop(), guide_example("A session store", "toolwire_audit")],
-        llm=model, load_entry_points=False,
+        config,
+        plugins=[shop(), guide_example("A session store", "toolwire_audit")],
+        llm=model,
+        load_entry_points=False,
     )
 
     store = app.session_store
     assert type(store).__name__ == "AuditedStore" and isinstance(store.inner, SQLiteSessionStore)
-    stored = await store.create("shop", toolwire.TaskInfo(task_prompt="q"))
+    stored = await store.create("shop", waiting(toolwire.TaskInfo(task_prompt="q")))
     await store.save(stored)
     await store.delete(stored.session_id)
     await app.aclose()
 
     lines = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [(line["op"], line["version"]) for line in lines] == [
-        ("create", 1), ("save", 2), ("delete", None)
+        ("create", 1),
+        ("save", 2),
+        ("delete", None),
     ]
     assert stored.session_id not in audit.read_text()  # only a reference to it is logged
 
@@ -112,8 +119,10 @@ def test_a_stores_factory_checks_its_options_when_first_used(
 ) -> None:
     config = write_file("toolwire.yaml", "sessions:\n  store: audited_sqlite\n")
     app = App.load(
-        config, plugins=[shop(), guide_example("A session store", "toolwire_audit")],
-        llm=ScriptedModel(), load_entry_points=False,
+        config,
+        plugins=[shop(), guide_example("A session store", "toolwire_audit")],
+        llm=ScriptedModel(),
+        load_entry_points=False,
     )
     with pytest.raises(ConfigError, match=r"sessions\.options\.audit_log: set the audit log"):
         app.session_store  # noqa: B018
@@ -142,8 +151,10 @@ def test_a_store_name_taken_or_badly_registered_fails_the_plugin_at_its_register
     found = discover([taken, not_callable], load_entry_points=False)
 
     errors = {info.name: info for info in found.plugins}
-    assert "the session store 'sqlite' is already registered by toolwire itself (a built-in " \
+    assert (
+        "the session store 'sqlite' is already registered by toolwire itself (a built-in "
         "store at " in (errors["taken"].error or "")
+    )
     assert "the factory of store 'mine' must be callable" in (errors["careless"].error or "")
     origin = errors["careless"].origin
     assert origin is not None and origin.path == __file__
@@ -161,7 +172,7 @@ def _raises(*args: object) -> Any:
          "the session store factory 'broken' returned NoneType, not a SessionStore"),
         ("register_session_stores", "sessions", _raises,
          "the session store factory 'broken' raised RuntimeError: store at 10.0.0.7 refused"),
-        ("register_models", "llm", lambda settings, environ: "a model",
+        ("register_models", "llm", lambda settings, environ, profile: "a model",
          "the model factory 'broken' returned str, not a LanguageModel"),
         ("register_models", "llm", _raises,
          "the model factory 'broken' raised RuntimeError: store at 10.0.0.7 refused"),
@@ -193,7 +204,14 @@ def test_the_built_in_commands_register_through_the_same_hook() -> None:
         builtins=COMMAND_MODULES, hooks=("register_commands",), load_entry_points=False
     )
     assert list(found.commands) == [
-        "plugins", "tools", "check", "graph", "ask", "chat", "serve", "mcp"
+        "plugins",
+        "tools",
+        "check",
+        "graph",
+        "ask",
+        "chat",
+        "serve",
+        "mcp",
     ]
     assert {command.plugin for command in found.commands.values()} == {BUILTIN_PLUGIN_NAME}
 
@@ -223,8 +241,9 @@ def test_a_plugin_adds_a_group_of_commands() -> None:
     def count() -> None:
         typer.echo("3 kettles")
 
-    cli = build_cli([plugin_with("register_commands", (group,), name="inv")],
-                    load_entry_points=False)
+    cli = build_cli(
+        [plugin_with("register_commands", (group,), name="inv")], load_entry_points=False
+    )
     result = runner.invoke(cli, ["inventory", "count"])
     assert (result.exit_code, result.stdout) == (0, "3 kettles\n")
 
@@ -237,8 +256,9 @@ def test_a_taken_or_bad_command_name_fails_the_plugin_and_keeps_the_others() -> 
         typer.echo("stock")
 
     thief = plugin_with("register_commands", (stock,), (ask,), name="thief")
-    found = discover([thief], builtins=COMMAND_MODULES, hooks=("register_commands",),
-                     load_entry_points=False)
+    found = discover(
+        [thief], builtins=COMMAND_MODULES, hooks=("register_commands",), load_entry_points=False
+    )
     (info,) = found.plugins
     assert "the command 'ask' is already registered by toolwire itself (a built-in command" in (
         info.error or ""
@@ -250,8 +270,9 @@ def test_a_taken_or_bad_command_name_fails_the_plugin_and_keeps_the_others() -> 
     shouty = plugin_with("register_commands", (lambda: None,), name="shouty")
     errors = {
         info.name: info.error
-        for info in discover([unnamed, shouty], hooks=("register_commands",),
-                             load_entry_points=False).plugins
+        for info in discover(
+            [unnamed, shouty], hooks=("register_commands",), load_entry_points=False
+        ).plugins
     }
     assert "a typer.Typer group needs a name" in (errors["unnamed"] or "")
     assert "name='<lambda>' is not a command name" in (errors["shouty"] or "")
@@ -261,13 +282,19 @@ def test_toolwire_check_reports_an_installed_plugins_taken_command_name(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site = isolated / "site"
-    the_only_plugin(monkeypatch, site, "thief", "thief_commands", (
-        "import toolwire\n\n"
-        "def ask():\n    print('not the real ask')\n\n"
-        "@toolwire.hookimpl\n"
-        "def register_commands(register):\n"
-        "    register(ask)\n"
-    ))
+    the_only_plugin(
+        monkeypatch,
+        site,
+        "thief",
+        "thief_commands",
+        (
+            "import toolwire\n\n"
+            "def ask():\n    print('not the real ask')\n\n"
+            "@toolwire.hookimpl\n"
+            "def register_commands(register):\n"
+            "    register(ask)\n"
+        ),
+    )
 
     cli = build_cli()
     checked = runner.invoke(cli, ["check"])
@@ -283,12 +310,18 @@ def test_an_installed_plugin_with_a_misspelt_hook_is_reported_not_a_traceback(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site = isolated / "site"
-    the_only_plugin(monkeypatch, site, "typo", "typo_hooks", (
-        "import toolwire\n\n"
-        "@toolwire.hookimpl\n"
-        "def register_config_file(register):\n"
-        "    register('typo.yaml')\n"
-    ))
+    the_only_plugin(
+        monkeypatch,
+        site,
+        "typo",
+        "typo_hooks",
+        (
+            "import toolwire\n\n"
+            "@toolwire.hookimpl\n"
+            "def register_config_file(register):\n"
+            "    register('typo.yaml')\n"
+        ),
+    )
 
     with capture_logs() as logs:
         cli = build_cli()  # builds: the command line does not fail at import
@@ -331,7 +364,8 @@ async def test_app_builds_the_orchestrator_the_domain_names(library: Path) -> No
 
     assert answer.text == override_plugin.FOUND  # the overridden fallback ran, verbatim
     assert [(run.tool_name, run.reason) for run in answer.trace.tools] == [
-        ("library.shelf", "rag"), ("library.archive", "deep_fallback")
+        ("library.shelf", "rag"),
+        ("library.archive", "deep_fallback"),
     ]
 
 

@@ -68,7 +68,7 @@ async def ask_through_a_clarification(session: ClientSession) -> None:
     assert second.structured_content is not None
     assert second.structured_content["kind"] == "answer"
     assert second.structured_content["text"].startswith("Table booked in Rome")
-    assert second.structured_content["session_id"] is None
+    assert second.structured_content["session_id"] == session_id  # the conversation goes on
 
 
 async def test_toolwire_mcp_serve_offers_the_pharma_tools_over_stdio() -> None:

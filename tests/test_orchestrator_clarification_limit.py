@@ -75,7 +75,7 @@ def limit_notice(limit: int) -> str:
 
 
 def assert_answered_without_the_question(answer: Answer, limit: int) -> None:
-    assert answer.kind == "answer" and answer.session_id is None
+    assert answer.kind == "answer" and answer.session_id is not None
     # the answer is made from what the other tool found, and says that it may be incomplete
     assert answer.text.startswith("Sunny in Rome.")
     assert "(Some steps failed, so this answer may be incomplete: 1 problem(s)" in answer.text
@@ -109,7 +109,7 @@ async def test_the_default_limit_is_five_questions_then_the_answer_says_so() -> 
     assert questions == 5
     assert asker.replies == [f"reply {n}" for n in range(1, 6)]  # the fifth reply ran the tool
     assert_answered_without_the_question(answer, 5)
-    assert store._rows == {}  # the conversation is over: nothing waits any more
+    assert (await store.load(answer.session_id)).task is None  # nothing waits any more
     (reached,) = [entry for entry in logs if entry["event"] == "clarification_limit_reached"]
     assert (reached["tool"], reached["limit"]) == ("trip.booker", 5)
 
@@ -125,7 +125,7 @@ async def test_a_limit_of_zero_never_asks() -> None:
     answer = answered.answer
     assert_answered_without_the_question(answer, 0)
     assert not [event for event in events if isinstance(event, ClarificationAsked)]
-    assert store._rows == {}
+    assert (await store.load(answer.session_id)).task is None
 
 
 async def test_questions_within_the_limit_are_asked_as_before() -> None:

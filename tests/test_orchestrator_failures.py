@@ -28,6 +28,7 @@ from toolwire import (
     UnknownSessionError,
 )
 from toolwire.app import App
+from toolwire.conversation import waiting
 from toolwire.disclosure import disclosed_answer
 from toolwire.errors import ConfigError, SessionError, UnknownDomainError
 from toolwire.llm import Purpose
@@ -431,7 +432,7 @@ async def test_conversation_errors_are_clear(scripted_model: ScriptedModel) -> N
     with pytest.raises(UnknownSessionError, match="no conversation is stored"):
         await service.ask("reply", session_id="made-up")
 
-    stored = await service.store.create("a", TaskInfo(task_prompt="q"))
+    stored = await service.store.create("a", waiting(TaskInfo(task_prompt="q")))
     with pytest.raises(SessionError, match="belongs to domain 'a', not 'b'"):
         await service.ask("reply", domain="b", session_id=stored.session_id)
     with pytest.raises(SessionError, match="holds no task waiting for a reply"):
@@ -452,7 +453,7 @@ async def test_a_stored_conversation_with_two_waiting_questions_is_called_incons
         sub.run.clarifications.append(
             Clarification(tool_name="x", question="?", execution_text="s")
         )
-    stored = await service.store.create("a", root)
+    stored = await service.store.create("a", waiting(root))
 
     with pytest.raises(SessionError) as raised:
         await service.ask("reply", session_id=stored.session_id)

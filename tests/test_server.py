@@ -313,12 +313,11 @@ def test_a_clarification_round_trip(server: ServerProcess) -> None:
     second = ask(server, {"message": "city=Szeged", "session_id": first["session_id"]}).json()
     assert second["kind"] == "answer"
     assert "Table booked in Szeged" in second["text"]
-    assert second["session_id"] is None
+    assert (second["session_id"], second["turn"]) == (first["session_id"], 2)
 
-    gone = ask(server, {"message": "city=Pécs", "session_id": first["session_id"]})
-    assert assert_error(gone, 404, "unknown_session")["details"] == {
-        "session_id": first["session_id"]
-    }
+    unknown = "u" * 32
+    gone = ask(server, {"message": "city=Pécs", "session_id": unknown})
+    assert assert_error(gone, 404, "unknown_session")["details"] == {"session_id": unknown}
 
 
 def test_unknown_domain_is_400(server: ServerProcess) -> None:
@@ -394,18 +393,18 @@ def test_session_ids_are_logged_as_a_short_hash(server: ServerProcess) -> None:
     first = ask(server, {"message": "book a table"}).json()
     session_id = first["session_id"]
     ask(server, {"message": "city=Lund", "session_id": session_id}, headers={"X-Request-ID": "s-1"})
-    gone = ask(
-        server, {"message": "again", "session_id": session_id}, headers={"X-Request-ID": "s-2"}
-    )
+    unknown = "u" * 32
+    gone = ask(server, {"message": "again", "session_id": unknown}, headers={"X-Request-ID": "s-2"})
     assert gone.status_code == 404
 
     resumed, refused = events_of(server, "s-1"), events_of(server, "s-2")
-    assert session_id not in server.log_text()
+    assert session_id not in server.log_text() and unknown not in server.log_text()
     assert {e["event"] for e in resumed} >= {"tool_activated", "question_answered"}
-    handled = [e for e in resumed + refused if e["event"] != "http_request"]
-    assert {e.get("session") for e in handled} == {session_ref(session_id)}
+    assert {e.get("session") for e in resumed if e["event"] != "http_request"} == {
+        session_ref(session_id)
+    }
     error = next(e for e in refused if e["event"] == "request_error")
-    assert f"<session {session_ref(session_id)}>" in error["message"]
+    assert f"<session {session_ref(unknown)}>" in error["message"]
 
 
 def test_a_malformed_request_id_is_replaced(server: ServerProcess) -> None:
@@ -415,9 +414,7 @@ def test_a_malformed_request_id_is_replaced(server: ServerProcess) -> None:
 
 
 def test_an_empty_token_variable_stops_the_server(tmp_path: Path) -> None:
-    config = write_config(
-        tmp_path / "toolwire.yaml", sessions={"store": "memory"}, server=LIMITS
-    )
+    config = write_config(tmp_path / "toolwire.yaml", sessions={"store": "memory"}, server=LIMITS)
     process = ServerProcess(config, tmp_path / "server.log", env={"TOOLWIRE_API_TOKEN": " "})
     with pytest.raises(RuntimeError, match=r"TOOLWIRE_API_TOKEN is set but empty"):
         process.start(timeout_s=20)
@@ -447,5 +444,8 @@ def test_the_token_is_compared_with_every_key_in_constant_time(
     assert refused.value.status == 401
     assert caller == "a"
     assert compared == [
-        (b"wrong", b"right"), (b"wrong", b"other"), (b"right", b"right"), (b"right", b"other")
+        (b"wrong", b"right"),
+        (b"wrong", b"other"),
+        (b"right", b"right"),
+        (b"right", b"other"),
     ]

@@ -16,6 +16,7 @@ import pytest
 
 from server_support.processes import ServerProcess, write_config
 from toolwire import ConfigError, TaskInfo
+from toolwire.conversation import waiting
 from toolwire.server.auth import ApiKey, read_api_keys
 from toolwire.sessions import SQLiteSessionStore, task_payload
 from toolwire.settings import ApiKeySettings, ServerSettings
@@ -142,7 +143,7 @@ def test_the_default_key_and_named_keys_combine() -> None:
 
 async def test_the_sqlite_store_keeps_the_owner(tmp_path: Path) -> None:
     store = SQLiteSessionStore(tmp_path / "s.sqlite3")
-    created = await store.create("trip", TaskInfo(task_prompt="q"), owner="tenant-a")
+    created = await store.create("trip", waiting(TaskInfo(task_prompt="q")), owner="tenant-a")
     loaded = await SQLiteSessionStore(tmp_path / "s.sqlite3").load(created.session_id)
     assert created.owner == loaded.owner == "tenant-a"
     assert (await store.save(loaded)).owner == "tenant-a"
@@ -164,7 +165,7 @@ async def test_a_database_written_before_owners_gets_the_column(tmp_path: Path) 
     store = SQLiteSessionStore(path)
 
     old = await store.load("old")
-    new = await store.create("trip", TaskInfo(task_prompt="q"), owner="tenant-a")
+    new = await store.create("trip", waiting(TaskInfo(task_prompt="q")), owner="tenant-a")
 
     assert old.owner is None
     assert (await store.load(new.session_id)).owner == "tenant-a"

@@ -20,6 +20,7 @@ from toolwire import (
     TaskInfo,
     UnknownSessionError,
 )
+from toolwire.conversation import waiting
 from toolwire.errors import SessionError
 from toolwire.run_state import Clarification, TaskStatus
 from toolwire.sessions import (
@@ -57,7 +58,7 @@ async def test_create_load_save_delete_round_trip(make_store) -> None:  # type: 
     store = make_store()
     task = TaskInfo(task_prompt="q", applied_coordinator_names={"demo.c"})
 
-    created = await store.create("demo", task)
+    created = await store.create("demo", waiting(task))
     loaded = await store.load(created.session_id)
 
     assert created.version == loaded.version == 1
@@ -74,14 +75,17 @@ async def test_create_load_save_delete_round_trip(make_store) -> None:  # type: 
 
 async def test_session_ids_are_unguessable_and_distinct(make_store) -> None:  # type: ignore[no-untyped-def]
     store = make_store()
-    ids = {(await store.create("demo", TaskInfo(task_prompt="q"))).session_id for _ in range(20)}
+    ids = {
+        (await store.create("demo", waiting(TaskInfo(task_prompt="q")))).session_id
+        for _ in range(20)
+    }
     assert len(ids) == 20
     assert all(len(session_id) >= 32 for session_id in ids)
 
 
 async def test_a_stale_version_is_a_conflict_and_the_winner_stays(make_store) -> None:  # type: ignore[no-untyped-def]
     store = make_store()
-    created = await store.create("demo", TaskInfo(task_prompt="q"))
+    created = await store.create("demo", waiting(TaskInfo(task_prompt="q")))
     replica_a = await store.load(created.session_id)
     replica_b = await store.load(created.session_id)
 
@@ -95,7 +99,7 @@ async def test_a_stale_version_is_a_conflict_and_the_winner_stays(make_store) ->
 
 async def test_concurrent_saves_of_one_round_let_exactly_one_win(make_store) -> None:  # type: ignore[no-untyped-def]
     store = make_store()
-    created = await store.create("demo", TaskInfo(task_prompt="q"))
+    created = await store.create("demo", waiting(TaskInfo(task_prompt="q")))
     copies = [await store.load(created.session_id) for _ in range(5)]
 
     outcomes = await asyncio.gather(*(store.save(c) for c in copies), return_exceptions=True)
@@ -107,8 +111,8 @@ async def test_concurrent_saves_of_one_round_let_exactly_one_win(make_store) -> 
 
 async def test_sessions_are_isolated_from_each_other_and_from_callers(make_store) -> None:  # type: ignore[no-untyped-def]
     store = make_store()
-    one = await store.create("demo", TaskInfo(task_prompt="one"))
-    two = await store.create("demo", TaskInfo(task_prompt="two"))
+    one = await store.create("demo", waiting(TaskInfo(task_prompt="one")))
+    two = await store.create("demo", waiting(TaskInfo(task_prompt="two")))
     one.task.task_prompt = "changed by the caller after create"
 
     assert (await store.load(one.session_id)).task.task_prompt in {"one"}
@@ -118,7 +122,7 @@ async def test_sessions_are_isolated_from_each_other_and_from_callers(make_store
 async def test_unknown_and_expired_sessions_are_clear_errors(make_store) -> None:  # type: ignore[no-untyped-def]
     clock = Clock()
     store = make_store(clock, ttl_s=10)
-    created = await store.create("demo", TaskInfo(task_prompt="q"))
+    created = await store.create("demo", waiting(TaskInfo(task_prompt="q")))
 
     with pytest.raises(UnknownSessionError, match="no conversation is stored under session id"):
         await store.load("not-a-session")
@@ -135,9 +139,9 @@ async def test_the_memory_store_forgets_expired_conversations_nobody_asks_for() 
     clock = Clock()
     store = MemorySessionStore(ttl_s=10, clock=clock)
     for _ in range(1_000):
-        await store.create("demo", TaskInfo(task_prompt="q"))
+        await store.create("demo", waiting(TaskInfo(task_prompt="q")))
     clock.now += 11
-    live = [await store.create("demo", TaskInfo(task_prompt="q")) for _ in range(100)]
+    live = [await store.create("demo", waiting(TaskInfo(task_prompt="q"))) for _ in range(100)]
 
     assert len(store._rows) <= 2 * len(live)
     for session in live:  # the ones within their time are all still there
@@ -161,13 +165,13 @@ def damage(store: SessionStore, session_id: str, column: str, value: object) -> 
 @pytest.mark.parametrize(
     ("column", "damaged", "named"),
     [
-        ("task", '{"format": 2, "task": {"task_prompt": 42}}', "problem(s) in its task"),
+        ("task", '{"format": 2, "task": {"task_prompt": 42}}', "problem(s) in its conversation"),
         (
             "task",
             '{"format": 2, "task": {"task_prompt": "q", "run": {"status": 7}}}',
-            "problem(s) in its task",
+            "problem(s) in its conversation",
         ),
-        ("task", "{not json", "problem(s) in its task"),
+        ("task", "{not json", "problem(s) in its conversation"),
         ("version", "abc", "its version is 'abc'"),
         ("version", 0, "its version is 0"),
         ("version", 1.5, "its version is 1.5"),
@@ -178,7 +182,7 @@ async def test_a_stored_row_that_no_longer_reads_is_a_session_error(  # type: ig
     make_store, column: str, damaged: object, named: str
 ) -> None:
     store = make_store()
-    created = await store.create("demo", TaskInfo(task_prompt="q"))
+    created = await store.create("demo", waiting(TaskInfo(task_prompt="q")))
     damage(store, created.session_id, column, damaged)
 
     with pytest.raises(SessionError, match="cannot be read") as caught:
@@ -238,7 +242,7 @@ async def test_a_session_stored_by_the_previous_format_is_refused_clearly(  # ty
     make_store,
 ) -> None:
     store = make_store()
-    created = await store.create("demo", TaskInfo(task_prompt="q"))
+    created = await store.create("demo", waiting(TaskInfo(task_prompt="q")))
     damage(store, created.session_id, "task", FORMAT_1_TASK)
 
     with pytest.raises(SessionError) as caught:
@@ -255,27 +259,32 @@ async def test_a_session_of_a_later_format_is_refused_and_the_current_one_reads(
     make_store,
 ) -> None:
     store = make_store()
-    waiting = TaskInfo(task_prompt="Which dose?", required_tool_names={"demo.asker"})
-    waiting.run.status = TaskStatus.WAITING_FOR_USER
-    waiting.run.clarifications.append(
+    asking = TaskInfo(task_prompt="Which dose?", required_tool_names={"demo.asker"})
+    asking.run.status = TaskStatus.WAITING_FOR_USER
+    asking.run.clarifications.append(
         Clarification(tool_name="demo.asker", question="Which one?", execution_text="Which dose?")
     )
-    created = await store.create("demo", waiting)
+    created = await store.create("demo", waiting(asking))
 
     loaded = await store.load(created.session_id)  # the current format: read back whole
-    assert loaded.task == waiting and loaded.task.run.pending_clarification is not None
-    stored = json.loads(task_payload(waiting))
-    assert stored["format"] == SESSION_FORMAT == 2
-    assert stored["task"]["run"]["clarifications"][0]["question"] == "Which one?"
+    assert loaded.task == asking and loaded.task.run.pending_clarification is not None
+    stored = json.loads(task_payload(asking))
+    assert stored["format"] == SESSION_FORMAT == 3
+    pending = stored["conversation"]["pending"]
+    assert pending["run"]["clarifications"][0]["question"] == "Which one?"
 
-    damage(store, created.session_id, "task", json.dumps({**stored, "format": 3}))
-    with pytest.raises(SessionError, match="was saved in session format 3; this toolwire reads 2"):
+    # a session of the format before conversations (a task waiting for its reply) still reads
+    damage(store, created.session_id, "task", json.dumps({"format": 2, "task": pending}))
+    assert (await store.load(created.session_id)).task == asking
+
+    damage(store, created.session_id, "task", json.dumps({**stored, "format": 4}))
+    with pytest.raises(SessionError, match="was saved in session format 4; this toolwire reads 3"):
         await store.load(created.session_id)
 
 
 async def test_sqlite_sessions_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "sessions.sqlite3"
-    created = await SQLiteSessionStore(path).create("demo", TaskInfo(task_prompt="q"))
+    created = await SQLiteSessionStore(path).create("demo", waiting(TaskInfo(task_prompt="q")))
 
     after_restart = SQLiteSessionStore(path)  # a new process: a new store on the same file
 
@@ -292,7 +301,7 @@ async def test_a_clarification_is_answered_after_a_restart(
     )
     root = TaskInfo(task_prompt="q", required_tool_names={"asker"})
     question_round = await before.orchestrator(None).run_round(root)
-    stored = await before.store.create("demo", root)
+    stored = await before.store.create("demo", waiting(root))
     assert question_round.kind == "clarification"
 
     restarted_tool = AskingTool("asker")
@@ -303,8 +312,10 @@ async def test_a_clarification_is_answered_after_a_restart(
 
     assert answer.text == "asker resolved red"
     assert restarted_tool.runs == []  # resumed, not re-run
-    with pytest.raises(UnknownSessionError):
-        await after.store.load(stored.session_id)
+    kept = await after.store.load(stored.session_id)  # the conversation goes on, nothing waits
+    assert kept.task is None and [turn.answer for turn in kept.conversation.turns] == [
+        "asker resolved red"
+    ]
 
 
 async def test_an_unusable_sqlite_file_is_a_session_error(tmp_path: Path) -> None:
@@ -312,7 +323,7 @@ async def test_an_unusable_sqlite_file_is_a_session_error(tmp_path: Path) -> Non
     path.write_bytes(b"this is not a database" * 100)
 
     with pytest.raises(SessionError, match=r"session store .* failed"):
-        await SQLiteSessionStore(path).create("demo", TaskInfo(task_prompt="q"))
+        await SQLiteSessionStore(path).create("demo", waiting(TaskInfo(task_prompt="q")))
 
 
 def test_create_session_store_follows_the_settings(tmp_path: Path) -> None:
@@ -325,7 +336,7 @@ def test_create_session_store_follows_the_settings(tmp_path: Path) -> None:
 async def test_two_processes_on_one_sqlite_file_cannot_both_apply_a_round(tmp_path: Path) -> None:
     path = tmp_path / "sessions.sqlite3"
     replica_a, replica_b = SQLiteSessionStore(path), SQLiteSessionStore(path)
-    created = await replica_a.create("demo", TaskInfo(task_prompt="q"))
+    created = await replica_a.create("demo", waiting(TaskInfo(task_prompt="q")))
     round_a = await replica_a.load(created.session_id)
     round_b = await replica_b.load(created.session_id)
 
@@ -364,10 +375,12 @@ async def test_a_failed_commit_neither_wedges_the_store_nor_locks_out_other_proc
     store._open = lambda: flaky  # type: ignore[assignment,method-assign,return-value]
 
     with pytest.raises(SessionError, match="disk I/O error"):
-        await store.create("demo", TaskInfo(task_prompt="lost"))
+        await store.create("demo", waiting(TaskInfo(task_prompt="lost")))
 
     # The failed round released the write lock: another process writes at once (no 10 s wait)
-    created = await asyncio.wait_for(other_process.create("demo", TaskInfo(task_prompt="q")), 2)
+    created = await asyncio.wait_for(
+        other_process.create("demo", waiting(TaskInfo(task_prompt="q"))), 2
+    )
     # and this store carries on, seeing nothing of the failed round.
     loaded = await store.load(created.session_id)
     assert (await store.save(loaded)).version == 2
@@ -382,7 +395,9 @@ def mode_of(path: Path) -> int:
 async def test_the_sqlite_database_is_private(tmp_path: Path) -> None:
     path = tmp_path / "state" / "sessions.sqlite3"
     store = SQLiteSessionStore(path)
-    await store.create("demo", TaskInfo(task_prompt="q"))  # the connection stays open: WAL files
+    await store.create(
+        "demo", waiting(TaskInfo(task_prompt="q"))
+    )  # the connection stays open: WAL files
 
     assert mode_of(path.parent) == 0o700
     for name in ("sessions.sqlite3", "sessions.sqlite3-wal", "sessions.sqlite3-shm"):
@@ -392,7 +407,7 @@ async def test_the_sqlite_database_is_private(tmp_path: Path) -> None:
 
 async def test_a_readable_database_of_an_earlier_version_is_tightened(tmp_path: Path) -> None:
     path = tmp_path / "sessions.sqlite3"
-    created = await SQLiteSessionStore(path).create("demo", TaskInfo(task_prompt="q"))
+    created = await SQLiteSessionStore(path).create("demo", waiting(TaskInfo(task_prompt="q")))
     path.chmod(0o644)
     tmp_path.chmod(0o755)
 
@@ -411,5 +426,5 @@ async def test_a_database_path_that_cannot_be_created_is_a_session_error(tmp_pat
 
     with pytest.raises(SessionStoreUnavailableError, match="taken"):
         await SQLiteSessionStore(tmp_path / "taken" / "s.sqlite3").create(
-            "d", TaskInfo(task_prompt="q")
+            "d", waiting(TaskInfo(task_prompt="q"))
         )

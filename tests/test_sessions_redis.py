@@ -15,6 +15,7 @@ from toolwire import (
     TaskInfo,
     UnknownSessionError,
 )
+from toolwire.conversation import waiting
 from toolwire.errors import SessionError
 from toolwire.run_state import Clarification, TaskStatus
 from toolwire.sessions import SessionStore
@@ -49,7 +50,7 @@ async def test_is_a_session_store(store: RedisSessionStore) -> None:
 
 
 async def test_create_then_load_round_trips_the_task(store: RedisSessionStore) -> None:
-    created = await store.create("demo", waiting_task())
+    created = await store.create("demo", waiting(waiting_task()))
     loaded = await store.load(created.session_id)
 
     assert created.version == 1
@@ -59,13 +60,13 @@ async def test_create_then_load_round_trips_the_task(store: RedisSessionStore) -
 
 
 async def test_session_ids_are_fresh_and_unguessable(store: RedisSessionStore) -> None:
-    ids = {(await store.create("demo", waiting_task())).session_id for _ in range(20)}
+    ids = {(await store.create("demo", waiting(waiting_task()))).session_id for _ in range(20)}
     assert len(ids) == 20
     assert all(len(session_id) >= 32 for session_id in ids)
 
 
 async def test_save_applies_a_round_and_bumps_the_version(store: RedisSessionStore) -> None:
-    session = await store.create("demo", waiting_task())
+    session = await store.create("demo", waiting(waiting_task()))
     session.task.task_prompt = "book a table in Szeged"
 
     saved = await store.save(session)
@@ -77,7 +78,7 @@ async def test_save_applies_a_round_and_bumps_the_version(store: RedisSessionSto
 
 
 async def test_a_stale_round_conflicts_and_keeps_the_winner(store: RedisSessionStore) -> None:
-    session = await store.create("demo", waiting_task())
+    session = await store.create("demo", waiting(waiting_task()))
     first = session.model_copy(deep=True)
     second = session.model_copy(deep=True)
     first.task.task_prompt = "winner"
@@ -97,7 +98,7 @@ async def test_concurrent_saves_from_two_clients_apply_exactly_one(redis_url: st
     prefix = f"test:{uuid.uuid4().hex}:"
     replicas = [RedisSessionStore(redis_url, ttl_s=60, key_prefix=prefix) for _ in range(2)]
     try:
-        session = await replicas[0].create("demo", waiting_task())
+        session = await replicas[0].create("demo", waiting(waiting_task()))
         attempts = []
         for n in range(10):
             attempt = (await replicas[n % 2].load(session.session_id)).model_copy(deep=True)
@@ -123,7 +124,7 @@ async def test_unknown_and_deleted_sessions(store: RedisSessionStore) -> None:
     with pytest.raises(UnknownSessionError, match="omit the session id"):
         await store.load("no-such-session")
 
-    session = await store.create("demo", waiting_task())
+    session = await store.create("demo", waiting(waiting_task()))
     await store.delete(session.session_id)
     await store.delete(session.session_id)  # already gone: no error
 
@@ -136,7 +137,7 @@ async def test_unknown_and_deleted_sessions(store: RedisSessionStore) -> None:
 async def test_a_stored_task_that_no_longer_parses_is_a_session_error(
     store: RedisSessionStore,
 ) -> None:
-    created = await store.create("demo", waiting_task())
+    created = await store.create("demo", waiting(waiting_task()))
     await store._client.hset(store._key(created.session_id), "task", "{not json")
 
     with pytest.raises(SessionError, match="cannot be read") as caught:
@@ -152,7 +153,7 @@ async def test_a_stored_task_that_no_longer_parses_is_a_session_error(
 async def test_a_damaged_version_is_a_session_error_on_load_and_save(
     store: RedisSessionStore, damaged: str, named: str
 ) -> None:
-    created = await store.create("demo", waiting_task())
+    created = await store.create("demo", waiting(waiting_task()))
     await store._client.hset(store._key(created.session_id), "version", damaged)
 
     with pytest.raises(SessionError, match="cannot be read") as loaded:
@@ -165,7 +166,7 @@ async def test_a_damaged_version_is_a_session_error_on_load_and_save(
 
 
 async def test_a_missing_column_is_a_session_error(store: RedisSessionStore) -> None:
-    created = await store.create("demo", waiting_task())
+    created = await store.create("demo", waiting(waiting_task()))
     await store._client.hdel(store._key(created.session_id), "domain")
 
     with pytest.raises(SessionError, match="its domain is missing"):
@@ -173,8 +174,8 @@ async def test_a_missing_column_is_a_session_error(store: RedisSessionStore) -> 
 
 
 async def test_the_owner_is_kept_through_rounds(store: RedisSessionStore) -> None:
-    owned = await store.create("demo", waiting_task(), owner="tenant-a")
-    anonymous = await store.create("demo", waiting_task())
+    owned = await store.create("demo", waiting(waiting_task()), owner="tenant-a")
+    anonymous = await store.create("demo", waiting(waiting_task()))
 
     saved = await store.save(await store.load(owned.session_id))
 
@@ -185,7 +186,7 @@ async def test_the_owner_is_kept_through_rounds(store: RedisSessionStore) -> Non
 async def test_every_write_renews_the_time_to_live(redis_url: str) -> None:
     store = RedisSessionStore(redis_url, ttl_s=1, key_prefix=f"test:{uuid.uuid4().hex}:")
     try:
-        session = await store.create("demo", waiting_task())
+        session = await store.create("demo", waiting(waiting_task()))
         key = store._key(session.session_id)
         await asyncio.sleep(0.5)
         left_before = await store._client.pttl(key)

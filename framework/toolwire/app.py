@@ -192,7 +192,7 @@ class App:
 
     @property
     def session_store(self) -> SessionStore:
-        """Where conversations wait between rounds: the one passed in, else ``config.sessions``."""
+        """Where conversations wait between turns: the one passed in, else ``config.sessions``."""
         if self._session_store is None:
             from toolwire.sessions import create_session_store
 
@@ -209,7 +209,8 @@ class App:
         *,
         caller: str | None = None,
     ) -> Answer:
-        """Answer a message (or continue a conversation waiting for a clarification).
+        """Answer a message; with ``session_id`` (an earlier answer's), as the next turn of that
+        conversation: a follow-up, or the reply to its clarifying question.
 
         ``caller`` (the server passes the API key's name) binds a new conversation to it; only
         the same caller can continue it (another gets ``UnknownSessionError``).
@@ -261,6 +262,7 @@ class App:
                 orchestrators=self.orchestrators,
                 observers=self._observers,
                 failed_plugins=self.plugin_failures,
+                sessions=self.config.sessions,
             )
         return self._conversations
 

@@ -194,7 +194,7 @@ class OrchestratorSettings(Section):
 
 
 class SessionSettings(Section):
-    """Where conversations wait between clarification rounds."""
+    """Where conversations wait between their turns, and how much of them is kept."""
 
     store: str = "sqlite"
     """``sqlite`` (a file, ``path``), ``memory`` (this process only), ``redis`` (``redis_url``,
@@ -203,7 +203,12 @@ class SessionSettings(Section):
     """SQLite file, relative to the working directory."""
     redis_url: str = "redis://127.0.0.1:6379/0"
     ttl_s: int = Field(default=86_400, gt=0)
-    """How long an unanswered clarification waits before it is forgotten."""
+    """How long a conversation nobody continues is kept (renewed by each turn)."""
+    max_turns: int = Field(default=50, ge=1)
+    """Turns a conversation keeps verbatim (older ones are compressed once, or forgotten)."""
+    max_bytes: int = Field(default=262_144, ge=4096)
+    """The most a conversation takes in the store: the oldest turns' tool findings go first,
+    then the oldest turns; a task waiting for a reply is always kept."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Settings of a store a plugin registered (its factory reads and checks them)."""
 

@@ -39,6 +39,8 @@ TraceFlag = Annotated[
 ]
 
 EXIT_WORDS = frozenset({"exit", "quit", ":q"})
+NEW_CONVERSATION = "new"
+"""The chat line that starts a new conversation (the turns before are no longer read)."""
 
 
 def load_app(ctx: typer.Context) -> App:
@@ -48,16 +50,21 @@ def load_app(ctx: typer.Context) -> App:
 
 def ask(
     ctx: typer.Context,
-    message: Annotated[str, typer.Argument(help="The question, or the reply to a clarification.")],
+    message: Annotated[
+        str, typer.Argument(help="The question, a follow-up, or the reply to a clarification.")
+    ],
     domain: DomainOption = None,
     session: Annotated[
         str | None,
-        typer.Option("--session", help="Reply to the clarifying question of this session."),
+        typer.Option(
+            "--session",
+            help="Continue this conversation (a follow-up, or the reply to its question).",
+        ),
     ] = None,
     trace: TraceFlag = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the Answer as JSON.")] = False,
 ) -> None:
-    """Ask one question; a clarifying question prints the session id to reply with."""
+    """Ask one question; the answer prints the conversation's id to continue it with."""
     problem = (
         empty_problem(message, "the message")
         or not_utf8(message, "the message")
@@ -79,10 +86,14 @@ def ask(
     show_answer(console, answer, trace=trace, streamed=view.text)
     if answer.kind == "clarification":
         console.print(f'[dim]Reply with: toolwire ask "…" --session {answer.session_id}[/dim]')
+    elif answer.session_id:  # on stderr: stdout stays the answer alone
+        hint = f'[dim]Follow up with: toolwire ask "…" --session {answer.session_id}[/dim]'
+        Console(stderr=True, highlight=False).print(hint)
 
 
 def chat(ctx: typer.Context, domain: DomainOption = None, trace: TraceFlag = False) -> None:
-    """Talk to a domain: a clarifying question is shown and your next line answers it."""
+    """Talk to a domain: one conversation, each line a turn that remembers the ones before (a
+    clarifying question is answered by your next line); 'new' starts a new conversation."""
     app = load_app(ctx)
     if domain is not None:  # said now, not after the user typed the first message
         try:
@@ -90,7 +101,10 @@ def chat(ctx: typer.Context, domain: DomainOption = None, trace: TraceFlag = Fal
         except ToolwireError as error:
             _fail(error)
     console = Console(highlight=False)
-    console.print("[dim]Ask away; an empty line, 'exit' or Ctrl-D ends the chat.[/dim]")
+    console.print(
+        "[dim]Ask away; 'new' starts a new conversation; an empty line, 'exit' or Ctrl-D ends "
+        "the chat.[/dim]"
+    )
     # One event loop for every question, the prompt read in the main thread between them: a
     # Ctrl-C at the prompt ends the chat at once (read in a worker thread, it left the process
     # waiting for that thread's line at exit).
@@ -116,14 +130,19 @@ def _chat(
     runner: asyncio.Runner, app: App, console: Console, domain: str | None, trace: bool
 ) -> None:
     session_id: str | None = None
+    waiting = False
     while True:
-        prompt = "reply> " if session_id else "you> "
+        prompt = "reply> " if waiting else "you> "
         try:
             line = console.input(prompt).strip()
         except EOFError:
             return
         if not line or line.lower() in EXIT_WORDS:
             return
+        if line.lower() == NEW_CONVERSATION:
+            session_id, waiting = None, False
+            console.print("[dim](a new conversation)[/dim]")
+            continue
         problem = not_utf8(line, "that line")
         if problem:
             console.print(problem, markup=False)
@@ -132,7 +151,7 @@ def _chat(
         view = LiveView(console, Console(stderr=True, highlight=False), stream_text=True)
         answered = runner.run(watch(app, line, ask_domain, session_id, view))
         answer = disclosed_answer(answered, verbose=trace)
-        session_id = answer.session_id if answer.kind == "clarification" else None
+        session_id, waiting = answer.session_id, answer.kind == "clarification"
         show_answer(console, answer, trace=trace, streamed=view.text)
 
 

@@ -40,8 +40,10 @@ from toolwire.llm.budget import call_time
 from toolwire.llm.compression import ContextCompressor
 from toolwire.llm.context_limits import PartLimit
 from toolwire.llm.function_calls import function_choices
-from toolwire.llm.prompts import Layout, Prompt
-from toolwire.llm.relevance import judge_pages_alone
+from toolwire.llm.history import with_history
+from toolwire.llm.profiles import ModelProfile
+from toolwire.llm.prompts import Prompt
+from toolwire.llm.status_bar import with_status_bar
 from toolwire.llm.structured import (
     YesNo,
     boolean_model,
@@ -403,7 +405,7 @@ class ChatModel:
         functions: Sequence[FunctionOffer],
     ) -> _Sent:
         timeout = call_time(purpose, self.settings.timeout_s, is_answer=purpose is Purpose.ANSWER)
-        messages = prompts.sendable(messages)
+        messages = prompts.sendable(with_history(messages))  # earlier turns after the system
         serialised = prompts.canonical(messages)
         shared = prompts.shared_prefix_length(self._last_prompt, serialised)
         self._last_prompt = serialised

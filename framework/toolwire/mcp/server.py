@@ -11,7 +11,8 @@ What a client sees (docs/mcp.md):
   answer in the arguments —, ``terminal``). A tool that raises, or arguments its model rejects,
   give an error result (``isError``), as MCP asks of tool failures;
 - ``<domain>.ask``: the whole orchestrator on a message, returning the answer's text and kind
-  (and ``session_id`` while a clarifying question waits: send the reply with it), its failures
+  and the conversation's ``session_id`` (send the next message, a follow-up or the reply to a
+  clarifying question, with it), its failures
   and its notices (typed: ``context_cut``, ``compression_failed``, ``answer_cut_off``,
   ``clarification_limit``). It shows
   of internal errors what ``POST /v1/ask`` shows, by the same code and
@@ -68,12 +69,12 @@ class AskArguments(BaseModel):
     """Ask the domain's chatbot: the whole orchestrator on one message."""
 
     message: str = Field(
-        description="The user's question, or the user's reply to a clarifying question",
+        description="The user's question, a follow-up, or the reply to a clarifying question",
         min_length=1,
     )
     session_id: SessionIdText | None = Field(
         default=None,
-        description="Only when replying: the session_id of the answer that asked the question",
+        description="To continue a conversation: the session_id of its last answer",
     )
 
 
@@ -83,8 +84,10 @@ class AskResult(BaseModel):
     kind: Literal["answer", "clarification"]
     text: str
     session_id: str | None = Field(
-        default=None, description="Set while a clarifying question waits for the user's reply"
+        default=None,
+        description="The conversation's id: send the next message with it to continue",
     )
+    turn: int = Field(default=1, description="Which turn of the conversation this answers")
     guaranteed_contexts: list[str] = Field(default_factory=list)
     failures: list[str] = Field(default_factory=list)
     notices: list[Notice] = Field(
@@ -146,9 +149,10 @@ class DomainMcpServer:
             name=self.ask_name,
             description=(
                 f"Ask the {self.domain} chatbot ({domain.description or 'toolwire domain'}): "
-                "it chooses and runs the domain's tools and composes the answer. When the reply "
-                "is a clarifying question, ask the user and call again with their reply as "
-                "message and the same session_id."
+                "it chooses and runs the domain's tools and composes the answer. Pass the "
+                "session_id of its last answer to continue the conversation (a follow-up such "
+                "as 'and its dose?'); when the reply is a clarifying question, ask the user and "
+                "call again with their reply as message and the same session_id."
             ),
             input_schema=AskArguments.model_json_schema(),
             output_schema=AskResult.model_json_schema(),
@@ -242,6 +246,7 @@ class DomainMcpServer:
             kind=answer.kind,
             text=answer.text,
             session_id=answer.session_id,
+            turn=answer.turn,
             guaranteed_contexts=answer.guaranteed_contexts,
             failures=answer.failures,
             notices=answer.notices,

@@ -120,13 +120,16 @@ def answer_cut_off(with_context: bool) -> Notice:
 class Answer(BaseModel):
     """The reply to one message: an answer, or a clarifying question to reply to.
 
-    For a clarification, send the user's reply with the same ``session_id``.
+    Send the next message (a follow-up, or the reply to a clarification) with the same
+    ``session_id`` to continue the conversation.
     """
 
     kind: Literal["answer", "clarification"]
     text: str
     session_id: str | None = None
-    """Set while the conversation waits for a reply (``kind == "clarification"``)."""
+    """The conversation's id: a message sent with it is the conversation's next turn."""
+    turn: int = 1
+    """Which turn of the conversation this answers (1: the first message)."""
     domain: str
     guaranteed_contexts: list[str] = Field(default_factory=list)
     """Finished answers tools produced, verbatim (seed 6.6)."""

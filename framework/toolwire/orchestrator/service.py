@@ -1,4 +1,4 @@
-"""Conversations: a message or a reply in, an ``Answer`` out, sessions between rounds."""
+"""Conversations: a message in, an ``Answer`` out, the conversation kept between turns."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import structlog
 
+from toolwire.conversation import Conversation, Turn, bounded, history_messages, turn_findings
 from toolwire.errors import (
     SessionConflictError,
     SessionError,
@@ -25,16 +26,18 @@ from toolwire.events import (
 )
 from toolwire.llm.base import LanguageModel, Usage, collect_calls
 from toolwire.llm.budget import question_budget
+from toolwire.llm.history import conversation_history
 from toolwire.logging import bound
 from toolwire.orchestrator.answer import Answer, TaskTrace
+from toolwire.orchestrator.buffer import subtree_results
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
-from toolwire.orchestrator.preselection import preselections
 from toolwire.orchestrator.streaming import Answered, stream_question
 from toolwire.redaction import session_ref
 from toolwire.registry import DomainSpec, ToolRegistry
-from toolwire.selection.routing import DomainRouter, RoutingRecord
+from toolwire.selection.pipeline import Selection
+from toolwire.selection.routing import DomainRouter, RoutingDecision, RoutingRecord
 from toolwire.sessions import SessionStore, StoredSession
-from toolwire.settings import OrchestratorSettings
+from toolwire.settings import OrchestratorSettings, SessionSettings
 from toolwire.task import TaskInfo, escape_marker
 from toolwire.tool_threads import PluginRunner
 from toolwire.tools import ChatbotTool
@@ -45,11 +48,15 @@ log = structlog.get_logger(__name__)
 class ConversationService:
     """``App.ask`` behind the scenes: one :class:`DomainOrchestrator` per domain, built once.
 
-    A fresh message becomes task "1" of the domain the caller names; naming none, of the domain
-    the message is routed to (several domains installed, ``orchestrator.routing``), else of the
-    default domain, or the only one. A message with a ``session_id`` is the reply to the waiting
-    clarifying question: the stored tree resumes exactly where it stopped, in the domain it
-    started in. A finished conversation's session is deleted.
+    A message without a ``session_id`` starts a conversation: task "1" of the domain the caller
+    names; naming none, of the domain the message is routed to (several domains installed,
+    ``orchestrator.routing``), else of the default domain, or the only one. Every answer carries
+    the conversation's id; a message sent with it is the conversation's next turn, in the domain
+    it started in: the reply to a waiting clarifying question resumes the stored tree exactly
+    where it stopped, any other message is a new task that every model call reads after the
+    earlier turns (:mod:`toolwire.conversation`). The conversation is kept in the session store,
+    within ``sessions.max_turns`` and ``sessions.max_bytes``, for ``sessions.ttl_s`` after its
+    last turn.
     """
 
     def __init__(
@@ -65,9 +72,12 @@ class ConversationService:
         orchestrators: Mapping[str, DomainOrchestrator] | None = None,
         observers: Sequence[Callable[[], Observer]] = (),
         failed_plugins: Sequence[str] = (),
+        sessions: SessionSettings | None = None,
     ) -> None:
-        """``failed_plugins``: why plugins failed to load, named when a domain is unknown."""
+        """``failed_plugins``: why plugins failed to load, named when a domain is unknown;
+        ``sessions``: the conversations' bounds."""
         self.store = store
+        self.sessions = sessions or SessionSettings()
         self.failed_plugins = list(failed_plugins)
         self.observers = list(observers)
         """Each makes an observer for one question (OpenTelemetry's spans, say)."""
@@ -100,7 +110,7 @@ class ConversationService:
         *,
         caller: str | None = None,
     ) -> Answer:
-        """Answer a message, or continue the conversation waiting under ``session_id``.
+        """Answer a message, as the next turn of the conversation ``session_id`` when given.
 
         ``caller`` names who asks (the server's API key name): a conversation it starts is bound
         to it, and a conversation another caller started is not found (``UnknownSessionError``).
@@ -134,56 +144,61 @@ class ConversationService:
         self, message: str, domain: str | None, session_id: str | None, caller: str | None
     ) -> Answer:
         routing: RoutingRecord | None = None
+        decision: RoutingDecision | None = None
+        preselected: Selection | None = None
         resumed = {"session": session_ref(session_id)} if session_id is not None else {}
         with (
             collect_calls() as calls,
             bound(**resumed),
             question_budget(self.settings.question_budget_s),
-            preselections(),
         ):
+            stored: StoredSession | None = None
             if session_id is None:
                 if domain is None and self.router is not None:
                     attempts = self.settings.model_attempts
-                    routing = await self.router.route(
-                        message, self.llm, attempts, takes=self._takes
+                    decision = await self.router.route(
+                        message, self.llm, attempts, select=self._select_first
                     )
+                    routing = decision.record
                     emit(Routed(routing=routing.model_copy(deep=True)))
                     domain = routing.domain
                 orchestrator = self.orchestrator(domain, routed=routing is not None)
-                stored: StoredSession | None = None
-                root = await orchestrator.new_task(message)
+                if decision is not None and decision.selected_in == orchestrator.domain.name:
+                    preselected = decision.selection  # made for this message in this domain
+                conversation = Conversation()
+            else:
+                stored = await self._continued(session_id, domain, caller)
+                orchestrator = self.orchestrator(stored.domain)
+                conversation = stored.conversation
+            with conversation_history(history_messages(conversation)):
+                root = await self._turn_task(orchestrator, conversation, message, session_id)
                 if routing is not None and routing.failure:
                     root.run.failures.append(routing.failure)
-            else:
-                stored = await self.store.load(session_id)
-                if stored.owner != caller:
-                    log.warning("session_owner_mismatch", owner=stored.owner, caller=caller)
-                    raise UnknownSessionError(session_id)
-                if domain is not None and domain != stored.domain:
-                    raise SessionError(
-                        f"session {session_id!r} belongs to domain {stored.domain!r}, not "
-                        f"{domain!r}; omit the domain when replying"
-                    )
-                orchestrator = self.orchestrator(stored.domain)
-                root = stored.task
-                _give_reply(root, message, session_id)
-            result = await orchestrator.run_round(root)
-            if result.kind == "clarification":
-                stored = await self._keep(stored, orchestrator.domain.name, root, caller)
-            elif stored is not None:
-                await self._save_round(stored, root)  # claims the round before forgetting it
-                await self.store.delete(stored.session_id)
+                result = await orchestrator.run_round(root, preselected=preselected)
+            turn = Turn(
+                number=conversation.next_number,
+                message=message,
+                kind=result.kind,
+                answer=result.text,
+                findings=turn_findings(
+                    [(r.tool_name, r.context, r.guaranteed) for r in subtree_results(root)]
+                ),
+            )
+            kept = self._kept(conversation, turn, root if result.kind == "clarification" else None)
+            stored = await self._store(stored, orchestrator.domain.name, kept, caller)
         log.info(
             "question_answered",
             domain=orchestrator.domain.name,
             kind=result.kind,
+            turn=turn.number,
             llm_calls=len(calls),
             failures=len(result.failures),
         )
         return Answer(
             kind=result.kind,
             text=result.text,
-            session_id=stored.session_id if result.kind == "clarification" and stored else None,
+            session_id=stored.session_id,
+            turn=turn.number,
             domain=orchestrator.domain.name,
             guaranteed_contexts=result.guaranteed_contexts,
             failures=result.failures,
@@ -194,9 +209,47 @@ class ConversationService:
             model_calls=list(calls),
         )
 
-    async def _takes(self, domain: str, message: str) -> bool:
-        """Routing's question whether a tool of ``domain`` takes ``message``."""
-        return await self.orchestrators[domain].takes(message)
+    async def _continued(
+        self, session_id: str, domain: str | None, caller: str | None
+    ) -> StoredSession:
+        """The stored conversation ``session_id``, if ``caller`` may continue it in ``domain``."""
+        stored = await self.store.load(session_id)
+        if stored.owner != caller:
+            log.warning("session_owner_mismatch", owner=stored.owner, caller=caller)
+            raise UnknownSessionError(session_id)
+        if domain is not None and domain != stored.domain:
+            raise SessionError(
+                f"session {session_id!r} belongs to domain {stored.domain!r}, not "
+                f"{domain!r}; omit the domain when continuing the conversation"
+            )
+        return stored
+
+    async def _turn_task(
+        self,
+        orchestrator: DomainOrchestrator,
+        conversation: Conversation,
+        message: str,
+        session_id: str | None,
+    ) -> TaskInfo:
+        """The task tree this turn runs: the waiting one with the reply set, or a new task."""
+        if conversation.pending is not None and session_id is not None:
+            root = conversation.pending
+            _give_reply(root, message, session_id)
+            return root
+        return await orchestrator.new_task(message)
+
+    def _kept(
+        self, conversation: Conversation, turn: Turn, pending: TaskInfo | None
+    ) -> Conversation:
+        """The conversation after ``turn``, within its bounds."""
+        grown = conversation.model_copy(
+            update={"turns": [*conversation.turns, turn], "pending": pending}
+        )
+        return bounded(grown, max_turns=self.sessions.max_turns, max_bytes=self.sessions.max_bytes)
+
+    async def _select_first(self, domain: str, message: str) -> Selection | None:
+        """Routing's question which tools of ``domain`` take ``message``."""
+        return await self.orchestrators[domain].select_first(message)
 
     def orchestrator(self, domain: str | None, *, routed: bool = False) -> DomainOrchestrator:
         """The orchestrator of ``domain``, the default domain, or the only domain.
@@ -228,20 +281,23 @@ class ConversationService:
             raise UnknownDomainError.named(name, self.orchestrators, self.failed_plugins)
         return self.orchestrators[name]
 
-    async def _keep(
-        self, stored: StoredSession | None, domain: str, root: TaskInfo, caller: str | None
+    async def _store(
+        self,
+        stored: StoredSession | None,
+        domain: str,
+        conversation: Conversation,
+        caller: str | None,
     ) -> StoredSession:
         if stored is None:
-            return await self.store.create(domain, root, owner=caller)
-        return await self._save_round(stored, root)
+            return await self.store.create(domain, conversation, owner=caller)
+        return await self._save_turn(stored, conversation)
 
-    async def _save_round(self, stored: StoredSession, root: TaskInfo) -> StoredSession:
-        """Apply a resumed round with optimistic concurrency: of two replicas resuming the same
-        session only the first save succeeds; the other gets ``SessionConflictError`` (also when
-        the first one already finished and deleted the conversation), and the store keeps what
-        the first one left."""
+    async def _save_turn(self, stored: StoredSession, conversation: Conversation) -> StoredSession:
+        """Apply a turn with optimistic concurrency: of two replicas continuing the same
+        conversation only the first save succeeds; the other gets ``SessionConflictError`` (also
+        when the conversation is gone meanwhile), and the store keeps what the first one left."""
         try:
-            return await self.store.save(stored.model_copy(update={"task": root}))
+            return await self.store.save(stored.model_copy(update={"conversation": conversation}))
         except UnknownSessionError:
             raise SessionConflictError(
                 stored.session_id, stored.version, stored.version + 1

@@ -151,9 +151,10 @@ def create_app(
         title="toolwire",
         summary="Domain chatbots built out of tools.",
         description=(
-            "Ask a question with `POST /v1/ask`. When the answer carries a clarifying question, "
-            "send the user's reply with the answer's `session_id`; any replica sharing the "
-            "session store can take it, for the API key that started the conversation. The "
+            "Ask a question with `POST /v1/ask`. Every answer carries the conversation's "
+            "`session_id`: send the next message (a follow-up, or the reply to a clarifying "
+            "question) with it to continue the conversation; any replica sharing the session "
+            "store can take it, for the API key that started the conversation. The "
             "`/v1` endpoints need `Authorization: Bearer <token>` when the server has API keys."
         ),
         version="1",

@@ -13,7 +13,7 @@ DOMAIN_MAX_CHARS = 128
 
 
 class AskRequest(BaseModel):
-    """A user's message: a new question, or the reply to a clarifying question."""
+    """A user's message: a new question, a follow-up, or the reply to a clarifying question."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -27,8 +27,9 @@ class AskRequest(BaseModel):
     )
     session_id: SessionIdText | None = Field(
         default=None,
-        description="The session id of an answer that asked a clarifying question, to reply to "
-        f"it (printable ASCII, at most {SESSION_ID_MAX_CHARS} characters).",
+        description="The session id of an earlier answer, to continue its conversation: a "
+        "follow-up, or the reply to its clarifying question (printable ASCII, at most "
+        f"{SESSION_ID_MAX_CHARS} characters).",
     )
     stream: bool = Field(
         default=False,

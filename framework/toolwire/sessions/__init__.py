@@ -1,4 +1,4 @@
-"""Where a conversation's root task waits between clarification rounds.
+"""Where a conversation waits between its turns (its history, and a task waiting for a reply).
 
 The contract is in ``base``; the stores are in ``memory`` (tests), ``sqlite`` (the embedded
 default) and ``redis`` (``toolwire[redis]``, imported only when used); ``factory`` makes the one
@@ -10,6 +10,7 @@ from toolwire.sessions.base import (
     SessionStore,
     StoredSession,
     new_session_id,
+    session_payload,
     stored_session,
     task_payload,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "StoredSession",
     "create_session_store",
     "new_session_id",
+    "session_payload",
     "stored_session",
     "task_payload",
 ]

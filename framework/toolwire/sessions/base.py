@@ -1,9 +1,11 @@
 """The session store contract: what every store keeps and the rows it reads back.
 
-A conversation waiting for the user's reply is a :class:`StoredSession`; a store persists it
-between clarification rounds. A round is applied with optimistic concurrency: ``save`` succeeds
-only when the stored version is still the one the round started from, so two replicas resuming one
-session cannot both apply it. Every store reads its rows back through :func:`stored_session`.
+A conversation is a :class:`StoredSession`: its turns and, while a clarifying question waits, its
+task tree (:class:`~toolwire.conversation.Conversation`); a store persists it between turns, so
+any replica can take the next one. A turn is applied with optimistic concurrency: ``save``
+succeeds only when the stored version is still the one the turn started from, so two replicas
+continuing one conversation cannot both apply a turn. Every store reads its rows back through
+:func:`stored_session`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Annotated, Literal, Protocol, runtime_checkable
 
 from pydantic import AfterValidator, BaseModel, ValidationError
 
+from toolwire.conversation import Conversation, waiting
 from toolwire.errors import SessionError
 from toolwire.task import TaskInfo
 
@@ -27,23 +30,35 @@ Clock = Callable[[], float]
 
 
 class StoredSession(BaseModel):
-    """A conversation waiting for the user's reply."""
+    """A conversation, between two of its turns."""
 
     session_id: str
+    """The conversation's id: every answer carries it, and a message sent with it continues the
+    conversation."""
     domain: str
-    task: TaskInfo
+    conversation: Conversation
     version: int
     """Starts at 1 and grows by one with every applied round."""
     owner: str | None = None
     """The API key (its name) that started the conversation; only it may continue it. None:
     started without authentication."""
 
+    @property
+    def task(self) -> TaskInfo | None:
+        """The task tree waiting for the reply to its clarifying question (None: none waits)."""
+        return self.conversation.pending
+
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """Persistence of waiting conversations, safe to share between processes."""
+    """Persistence of conversations between their turns, safe to share between processes.
 
-    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
+    A store writes a conversation as :func:`session_payload` gives it and reads it back through
+    :func:`stored_session`; every write renews its idle time-to-live (``sessions.ttl_s``)."""
+
+    async def create(
+        self, domain: str, conversation: Conversation, owner: str | None = None
+    ) -> StoredSession:
         """Store a new conversation under a fresh, unguessable session id (version 1), bound to
         ``owner`` (the API key's name that started it)."""
         ...
@@ -53,7 +68,7 @@ class SessionStore(Protocol):
         ...
 
     async def save(self, session: StoredSession) -> StoredSession:
-        """Store ``session.task`` if the stored version is still ``session.version``.
+        """Store ``session.conversation`` if the stored version is still ``session.version``.
 
         Returns the session with its new version; raises ``SessionConflictError`` when another
         round was applied first and ``UnknownSessionError`` when the session is gone.
@@ -61,7 +76,7 @@ class SessionStore(Protocol):
         ...
 
     async def delete(self, session_id: str) -> None:
-        """Forget a finished conversation (no error when it is already gone)."""
+        """Forget a conversation (no error when it is already gone)."""
         ...
 
     async def aclose(self) -> None:
@@ -86,8 +101,8 @@ def checked_session_id(value: str) -> str:
     if _SESSION_ID.fullmatch(value) is None:
         raise ValueError(
             "this is not a session id (a session id is printable ASCII without spaces, at most "
-            f"{SESSION_ID_MAX_CHARS} characters): send back the session_id of the answer that "
-            "asked the clarifying question"
+            f"{SESSION_ID_MAX_CHARS} characters): send back the session_id of an answer of the "
+            "conversation"
         )
     return value
 
@@ -96,33 +111,60 @@ SessionIdText = Annotated[str, AfterValidator(checked_session_id)]
 """A request field carrying a session id (``POST /v1/ask``, the MCP ``<domain>.ask`` tool)."""
 
 
-SESSION_FORMAT = 2
-"""The format of a stored task: ``{"format": 2, "task": <the root TaskInfo>}``, each task with
-its run state under ``run``. Format 1 (toolwire before the run state was kept apart: the bare
-task, the orchestrator's fields beside the SPEC's) is refused with a clear message."""
+SESSION_FORMAT = 3
+"""The format of a stored conversation: ``{"format": 3, "conversation": <Conversation>}``, its
+waiting task (if any) with its run state under ``run``. Format 2 (toolwire before conversations
+were kept: ``{"format": 2, "task": <the root TaskInfo>}``, a clarification waiting) is read as a
+conversation without earlier turns. Format 1 (the bare task, the orchestrator's fields beside the
+SPEC's) is refused with a clear message."""
+
+
+class SessionPayload(BaseModel):
+    """What a store keeps of a conversation."""
+
+    format: Literal[3]
+    conversation: Conversation
 
 
 class TaskPayload(BaseModel):
-    """What a store keeps of a conversation's tasks: the root task with its run state."""
+    """A conversation stored by an earlier toolwire (format 2): a task waiting for its reply."""
 
     format: Literal[2]
     task: TaskInfo
 
 
+def session_payload(conversation: Conversation) -> str:
+    """The conversation as a store writes it (JSON, :data:`SESSION_FORMAT`)."""
+    return SessionPayload(format=SESSION_FORMAT, conversation=conversation).model_dump_json()
+
+
 def task_payload(task: TaskInfo) -> str:
-    """The root task as a store writes it (JSON, :data:`SESSION_FORMAT`)."""
-    return TaskPayload(format=SESSION_FORMAT, task=task).model_dump_json()
+    """A conversation whose only state is a task waiting for its reply, as a store writes it."""
+    return session_payload(waiting(task))
+
+
+def _conversation_of(payload_json: str) -> Conversation:
+    """The stored conversation of either readable format (``ValidationError`` if neither)."""
+    try:
+        return SessionPayload.model_validate_json(payload_json).conversation
+    except ValidationError:
+        try:
+            return waiting(TaskPayload.model_validate_json(payload_json).task)
+        except ValidationError:
+            pass
+        raise
 
 
 def stored_session(
-    session_id: str, domain: object, task_json: object, version: object, owner: object = None
+    session_id: str, domain: object, payload_json: object, version: object, owner: object = None
 ) -> StoredSession:
     """A stored row back as a ``StoredSession``; every store reads its rows through this.
 
-    A row that no longer reads (a task that does not parse, a version that is not a positive
-    whole number, a missing column: written by an incompatible version, or damaged) is a
+    A row that no longer reads (a conversation that does not parse, a version that is not a
+    positive whole number, a missing column: written by an incompatible version, or damaged) is a
     ``SessionError`` naming the session and the damaged column, not a bare validation error; a
-    task stored in another format says which.
+    conversation stored in another format says which. Only that conversation is lost: the store
+    and its other conversations are not touched.
     """
     problems: list[str] = []
     if not isinstance(domain, str) or not domain:
@@ -132,16 +174,16 @@ def stored_session(
     stored_version = _stored_version(version)
     if stored_version is None:
         problems.append(f"its version is {_shown(version)}, not a positive whole number")
-    task: TaskInfo | None = None
-    if not isinstance(task_json, str):
-        problems.append(f"its task is {_shown(task_json)}")
+    conversation: Conversation | None = None
+    if not isinstance(payload_json, str):
+        problems.append(f"its conversation is {_shown(payload_json)}")
     else:
         try:
-            task = TaskPayload.model_validate_json(task_json).task
+            conversation = _conversation_of(payload_json)
         except ValidationError as error:
-            _refuse_other_format(session_id, task_json)
-            problems.append(f"{error.error_count()} problem(s) in its task")
-    if problems or task is None or stored_version is None:
+            _refuse_other_format(session_id, payload_json)
+            problems.append(f"{error.error_count()} problem(s) in its conversation")
+    if problems or conversation is None or stored_version is None:
         raise SessionError(
             f"the stored conversation {session_id!r} cannot be read ({'; '.join(problems)}); "
             "it was written by an incompatible version or damaged: start a new conversation"
@@ -149,7 +191,7 @@ def stored_session(
     return StoredSession(
         session_id=session_id,
         domain=str(domain),
-        task=task,
+        conversation=conversation,
         version=stored_version,
         owner=owner if isinstance(owner, str) else None,
     )
@@ -164,7 +206,7 @@ def _refuse_other_format(session_id: str, task_json: str) -> None:
     if not isinstance(stored, dict):
         return
     found = stored.get("format", 1 if "task_prompt" in stored else None)
-    if found is None or found == SESSION_FORMAT:
+    if found is None or found in (2, SESSION_FORMAT):
         return
     if found == 1:
         why = (

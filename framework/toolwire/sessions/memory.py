@@ -5,22 +5,23 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from toolwire.conversation import Conversation
 from toolwire.errors import SessionConflictError, UnknownSessionError
 from toolwire.sessions.base import (
     Clock,
     StoredSession,
     new_session_id,
+    session_payload,
     stored_session,
-    task_payload,
 )
-from toolwire.task import TaskInfo
 
 
 @dataclasses.dataclass(frozen=True)
 class _MemoryRow:
     domain: str
     task: str
-    """The task as JSON, so a caller changing a loaded task never changes the stored one."""
+    """The conversation as JSON (:func:`session_payload`), so a caller changing a loaded
+    conversation never changes the stored one."""
     version: int
     expires: float
     owner: str | None
@@ -33,7 +34,8 @@ PURGE_FLOOR = 64
 class MemorySessionStore:
     """Sessions in this process's memory (tests, one-shot scripts); gone when the process ends.
 
-    Tasks are stored as JSON, so a caller changing a loaded task never changes the stored one.
+    Conversations are stored as JSON, so a caller changing a loaded one never changes the stored
+    one.
     Expired rows are purged when a new session finds the store twice as full as after the last
     purge: conversations nobody answers cost memory for ``ttl_s``, not for the process's life.
     """
@@ -44,14 +46,20 @@ class MemorySessionStore:
         self._rows: dict[str, _MemoryRow] = {}
         self._purge_at = PURGE_FLOOR
 
-    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
+    async def create(
+        self, domain: str, conversation: Conversation, owner: str | None = None
+    ) -> StoredSession:
         if len(self._rows) >= self._purge_at:
             self._purge_expired()
         session_id = new_session_id()
-        row = _MemoryRow(domain, task_payload(task), 1, self._expiry(), owner)
+        row = _MemoryRow(domain, session_payload(conversation), 1, self._expiry(), owner)
         self._rows[session_id] = row
         return StoredSession(
-            session_id=session_id, domain=domain, task=task, version=1, owner=owner
+            session_id=session_id,
+            domain=domain,
+            conversation=conversation,
+            version=1,
+            owner=owner,
         )
 
     async def load(self, session_id: str) -> StoredSession:
@@ -64,7 +72,10 @@ class MemorySessionStore:
             raise SessionConflictError(session.session_id, session.version, row.version)
         new_version = row.version + 1
         self._rows[session.session_id] = dataclasses.replace(
-            row, task=task_payload(session.task), version=new_version, expires=self._expiry()
+            row,
+            task=session_payload(session.conversation),
+            version=new_version,
+            expires=self._expiry(),
         )
         return session.model_copy(update={"version": new_version})
 

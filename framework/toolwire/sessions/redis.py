@@ -1,12 +1,13 @@
 """The Redis session store (``toolwire[redis]``): one store shared by every replica.
 
-Each conversation is a hash ``<prefix><session id>`` with the fields ``domain``, ``task`` (the root
-task as JSON), ``version`` and, when an API key started it, ``owner`` (the key's name). Creating
+Each conversation is a hash ``<prefix><session id>`` with the fields ``domain``, ``task`` (the
+conversation as JSON, :func:`~toolwire.sessions.base.session_payload`; the field keeps its earlier
+name), ``version`` and, when an API key started it, ``owner`` (the key's name). Creating
 and saving run as Lua scripts, so the version check and the
 write are one atomic step on the Redis server: of two replicas saving the same round, exactly one
 succeeds and the other gets ``SessionConflictError`` while the stored task stays as the winner left
-it. Every write renews the key's time to live (``SessionSettings.ttl_s``), so an unanswered
-clarification is forgotten ``ttl_s`` seconds after its last round.
+it. Every write renews the key's time to live (``SessionSettings.ttl_s``), so a conversation is
+forgotten ``ttl_s`` seconds after its last turn.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import redis.asyncio as redis_asyncio
 import structlog
 from redis.exceptions import RedisError
 
+from toolwire.conversation import Conversation
 from toolwire.errors import (
     SessionConflictError,
     SessionError,
@@ -24,9 +26,8 @@ from toolwire.errors import (
     UnknownSessionError,
 )
 from toolwire.redaction import redact, session_ref
-from toolwire.sessions.base import StoredSession, new_session_id, stored_session, task_payload
+from toolwire.sessions.base import StoredSession, new_session_id, session_payload, stored_session
 from toolwire.settings import SessionSettings
-from toolwire.task import TaskInfo
 
 log = structlog.get_logger(__name__)
 
@@ -98,8 +99,10 @@ class RedisSessionStore:
     def _key(self, session_id: str) -> str:
         return f"{self._prefix}{session_id}"
 
-    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
-        payload = task_payload(task)
+    async def create(
+        self, domain: str, conversation: Conversation, owner: str | None = None
+    ) -> StoredSession:
+        payload = session_payload(conversation)
         for _ in range(_MAX_ID_ATTEMPTS):
             session_id = new_session_id()
             created = await self._call(
@@ -108,7 +111,11 @@ class RedisSessionStore:
             if created == 1:
                 log.debug("session_created", session=session_ref(session_id), store="redis")
                 return StoredSession(
-                    session_id=session_id, domain=domain, task=task, version=1, owner=owner
+                    session_id=session_id,
+                    domain=domain,
+                    conversation=conversation,
+                    version=1,
+                    owner=owner,
                 )
         raise SessionError(
             f"could not find an unused session id in {_MAX_ID_ATTEMPTS} attempts; "
@@ -135,7 +142,7 @@ class RedisSessionStore:
         status, version = await self._call(
             self._save,
             [self._key(session.session_id)],
-            [session.version, task_payload(session.task), self._ttl_s],
+            [session.version, session_payload(session.conversation), self._ttl_s],
         )
         if status == _MISSING:
             raise UnknownSessionError(session.session_id)

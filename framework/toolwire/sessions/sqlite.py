@@ -15,15 +15,15 @@ from typing import TypeVar
 
 import structlog
 
+from toolwire.conversation import Conversation
 from toolwire.errors import SessionConflictError, SessionStoreUnavailableError, UnknownSessionError
 from toolwire.sessions.base import (
     Clock,
     StoredSession,
     new_session_id,
+    session_payload,
     stored_session,
-    task_payload,
 )
-from toolwire.task import TaskInfo
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +53,7 @@ class SQLiteSessionStore:
 
     Operations run in a worker thread on one connection per store (stdlib ``sqlite3``); a save is
     one ``UPDATE ... WHERE version = ?`` (compare-and-set), so of two processes saving the same
-    round exactly one wins. Expired rows (``ttl_s`` after their last round) are treated as gone
+    round exactly one wins. Expired rows (``ttl_s`` after their last turn) are treated as gone
     and purged on the next create.
     """
 
@@ -66,9 +66,11 @@ class SQLiteSessionStore:
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
 
-    async def create(self, domain: str, task: TaskInfo, owner: str | None = None) -> StoredSession:
+    async def create(
+        self, domain: str, conversation: Conversation, owner: str | None = None
+    ) -> StoredSession:
         session_id = new_session_id()
-        task_json = task_payload(task)
+        task_json = session_payload(conversation)
 
         def insert(connection: sqlite3.Connection) -> None:
             now = self._clock()
@@ -81,7 +83,11 @@ class SQLiteSessionStore:
 
         await self._run(insert)
         return StoredSession(
-            session_id=session_id, domain=domain, task=task, version=1, owner=owner
+            session_id=session_id,
+            domain=domain,
+            conversation=conversation,
+            version=1,
+            owner=owner,
         )
 
     async def load(self, session_id: str) -> StoredSession:
@@ -99,7 +105,7 @@ class SQLiteSessionStore:
         return stored_session(session_id, *row)
 
     async def save(self, session: StoredSession) -> StoredSession:
-        task_json = task_payload(session.task)
+        task_json = session_payload(session.conversation)
 
         def update(connection: sqlite3.Connection) -> int | None:
             now = self._clock()

@@ -14,7 +14,7 @@ from toolwire.llm.base import LanguageModel
 from toolwire.orchestrator import ConversationService, DomainOrchestrator
 from toolwire.registry import DomainSpec, ToolRegistration, ToolRegistry
 from toolwire.sessions import MemorySessionStore, SessionStore
-from toolwire.settings import OrchestratorSettings
+from toolwire.settings import OrchestratorSettings, SessionSettings
 from toolwire.tools import ChatbotTool, validate_tool_class
 
 
@@ -56,9 +56,10 @@ def conversation_for(
     model: LanguageModel,
     store: SessionStore | None = None,
     settings: OrchestratorSettings | None = None,
+    sessions: SessionSettings | None = None,
 ) -> ConversationService:
     """A :class:`ConversationService` for one domain over the given tools (in-memory sessions
-    unless ``store`` is given)."""
+    unless ``store`` is given; ``sessions``: the conversations' bounds)."""
     registry, instances = registry_of(domain.name, *tools)
     return ConversationService(
         registry=registry,
@@ -68,4 +69,5 @@ def conversation_for(
         store=store or MemorySessionStore(),
         default_domain=domain.name,
         settings=settings,
+        sessions=sessions,
     )

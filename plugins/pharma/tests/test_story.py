@@ -126,7 +126,7 @@ async def test_ambiguous_product_asks_and_the_reply_resumes(pharma_app: AppFacto
     second = await app.ask("the PM one", session_id=first.session_id)
 
     assert second.kind == "answer"
-    assert second.session_id is None
+    assert second.session_id == first.session_id and second.turn == 2
     assert second.guaranteed_contexts == [
         "Coumadin (warfarin) + Excedrin PM Headache (paracetamol, diphenhydramine): moderate "
         "interaction (warfarin + paracetamol). Regular high doses of paracetamol can raise the "

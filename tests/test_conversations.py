@@ -1,0 +1,258 @@
+"""A conversation is the unit (issue 32 item 1): every answer carries the conversation's id, a
+message sent with it is the next turn, and the turns before reach that turn's model calls. The
+conversation lives in the session store (so another store instance on the same file, or another
+replica on the same Redis, takes the next turn), within its bounds and time-to-live, bound to its
+caller; a damaged stored conversation is a clear error that costs nothing else."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestration_kit import Query, QueryTool
+from server_support.redis_server import running_redis
+from toolwire import SessionError, UnknownSessionError
+from toolwire.context_buffer import PromptAndContext
+from toolwire.llm import Purpose
+from toolwire.llm.history import current_history
+from toolwire.orchestrator import ConversationService
+from toolwire.registry import DomainSpec
+from toolwire.sessions import MemorySessionStore, SessionStore, SQLiteSessionStore
+from toolwire.settings import SessionSettings
+from toolwire.testing import ScriptedModel, conversation_for
+
+DOMAIN = DomainSpec(name="shop", description="A shop's stock.")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def scripted() -> tuple[ScriptedModel, list[list[dict[str, str]]]]:
+    """A model whose finder tool takes every message; each answer records the history it read
+    and says which question it answers."""
+    seen: list[list[dict[str, str]]] = []
+
+    def answer(question: str, contexts: list[PromptAndContext]) -> str:
+        seen.append([dict(message) for message in current_history()])
+        return f"answer to {question}"
+
+    model = ScriptedModel().on_suitability({"finder": True})
+    model.on_extract(Query, lambda text, instruction: {"query": str(text)}).on_answer(answer)
+    return model, seen
+
+
+def service(model: ScriptedModel, store: SessionStore, **bounds: Any) -> ConversationService:
+    sessions = SessionSettings(**bounds) if bounds else None
+    return conversation_for(
+        DOMAIN, QueryTool("finder"), model=model, store=store, sessions=sessions
+    )
+
+
+def history_of(*turns: tuple[str, str]) -> list[dict[str, str]]:
+    return [
+        message
+        for asked, answered in turns
+        for message in (
+            {"role": "user", "content": asked},
+            {"role": "assistant", "content": answered},
+        )
+    ]
+
+
+async def test_every_answer_carries_the_conversation_and_the_next_turn_reads_the_ones_before() -> (
+    None
+):
+    model, seen = scripted()
+    chat = service(model, MemorySessionStore())
+
+    first = await chat.ask("Do you sell kettles?")
+    second = await chat.ask("and in red?", session_id=first.session_id)
+    third = await chat.ask("how much is it?", session_id=first.session_id)
+
+    assert first.session_id and second.session_id == third.session_id == first.session_id
+    assert [first.turn, second.turn, third.turn] == [1, 2, 3]
+    assert seen[0] == []  # a first message reads no history
+    assert seen[1] == history_of(("Do you sell kettles?", "answer to Do you sell kettles?"))
+    # append-only: the third turn's history begins with exactly the second turn's
+    assert seen[2][: len(seen[1])] == seen[1]
+    assert seen[2][len(seen[1]) :] == history_of(("and in red?", "answer to and in red?"))
+    # every model call of the later turn reads the history, the tool choice and parameters too
+    stored = await chat.store.load(first.session_id)
+    assert [turn.message for turn in stored.conversation.turns] == [
+        "Do you sell kettles?", "and in red?", "how much is it?"
+    ]  # fmt: skip
+    assert stored.conversation.turns[0].findings[0].text == "finder:Do you sell kettles?"
+
+
+async def test_the_history_reaches_selection_and_parameters_of_a_later_turn() -> None:
+    histories: dict[str, list[int]] = {"selection": [], "parameters": []}
+
+    def takes(task_prompt: str, names: list[str]) -> list[str]:
+        histories["selection"].append(len(current_history()))
+        return ["finder"]
+
+    def params(text: str, instruction: str) -> dict[str, str]:
+        histories["parameters"].append(len(current_history()))
+        return {"query": "kettle"}
+
+    model = ScriptedModel().on_suitability(takes).on_extract(Query, params).on_answer("ok")
+    chat = service(model, MemorySessionStore())
+    first = await chat.ask("Do you sell kettles?")
+    await chat.ask("and in red?", session_id=first.session_id)
+
+    assert histories["selection"][0] == 0 and histories["selection"][-1] == 2
+    assert histories["parameters"] == [0, 2]
+
+
+async def test_a_sqlite_file_reopened_by_another_process_continues_the_conversation(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    model, seen = scripted()
+    first = await service(model, SQLiteSessionStore(path)).ask("Do you sell kettles?")
+
+    other_process = service(model, SQLiteSessionStore(path))  # a new store on the same file
+    second = await other_process.ask("and in red?", session_id=first.session_id)
+
+    assert second.turn == 2 and second.session_id == first.session_id
+    assert seen[1] == history_of(("Do you sell kettles?", "answer to Do you sell kettles?"))
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_redis(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+async def test_another_replica_on_the_same_redis_takes_the_next_turn(redis_url: str) -> None:
+    from toolwire.sessions.redis import RedisSessionStore
+
+    prefix = f"test:{uuid.uuid4().hex}:"
+    model, seen = scripted()
+    replica_a = service(model, RedisSessionStore(redis_url, key_prefix=prefix))
+    replica_b = service(model, RedisSessionStore(redis_url, key_prefix=prefix))
+
+    first = await replica_a.ask("Do you sell kettles?")
+    second = await replica_b.ask("and in red?", session_id=first.session_id)
+    third = await replica_a.ask("how much?", session_id=first.session_id)
+
+    assert [second.turn, third.turn] == [2, 3]
+    assert seen[2] == history_of(
+        ("Do you sell kettles?", "answer to Do you sell kettles?"),
+        ("and in red?", "answer to and in red?"),
+    )
+    await replica_a.store.aclose()
+    await replica_b.store.aclose()
+
+
+async def test_max_turns_keeps_the_latest_turns_and_their_numbers() -> None:
+    model, seen = scripted()
+    chat = service(model, MemorySessionStore(), max_turns=2)
+    first = await chat.ask("one")
+    for message in ("two", "three", "four"):
+        await chat.ask(message, session_id=first.session_id)
+
+    stored = (await chat.store.load(first.session_id)).conversation
+    assert [(turn.number, turn.message) for turn in stored.turns] == [(3, "three"), (4, "four")]
+    assert stored.forgotten == 2 and stored.next_number == 5
+    assert seen[-1] == history_of(("two", "answer to two"), ("three", "answer to three"))
+
+
+async def test_max_bytes_drops_old_findings_first_then_old_turns() -> None:
+    big = "x" * 3000  # each turn's tool finds about 2 kB (cut to FINDING_CHARS)
+    model = ScriptedModel().on_suitability({"finder": True})
+    model.on_extract(Query, {"query": big}).on_answer("a" * 800)
+    chat = service(model, MemorySessionStore(), max_bytes=4096)
+
+    first = await chat.ask("one")
+    await chat.ask("two", session_id=first.session_id)
+    stored = (await chat.store.load(first.session_id)).conversation
+    assert [turn.message for turn in stored.turns] == ["one", "two"]
+    assert [len(turn.findings) for turn in stored.turns] == [0, 1]  # the old finding went first
+
+    for message in ("three", "four", "five"):
+        await chat.ask(message, session_id=first.session_id)
+    stored = (await chat.store.load(first.session_id)).conversation
+    assert len(stored.model_dump_json()) <= 4096
+    assert stored.turns[-1].message == "five" and stored.forgotten >= 1
+
+
+async def test_an_idle_conversation_expires_and_each_turn_renews_its_time_to_live() -> None:
+    clock = _Clock()
+    model, _ = scripted()
+    chat = service(model, MemorySessionStore(ttl_s=60, clock=clock))
+    first = await chat.ask("one")
+
+    clock.now += 50
+    await chat.ask("two", session_id=first.session_id)  # renews: 60 s from now
+    clock.now += 50
+    third = await chat.ask("three", session_id=first.session_id)
+    assert third.turn == 3
+
+    clock.now += 61
+    with pytest.raises(UnknownSessionError):
+        await chat.ask("four", session_id=first.session_id)
+
+
+async def test_another_callers_conversation_id_is_refused_and_its_conversation_unchanged() -> None:
+    model, _ = scripted()
+    chat = service(model, MemorySessionStore())
+    first = await chat.ask("Do you sell kettles?", caller="alice")
+
+    with pytest.raises(UnknownSessionError):
+        await chat.ask("and in red?", session_id=first.session_id, caller="bob")
+    with pytest.raises(UnknownSessionError):
+        await chat.ask("and in red?", session_id=first.session_id)  # no caller at all
+
+    stored = await chat.store.load(first.session_id)
+    assert [turn.message for turn in stored.conversation.turns] == ["Do you sell kettles?"]
+    assert (await chat.ask("and in red?", session_id=first.session_id, caller="alice")).turn == 2
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    ['{"format": 3, "conversation": {"turns": [{"number": 0}]}}', "{not json", "null"],
+)
+async def test_a_corrupted_stored_conversation_is_a_clear_error_and_nothing_else_is_lost(
+    tmp_path: Path, damaged: str
+) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    model, _ = scripted()
+    chat = service(model, SQLiteSessionStore(path))
+    broken = await chat.ask("Do you sell kettles?")
+    intact = await chat.ask("Do you sell mugs?")
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute(
+            "UPDATE toolwire_sessions SET task = ? WHERE session_id = ?",
+            (damaged, broken.session_id),
+        )
+    connection.close()
+
+    with pytest.raises(SessionError) as caught:
+        await chat.ask("and in red?", session_id=broken.session_id)
+    message = str(caught.value)
+    assert f"the stored conversation {broken.session_id!r} cannot be read" in message
+    assert "start a new conversation" in message
+
+    assert (await chat.ask("and in blue?", session_id=intact.session_id)).turn == 2
+    assert (await chat.ask("Do you sell teapots?")).turn == 1  # a new one starts as ever
+
+
+async def test_a_conversation_stays_in_its_domain() -> None:
+    model, _ = scripted()
+    chat = service(model, MemorySessionStore())
+    first = await chat.ask("Do you sell kettles?")
+    with pytest.raises(SessionError, match="belongs to domain 'shop', not 'garden'"):
+        await chat.ask("and in red?", domain="garden", session_id=first.session_id)
+    assert model.calls_for(Purpose.ANSWER)  # the first turn was answered
