@@ -180,3 +180,26 @@ def test_a_step_name_must_be_dotted_lower_snake_case(isolated: Path) -> None:
     app = App.load(plugins=[office(), module], llm=ScriptedModel(), load_entry_points=False)
     [failed] = [info for info in app.plugins if info.error]
     assert "name='Office Rule' is not a dotted lower snake case name" in str(failed.error)
+
+
+def test_the_model_profile_names_the_default_steps(isolated: Path, write_file: WriteFile) -> None:
+    """The embedded model's profile runs retrieve, choose, confirm; a remote model's (general)
+    adds decisive_words; orchestrator.selection.steps overrides either."""
+    remote = write_file(
+        "remote.yaml", "llm:\n  base_url: http://127.0.0.1:9/v1\n  model: some-large-model\n"
+    )
+    chosen = write_file(
+        "chosen.yaml",
+        "llm:\n  base_url: http://127.0.0.1:9/v1\n  model: some-large-model\n"
+        "orchestrator:\n  selection:\n    steps: [retrieve, call, confirm]\n",
+    )
+    embedded = load(write_file("embedded.yaml", "llm: {}\n"), ScriptedModel())
+    general = load(remote, ScriptedModel())
+    overridden = load(chosen, ScriptedModel())
+
+    steps = [app.orchestrators["office"].selector.step_names for app in (embedded, general)]
+    assert steps == [
+        ("retrieve", "choose", "confirm"),
+        ("retrieve", "decisive_words", "choose", "confirm"),
+    ]
+    assert overridden.orchestrators["office"].selector.step_names == ("retrieve", "call", "confirm")

@@ -1,7 +1,9 @@
 """toolwire's own model profiles, registered through ``register_model_profiles`` like a plugin's.
 
 * ``general``: a model no profile names (an OpenAI-compatible server's model): structured output
-  by JSON schema with a fallback to a forced function call, limits that fit any answer;
+  by JSON schema with a fallback to a forced function call, limits that fit any answer, and
+  ``decisive_words`` before the choice (a question whose words point at one tool costs one
+  call less, where every call is paid for; bench/selection/LOG.md);
 * ``embedded``: the embedded Qwen2.5-Coder 0.5B and 1.5B (:mod:`toolwire.llm.local`): JSON
   schema (llama.cpp makes it a grammar), limits sized for a laptop CPU, their server's window.
 """
@@ -13,7 +15,9 @@ from toolwire.llm.profiles import GENERAL, CompletionLimits, ModelProfile
 
 EMBEDDED = "embedded"
 
-GENERAL_PROFILE = ModelProfile()
+GENERAL_PROFILE = ModelProfile(
+    selection_steps=("retrieve", "decisive_words", "choose", "confirm"),
+)
 
 EMBEDDED_PROFILE = ModelProfile(
     # the two sizes toolwire embeds, wherever they are served; a larger Qwen2.5-Coder on a GPU
