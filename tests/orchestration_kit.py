@@ -21,11 +21,9 @@ from toolwire import (
     ToolExecutionResult,
 )
 from toolwire.hookspecs import RegisterDomain, RegisterTool
-from toolwire.llm import Purpose
 from toolwire.orchestrator import Answer
 from toolwire.registry import DomainSpec
 from toolwire.run_state import SelectionRecord
-from toolwire.testing import ScriptedModel
 
 
 class NoParams(BaseModel):
@@ -249,11 +247,3 @@ def selection_of(answer: Answer) -> SelectionRecord:
     """The root task's selection record (it must have one)."""
     assert answer.trace.selection is not None
     return answer.trace.selection
-
-
-def confirmations(model: ScriptedModel) -> list[tuple[list[str], str | None]]:
-    """Each confirmation call: the tools asked, and the tool whose request was handled."""
-    return [
-        (call.inputs["tool_names"], call.inputs["handled"])
-        for call in model.calls_for(Purpose.SUITABILITY)
-    ]

@@ -100,7 +100,7 @@ async def test_the_model_chooses_among_candidates_and_each_chosen_tool_is_confir
     assert model.purposes[:3] == [Purpose.CHOICE, Purpose.SUITABILITY, Purpose.SUITABILITY]
     [choice] = model.calls_for(Purpose.CHOICE)
     assert choice.inputs["options"] == ["one", "two", "three"]  # short names, registry order
-    confirmations = model.calls_for(Purpose.SUITABILITY)  # one question per call, in the order named
+    confirmations = model.calls_for(Purpose.SUITABILITY)  # one question a call, in order named
     assert [call.inputs["tool_names"] for call in confirmations] == [["demo.two"], ["demo.one"]]
     selection = selection_of(answer)
     assert [step.step for step in selection.steps] == ["retrieve", "choose", "confirm"]
@@ -412,3 +412,22 @@ async def test_seed_6_4_the_always_false_question_alone_keeps_a_tool_off_selecti
     assert [candidate.tool_name for candidate in selection.candidates] == ["demo.other"]
     assert selection.activated == ["demo.other"]
     assert designated.texts == [] and other.texts == ["q"]
+
+
+async def test_a_confirmation_failing_after_a_refusal_keeps_the_refusal() -> None:
+    """Moved from the removed ``confirm: also`` tests: a refused tool stays refused when a later
+    tool's question fails; the tools not answered run unconfirmed, as the model chose them."""
+    one, two, three = EchoTool("one", "1"), EchoTool("two", "2"), EchoTool("three", "3")
+    model = ScriptedModel().on_choose(["one", "two", "three"]).on_suitability([], times=1)
+    model.on_suitability(ModelError("suitability", "timeout")).on_answer()
+
+    answer = await selecting(model, one, two, three).ask("q")
+
+    asked = [call.inputs["tool_names"] for call in model.calls_for(Purpose.SUITABILITY)]
+    assert asked == [["demo.one"], ["demo.two"]]  # nothing asked after the failure
+    selection = selection_of(answer)
+    assert selection.answers == {"demo.one": False}
+    assert selection.activated == ["demo.two", "demo.three"]
+    assert selection.why("demo.one") == "named by the choice; refused on its question"
+    assert answer.failures[0].startswith("task 1: confirm: a confirmation failed")
+    assert not one.texts and two.texts and three.texts

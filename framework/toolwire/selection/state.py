@@ -105,7 +105,8 @@ class SelectionState:
 
     async def confirm(self, tools: Sequence[SelectableTool]) -> dict[str, bool]:
         """Each tool's own yes/no question, one call per tool (a small model answers one
-        question far better than several in one call); the answers are recorded."""
+        question far better than several in one call); each answer is recorded as it comes, so a
+        later question's failure loses none."""
         answers: dict[str, bool] = {}
         for tool in tools:
             name = tool.qualified_name
@@ -116,7 +117,7 @@ class SelectionState:
                 is_valid=partial(_answers, name),
             )
             answers[name] = bool(reply[name])
-        self.record.answers.update(answers)
+            self.record.answers[name] = answers[name]  # kept when a later question fails
         return answers
 
 

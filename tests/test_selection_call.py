@@ -1,18 +1,21 @@
-"""The tool choice as a native function call (``orchestrator.selection.choice: function_call``):
-the candidates offered as functions through the OpenAI-compatible transport, the calls read
-from ``tool_calls`` or from the text, and the selector asking for it only when set."""
+"""The ``call`` selection step: the candidates offered to the model's native function calling
+(the OpenAI-compatible transport reads the calls from ``tool_calls`` or from the text; a
+provider without function calling gets a constrained choice), the called tools selected, and a
+call's arguments carried when they are valid and the task's parameters come from its prompt
+alone. Steps ``[retrieve, call]`` and ``[retrieve, call, confirm]``."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, field_validator
 from structlog.testing import capture_logs
 
-from orchestration_kit import EchoTool, domain
-from toolwire import OrchestratorActivatedTool, ToolExecutionResult
+from orchestration_kit import EchoTool, domain, selection_of
+from toolwire import OrchestratorActivatedTool, TaskInfo, ToolExecutionResult
 from toolwire.errors import ModelError
 from toolwire.llm import (
     ChatModel,
@@ -26,8 +29,12 @@ from toolwire.llm import (
 )
 from toolwire.llm.base import collect_calls
 from toolwire.llm.function_calls import calls_in_text
+from toolwire.llm.profiles import ModelProfile
+from toolwire.selection.pipeline import ToolSelector
+from toolwire.selection.selectable import ToolCatalogue
+from toolwire.selection.steps import builtin_steps
 from toolwire.settings import LLMSettings, OrchestratorSettings, SelectionSettings
-from toolwire.testing import ScriptedModel, conversation_for
+from toolwire.testing import ScriptedModel, conversation_for, orchestrator_for
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply
 
 AREA = {
@@ -144,7 +151,7 @@ def test_calls_are_read_from_every_top_level_object_and_nothing_else() -> None:
     assert read(nested) == []
 
 
-# -- the selector asks for it, and only when set -----------------------------------------------
+# -- the call step ----------------------------------------------------------------------------
 
 
 class Sides(BaseModel):
@@ -161,30 +168,79 @@ class TriangleArea(OrchestratorActivatedTool[Sides]):
         return ToolExecutionResult.context(f"base {params.base}")
 
 
-CALLING = OrchestratorSettings(selection=SelectionSettings(choice="function_call"))
+CALL = ["retrieve", "call"]
+CALL_CONFIRM = ["retrieve", "call", "confirm"]
 
 
-async def test_the_selector_asks_for_the_choice_as_a_function_call_when_set() -> None:
-    model = ScriptedModel().on_choose(["triangle_area"]).on_suitability(["triangle_area"])
-    model.on_extract(Sides, {"base": 3}).on_answer()
-    conversation = conversation_for(
-        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=CALLING
-    )
+def calling(model: ScriptedModel, *tools: Any, steps: list[str] = CALL_CONFIRM) -> Any:
+    settings = OrchestratorSettings(selection=SelectionSettings(steps=steps))
+    tools = tools or (TriangleArea(), EchoTool("echo"))
+    return conversation_for(domain(), *tools, model=model, settings=settings)
 
-    answer = await conversation.ask(TASK)
+
+async def test_the_call_step_offers_functions_and_selects_the_called_tools() -> None:
+    model = ScriptedModel().on_choose(["triangle_area"]).on_extract(Sides, {"base": 3})
+    model.on_answer()
+
+    answer = await calling(model, steps=CALL).ask(TASK)
 
     [choice] = model.calls_for(Purpose.CHOICE)
     assert choice.inputs["calls"] is True  # choose_functions, not a constrained choice
+    assert model.purposes == [Purpose.CHOICE, Purpose.PARAMETERS, Purpose.ANSWER]  # no question
     assert [run.tool_name for run in answer.trace.tools] == ["demo.triangle_area"]
+    selection = selection_of(answer)
+    assert selection.why("demo.triangle_area") == "called"  # no arguments in the call
+    assert selection.describe() == "retrieve (2 candidate(s), all) → call"
 
 
-async def test_by_default_the_choice_is_constrained_without_function_calls() -> None:
+async def test_the_choose_step_asks_for_a_constrained_choice_not_a_call() -> None:
     model = ScriptedModel().on_choose(["echo"]).on_suitability(["echo"]).on_answer()
 
-    await conversation_for(domain(), TriangleArea(), EchoTool("echo"), model=model).ask("echo hi")
+    await calling(model, steps=["retrieve", "choose", "confirm"]).ask("echo hi")
 
     [choice] = model.calls_for(Purpose.CHOICE)
     assert "calls" not in choice.inputs
+
+
+async def test_a_called_tool_is_confirmed_on_its_question_when_confirm_follows() -> None:
+    model = ScriptedModel().on_choose(["triangle_area", "echo"]).on_suitability(["triangle_area"])
+    model.on_extract(Sides, {"base": 3}).on_answer()
+
+    answer = await calling(model).ask(TASK)
+
+    assert [call.inputs["tool_names"] for call in model.calls_for(Purpose.SUITABILITY)] == [
+        ["demo.triangle_area"],
+        ["demo.echo"],
+    ]
+    selection = selection_of(answer)
+    assert selection.activated == ["demo.triangle_area"]
+    assert selection.why("demo.echo") == "called; refused on its question"
+    assert [run.tool_name for run in answer.trace.tools] == ["demo.triangle_area"]
+
+
+async def test_a_call_that_calls_nothing_selects_nothing_and_asks_nothing() -> None:
+    model = ScriptedModel().on_choose([]).on_answer("no tool")
+
+    answer = await calling(model).ask("write me a poem")
+
+    assert model.purposes == [Purpose.CHOICE, Purpose.ANSWER]
+    step = selection_of(answer).step("call")
+    assert step is not None and step.note == "no function called"
+    assert answer.trace.tools == []
+
+
+async def test_a_failing_call_is_a_recorded_failure_and_no_tool_runs() -> None:
+    model = ScriptedModel().on_choose(ModelError("choice", "timeout")).on_answer("composed")
+    echo = EchoTool("echo")
+
+    answer = await calling(model, TriangleArea(), echo).ask(TASK)
+
+    assert answer.failures == [
+        "task 1: call: the function call failed, no tool called: model call for 'choice' "
+        "failed: timeout (after 1 attempt(s))"
+    ]
+    assert Purpose.SUITABILITY not in model.purposes  # nothing left to confirm
+    assert answer.trace.tools == [] and echo.texts == []
 
 
 async def test_a_tool_offered_as_a_function_carries_its_parameters_schema(
@@ -194,83 +250,54 @@ async def test_a_tool_offered_as_a_function_carries_its_parameters_schema(
     name with its parameter model's schema; a called name that is no candidate is ignored."""
     server.script(FakeReply(calls=[("triangle_area", {"base": 3}), ("square_area", {})]))
     gateway = gateway_for(server)
-    conversation = conversation_for(
-        domain(), TriangleArea(), EchoTool("echo"), model=gateway, settings=CALLING
-    )
 
-    answer = await conversation.ask(TASK)
+    answer = await calling(gateway, steps=CALL).ask(TASK)  # type: ignore[arg-type]
     await gateway.aclose()
 
     offered = server.chat_requests[0].body["tools"]
     assert [tool["function"]["name"] for tool in offered] == ["triangle_area", "echo"]
     assert offered[0]["function"]["parameters"] == TriangleArea().params_model.model_json_schema()
     assert json.dumps(offered)  # sent as JSON, as it is
-    assert answer.trace.selection is not None
-    assert answer.trace.selection.chosen == ["demo.triangle_area"]
-    assert answer.trace.selection.ignored == ["square_area"]
+    selection = selection_of(answer)
+    assert selection.activated == ["demo.triangle_area"]
+    assert selection.ignored == ["square_area"]
+    _call, answer_request = server.chat_requests  # no extraction: the call's arguments ran
+    assert "base 3.0" in json.dumps(answer_request.messages)
 
 
-# -- parameters_from_choice --------------------------------------------------------------------
+# -- which arguments a tool runs with ----------------------------------------------------------
 
 
-def from_choice(**selection: object) -> OrchestratorSettings:
-    return OrchestratorSettings(
-        selection=SelectionSettings.model_validate(
-            {"choice": "function_call", "parameters_from_choice": True, **selection}
-        )
-    )
-
-
-async def test_a_confirmed_tools_valid_arguments_from_the_choice_spare_its_extraction() -> None:
+@pytest.mark.parametrize("steps", [CALL, CALL_CONFIRM], ids=["call", "call-confirm"])
+async def test_valid_arguments_of_a_call_spare_the_tools_extraction(steps: list[str]) -> None:
     model = ScriptedModel().on_choose({"triangle_area": {"base": 3.5}, "echo": None})
     model.on_suitability(["triangle_area"]).on_answer()
-    conversation = conversation_for(
-        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=from_choice()
-    )
 
-    answer = await conversation.ask(TASK)
+    answer = await calling(model, steps=steps).ask(TASK)
 
-    # echo, named second and refused as a further request, would have had none to give
     assert Purpose.PARAMETERS not in model.purposes
-    assert answer.text == "base 3.5"  # the tool ran with the call's arguments
-
-
-async def test_arguments_that_do_not_fit_the_parameter_model_are_extracted_as_usual() -> None:
-    model = ScriptedModel().on_choose({"triangle_area": {"base": "wide"}, "echo": None})
-    model.on_suitability(["triangle_area"]).on_extract(Sides, {"base": 3}).on_answer()
-    conversation = conversation_for(
-        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=from_choice()
+    assert answer.text.startswith("base 3.5")  # the tool ran with the call's arguments
+    assert (
+        selection_of(answer).why("demo.triangle_area").startswith("called (its arguments carried)")
     )
 
-    answer = await conversation.ask(TASK)
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"base": "wide"}, {"length": 3}, {}],
+    ids=["invalid", "made-up-name", "none-given"],
+)
+async def test_arguments_that_do_not_fit_the_parameter_model_are_extracted_as_usual(
+    arguments: dict[str, Any],
+) -> None:
+    model = ScriptedModel().on_choose({"triangle_area": arguments, "echo": None})
+    model.on_suitability(["triangle_area"]).on_extract(Sides, {"base": 4}).on_answer()
+
+    answer = await calling(model).ask(TASK)
 
     assert len(model.calls_for(Purpose.PARAMETERS)) == 1
-    assert answer.text == "base 3.0"
-
-
-async def test_without_the_setting_the_arguments_are_not_used() -> None:
-    model = ScriptedModel().on_choose({"triangle_area": {"base": 3.5}})
-    model.on_suitability(["triangle_area"]).on_extract(Sides, {"base": 3}).on_answer()
-    conversation = conversation_for(
-        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=CALLING
-    )
-
-    answer = await conversation.ask(TASK)
-
-    assert len(model.calls_for(Purpose.PARAMETERS)) == 1
-    assert answer.text == "base 3.0"
-
-
-async def test_a_refused_tool_keeps_no_arguments() -> None:
-    model = ScriptedModel().on_choose({"triangle_area": {"base": 3.5}})
-    model.on_suitability([]).on_answer()
-    conversation = conversation_for(
-        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=from_choice()
-    )
-
-    answer = await conversation.ask(TASK)
-
-    assert answer.trace.tools == [] and Purpose.PARAMETERS not in model.purposes
+    assert answer.text == "base 4.0"
+    assert selection_of(answer).why("demo.triangle_area") == "called; confirmed on its question"
 
 
 async def test_a_validator_that_raises_on_the_arguments_leaves_them_to_the_extraction() -> None:
@@ -293,14 +320,52 @@ async def test_a_validator_that_raises_on_the_arguments_leaves_them_to_the_extra
 
     model = ScriptedModel().on_choose({"strict_area": {"base": 3.5}, "echo": None})
     model.on_suitability(["strict_area"]).on_extract(Strict, {"base": 3}).on_answer()
-    conversation = conversation_for(
-        domain(), StrictArea(), EchoTool("echo"), model=model, settings=from_choice()
-    )
 
-    answer = await conversation.ask(TASK)
+    answer = await calling(model, StrictArea(), EchoTool("echo")).ask(TASK)
 
     assert len(model.calls_for(Purpose.PARAMETERS)) == 1
     assert answer.text == "base 3.0"
+
+
+async def test_a_refused_tool_keeps_no_arguments() -> None:
+    model = ScriptedModel().on_choose({"triangle_area": {"base": 3.5}})
+    model.on_suitability([]).on_answer()
+
+    answer = await calling(model).ask(TASK)
+
+    assert answer.trace.tools == [] and Purpose.PARAMETERS not in model.purposes
+
+
+async def test_the_first_call_of_a_tool_gives_its_arguments() -> None:
+    model = ScriptedModel().on_choose(
+        lambda prompt, names: {"triangle_area": {"base": 2}}  # one call per name in a mapping
+    )
+    model.on_answer()
+
+    answer = await calling(model, steps=CALL).ask(TASK)
+
+    assert model.purposes == [Purpose.CHOICE, Purpose.ANSWER]
+    assert answer.text == "base 2.0"
+
+
+def area_selector(steps: list[str]) -> ToolSelector:
+    catalogue = ToolCatalogue.build([("demo.triangle_area", TriangleArea(), ())])
+    return ToolSelector(catalogue, builtin_steps(SelectionSettings(steps=steps)))
+
+
+async def test_arguments_are_carried_only_when_the_parameters_come_from_the_task_alone() -> None:
+    """A task with prompt context or a status block has its parameters extracted from more than
+    its prompt, so the call's arguments, written from the prompt alone, are not carried."""
+    model = ScriptedModel().on_choose({"triangle_area": {"base": 3.5}})
+    selector = area_selector(CALL)
+
+    from_task = await selector.select(TASK, model, attempts=1)
+    with_context = await selector.select(TASK, model, attempts=1, parameters_from_task=False)
+
+    assert from_task.parameters == {"demo.triangle_area": Sides(base=3.5)}
+    assert with_context.parameters == {}
+    assert with_context.record.activated == ["demo.triangle_area"]
+    assert with_context.record.why("demo.triangle_area") == "called"
 
 
 # -- servers, transports and models without function calling -----------------------------------
@@ -322,10 +387,9 @@ async def test_a_server_that_refuses_functions_gets_a_constrained_choice_from_th
         FakeReply(text='{"choice": ["triangle_area"]}'),
         FakeReply(text='{"choice": ["circle_area"]}'),
     )
-    settings = LLMSettings(
-        base_url=server.base_url, model="m", max_retries=2, structured_output="json_schema"
-    )
-    gateway = OpenAIGateway(settings, api_key="k")
+    settings = LLMSettings(base_url=server.base_url, model="m", max_retries=2)
+    profile = ModelProfile(structured_output="json_schema")
+    gateway = OpenAIGateway(settings, profile=profile, api_key="k")
     with capture_logs() as logs:
         first = await gateway.choose_functions(TASK, OPTIONS)
         second = await gateway.choose_functions("and a circle of radius 2?", OPTIONS)
@@ -378,22 +442,19 @@ async def test_a_transport_without_function_calling_gets_a_constrained_choice() 
     assert request.functions == () and request.schema is not None
 
 
-async def test_a_language_model_without_choose_functions_gets_a_constrained_choice() -> None:
-    class OlderModel(ScriptedModel):
-        choose_functions = None  # type: ignore[assignment]
+async def test_a_profile_without_function_calling_gets_a_constrained_choice(
+    server: FakeOpenAIServer,
+) -> None:
+    server.script(FakeReply(text='{"choice": ["circle_area"]}'))
+    settings = LLMSettings(base_url=server.base_url, model="m", max_retries=0)
+    profile = ModelProfile(structured_output="json_schema", function_calling=False)
+    gateway = OpenAIGateway(settings, profile=profile, api_key="k")
+    chosen = await gateway.choose_functions(TASK, OPTIONS)
+    await gateway.aclose()
 
-    model = OlderModel().on_choose(["triangle_area"]).on_suitability(["triangle_area"])
-    model.on_extract(Sides, {"base": 3}).on_answer()
-
-    conversation = conversation_for(
-        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=CALLING
-    )
-
-    answer = await conversation.ask(TASK)
-
-    [choice] = model.calls_for(Purpose.CHOICE)
-    assert "calls" not in choice.inputs
-    assert answer.text == "base 3.0"
+    assert chosen == [FunctionChoice(name="circle_area")]
+    [request] = server.chat_requests
+    assert "tools" not in request.body and "response_format" in request.body
 
 
 def test_a_request_offering_functions_takes_no_schema_and_is_not_streamed() -> None:
@@ -432,38 +493,24 @@ def test_a_call_written_with_parameters_instead_of_arguments_is_read() -> None:
     assert call == FunctionChoice(name="f", arguments={"x": 1})
 
 
-# -- which arguments a tool runs with ----------------------------------------------------------
-
-
-async def test_the_first_call_of_a_tool_gives_its_arguments() -> None:
-    model = ScriptedModel().on_choose(lambda prompt, names: {"triangle_area": {"base": 2}})
-    model.on_suitability(["triangle_area"]).on_answer()
-    selection = SelectionSettings(
-        choice="function_call", parameters_from_choice=True, confirm="off"
-    )
-    settings = OrchestratorSettings(selection=selection)
-    conversation = conversation_for(
+async def test_a_task_with_prompt_context_is_called_on_its_prompt_alone_and_extracted() -> None:
+    """Through the orchestrator: the call never sees the prompt context, and its arguments are
+    not carried; the tool's parameters are extracted from the prompt and its context."""
+    model = ScriptedModel().on_choose({"triangle_area": {"base": 9}})
+    model.on_suitability(["triangle_area"]).on_extract(Sides, {"base": 3}).on_answer()
+    settings = OrchestratorSettings(selection=SelectionSettings(steps=CALL_CONFIRM))
+    orchestrator = orchestrator_for(
         domain(), TriangleArea(), EchoTool("echo"), model=model, settings=settings
     )
+    task = TaskInfo(task_prompt="And its area?", prompt_context="A triangle 3 wide, 4 tall.")
 
-    answer = await conversation.ask(TASK)
+    result = await orchestrator.run_round(task)
 
-    assert model.purposes == [Purpose.CHOICE, Purpose.ANSWER]  # confirm: off takes them too
-    assert answer.text == "base 2.0"
-
-
-async def test_arguments_the_parameter_model_does_not_know_are_not_used() -> None:
-    model = ScriptedModel().on_choose({"triangle_area": {"length": 3}, "echo": None})
-    model.on_suitability(["triangle_area"]).on_extract(Sides, {"base": 4}).on_answer()
-    conversation = conversation_for(
-        domain(), TriangleArea(), EchoTool("echo"), model=model, settings=from_choice()
-    )
-
-    answer = await conversation.ask(TASK)
-
-    assert answer.text == "base 4.0"  # extracted: "length" was made up
-
-
-def test_arguments_from_the_choice_need_the_choice_by_function_call() -> None:
-    with pytest.raises(ValidationError, match="parameters_from_choice needs choice"):
-        SelectionSettings(parameters_from_choice=True, choice="constrained")
+    assert model.purposes == [
+        Purpose.CHOICE, Purpose.SUITABILITY, Purpose.PARAMETERS, Purpose.ANSWER
+    ]  # fmt: skip
+    [call] = model.calls_for(Purpose.CHOICE)
+    assert call.inputs["task_prompt"] == "And its area?"
+    [extraction] = model.calls_for(Purpose.PARAMETERS)
+    assert "A triangle 3 wide, 4 tall." in extraction.inputs["text"]
+    assert result.text == "base 3.0"
