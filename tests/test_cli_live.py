@@ -16,6 +16,7 @@ from toolwire import App
 from toolwire.cli import app as cli_app
 from toolwire.cli import ask_commands
 from toolwire.cli.live import LiveView, watch
+from toolwire.context_buffer import PromptAndContext
 from toolwire.events import (
     AnswerDelta,
     CoordinatorStarted,
@@ -24,9 +25,12 @@ from toolwire.events import (
     TaskStarted,
     ToolStarted,
 )
+from toolwire.llm.history import current_history
 from toolwire.orchestrator import Answer, TaskTrace
+from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.run_state import TaskStatus
 from toolwire.testing import ScriptedModel, conversation_for
+from toolwire.testing.scripted import join_contexts
 
 
 class Lookup(EchoTool):
@@ -123,13 +127,23 @@ def test_show_answer_adds_only_what_the_stream_did_not_show() -> None:
     assert out.getvalue() == "\n(the answer, as it stands:)\nSomething else.\n"
 
 
+HISTORIES: list[int] = []
+"""How many earlier messages each answer of the chat read."""
+
+
+def remembered(question: str, contexts: list[PromptAndContext]) -> str:
+    HISTORIES.append(len(current_history()))
+    return join_contexts(question, contexts)
+
+
 @pytest.fixture
 def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None) -> CliRunner:
     config = tmp_path / "toolwire.yaml"
     config.write_text("default_domain: demo\nsessions:\n  store: memory\n", encoding="utf-8")
 
     def load_app(ctx: object) -> App:
-        model = ScriptedModel().on_suitability(["lookup"]).on_answer()
+        model = ScriptedModel().on_suitability(["lookup"]).on_answer(remembered)
+        model.on_extract(StandaloneTask, lambda text, instruction: {"task": text})
         return App.load(
             config, plugins=[plugin_of(domain(), Lookup)], load_entry_points=False, llm=model
         )
@@ -154,3 +168,11 @@ def test_chat_streams_each_answer(cli: CliRunner) -> None:
     result = cli.invoke(cli_app, ["chat"], input="what dose?\nagain?\n\n")
     assert result.exit_code == 0, result.output
     assert result.stdout.count("Ibuprofen: 400 mg.\n") == 2
+
+
+def test_chat_is_one_conversation_until_new(cli: CliRunner) -> None:
+    HISTORIES.clear()
+    result = cli.invoke(cli_app, ["chat"], input="what dose?\nand for children?\nnew\nhi\n\n")
+    assert result.exit_code == 0, result.output
+    assert HISTORIES == [0, 2, 0]  # the second line read the first turn; 'new' starts afresh
+    assert "(a new conversation)" in result.stdout

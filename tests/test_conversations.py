@@ -21,6 +21,7 @@ from toolwire.context_buffer import PromptAndContext
 from toolwire.llm import Purpose
 from toolwire.llm.history import current_history
 from toolwire.orchestrator import ConversationService
+from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore, SessionStore, SQLiteSessionStore
 from toolwire.settings import SessionSettings
@@ -46,9 +47,14 @@ def scripted() -> tuple[ScriptedModel, list[list[dict[str, str]]]]:
         seen.append([dict(message) for message in current_history()])
         return f"answer to {question}"
 
-    model = ScriptedModel().on_suitability({"finder": True})
+    model = ScriptedModel().on_suitability({"finder": True}).on_extract(StandaloneTask, copied)
     model.on_extract(Query, lambda text, instruction: {"query": str(text)}).on_answer(answer)
     return model, seen
+
+
+def copied(text: str, instruction: str) -> dict[str, str]:
+    """The follow-up rewrite of a message that stands on its own: the message itself."""
+    return {"task": text}
 
 
 def service(model: ScriptedModel, store: SessionStore, **bounds: Any) -> ConversationService:
@@ -106,6 +112,7 @@ async def test_the_history_reaches_selection_and_parameters_of_a_later_turn() ->
         return {"query": "kettle"}
 
     model = ScriptedModel().on_suitability(takes).on_extract(Query, params).on_answer("ok")
+    model.on_extract(StandaloneTask, copied)
     chat = service(model, MemorySessionStore())
     first = await chat.ask("Do you sell kettles?")
     await chat.ask("and in red?", session_id=first.session_id)
@@ -170,7 +177,7 @@ async def test_max_turns_keeps_the_latest_turns_and_their_numbers() -> None:
 
 async def test_max_bytes_drops_old_findings_first_then_old_turns() -> None:
     big = "x" * 3000  # each turn's tool finds about 2 kB (cut to FINDING_CHARS)
-    model = ScriptedModel().on_suitability({"finder": True})
+    model = ScriptedModel().on_suitability({"finder": True}).on_extract(StandaloneTask, copied)
     model.on_extract(Query, {"query": big}).on_answer("a" * 800)
     chat = service(model, MemorySessionStore(), max_bytes=4096)
 

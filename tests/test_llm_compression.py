@@ -102,8 +102,21 @@ async def test_fresh_parts_are_compressed_in_one_question_aware_batch() -> None:
     assert compressed.context.startswith(
         f"{COMPRESSED_MARKER} sources: 1:pharma.drug_info, 2:pharma.leaflet"
     )
-    # the URL the summary dropped is put back verbatim
-    assert f"{KEPT_IDENTIFIERS_LABEL} https://example.org/warfarin?x=1" in compressed.context
+    # the URL and the code the summary dropped come back verbatim (an acronym is an identifier)
+    assert f"{KEPT_IDENTIFIERS_LABEL} ATC, https://example.org/warfarin?x=1" in compressed.context
+
+
+async def test_the_gatekeeper_and_the_answer_reuse_one_compression_of_the_same_parts() -> None:
+    model = FakeCompressingModel("one summary", "a second summary nobody should ask for")
+    comp = compressor(model)
+    contexts = [part("1"), part("2", tool="pharma.leaflet")]
+    for_the_gatekeeper = await comp.fit("Does warfarin interact?", contexts)
+    for_the_answer = await comp.fit("Does warfarin interact?", contexts)
+
+    assert len(model.texts) == 1  # compressed once, stored, reused
+    assert for_the_answer == for_the_gatekeeper
+    await comp.fit("Another question?", contexts)  # question-aware: a new one is compressed anew
+    assert len(model.texts) == 2
 
 
 async def test_a_compressed_part_is_never_compressed_again() -> None:
@@ -218,3 +231,17 @@ async def test_an_open_breaker_is_reported_too() -> None:
     (skipped,) = issues
     assert isinstance(skipped, CompressionFailure)
     assert skipped.reason == "skipped for 60 s after repeated failures"
+
+
+def test_the_identifier_safety_net_keeps_files_paths_snake_case_and_proper_names() -> None:
+    text = (
+        "no, I meant Excedrin PM: see docs/models.md, /etc/hosts and ./run.sh; the function "
+        "parse_app_config reads config.yaml. Write to Bob Smith or ask Alice."
+    )
+    found = identifiers(text)
+    for expected in (
+        "Excedrin PM", "docs/models.md", "/etc/hosts", "./run.sh", "parse_app_config",
+        "config.yaml", "Bob Smith", "Alice",
+    ):  # fmt: skip
+        assert expected in found, expected
+    assert "I" not in found and "Write" not in found  # a sentence's first word is not a name

@@ -75,6 +75,26 @@ class TurnSummary(BaseModel):
     """Starts with :data:`SUMMARY_MARKER`; identifiers of the turns are kept verbatim."""
 
 
+class TurnContext(BaseModel):
+    """What a turn took from the turns before it (``Answer.context``, shown in the trace)."""
+
+    turns_read: list[int] = Field(default_factory=list)
+    """The earlier turns every model call of this turn read verbatim, oldest first."""
+    summaries_read: list[str] = Field(default_factory=list)
+    """The compressed summaries read in place of older turns (``"1-6"``: turns 1 to 6)."""
+    standalone: str | None = None
+    """The message rewritten to stand on its own, which the task ran (None: run as sent)."""
+    notes: list[str] = Field(default_factory=list)
+    """Why a rewrite or a compression was not used."""
+
+    @classmethod
+    def of(cls, conversation: Conversation) -> TurnContext:
+        return cls(
+            turns_read=[turn.number for turn in conversation.turns],
+            summaries_read=[f"{s.first}-{s.last}" for s in conversation.summaries],
+        )
+
+
 class Conversation(BaseModel):
     """What a session keeps of one conversation between its turns."""
 

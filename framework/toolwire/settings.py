@@ -206,6 +206,9 @@ class SessionSettings(Section):
     """How long a conversation nobody continues is kept (renewed by each turn)."""
     max_turns: int = Field(default=50, ge=1)
     """Turns a conversation keeps verbatim (older ones are compressed once, or forgotten)."""
+    history_tokens: int = Field(default=2048, ge=256)
+    """How many tokens of earlier turns every call of a turn may read before the old ones are
+    compressed once into a summary (the embedded model's window is 8,192)."""
     max_bytes: int = Field(default=262_144, ge=4096)
     """The most a conversation takes in the store: the oldest turns' tool findings go first,
     then the oldest turns; a task waiting for a reply is always kept."""

@@ -38,6 +38,9 @@ COMPRESSION_THRESHOLD = 0.75
 """The share of the model's window (its profile's ``context_window_tokens``) the contexts may fill
 before they are compressed: the rest leaves room for the rules, the task and the reply."""
 
+KEPT_COMPRESSIONS = 64
+"""Compressions a compressor keeps for reuse, the oldest forgotten first."""
+
 COMPRESSED_TOOL_NAME = "toolwire.compressed"
 """``tool_name`` of a part produced by compression; such a part is never compressed again."""
 COMPRESSED_MARKER = "[compressed context]"
@@ -48,7 +51,12 @@ _IDENTIFIER = re.compile(
     r"|\b[\w.+-]+@[\w-]+\.[\w.-]+\b"  # e-mail addresses
     r"|\b(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_.:/-]*[A-Za-z0-9]\b"  # ids and numbers
     r"|\b\d\b"  # single digits
-    r"|\b[A-Z][a-z]+(?:[ -][A-Z][a-z]+)+\b"  # multi-word capitalised names
+    r"|(?:~|\.{1,2})/[\w.-]+(?:/[\w.-]+)*|/?\b[\w.-]+(?:/[\w.-]+)+"  # paths
+    r"|\b[\w-]+(?:\.[\w-]+)*\.[A-Za-z][A-Za-z0-9]{0,4}\b(?!\.\w)"  # file names
+    r"|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b"  # snake_case names
+    r"|\b[A-Z][a-z]+(?:[ -][A-Z][A-Za-z]+)+\b"  # multi-word capitalised names
+    r"|(?<=[^\s.!?:] )[A-Z][a-z]{2,}\b"  # single-word proper names, mid-sentence
+    r"|\b[A-Z]{2,}\b"  # acronyms and codes
 )
 
 _COMPRESSION_INSTRUCTION = (
@@ -102,6 +110,17 @@ class ContextCompressor:
         self._clock = clock
         self._failures = 0
         self._opened_at: float | None = None
+        self._made: dict[tuple[str, tuple[tuple[str, str], ...]], PromptAndContext] = {}
+        """Compressions made, by question and parts: the gatekeeper and the answer of a question
+        (and every later call reading the same parts) reuse one instead of compressing again."""
+
+    def _keep(
+        self, key: tuple[str, tuple[tuple[str, str], ...]], compressed: PromptAndContext
+    ) -> None:
+        self._made.pop(key, None)
+        self._made[key] = compressed
+        while len(self._made) > KEPT_COMPRESSIONS:
+            self._made.pop(next(iter(self._made)))
 
     @property
     def breaker_open(self) -> bool:
@@ -141,7 +160,10 @@ class ContextCompressor:
                 reason = f"skipped for {self._cooldown_s:g} s after repeated failures"
                 report_context_issue(_failure(parts, reason))
                 continue
-            compressed = await self._compress(question, parts)
+            key = (question, tuple((part.completion_key, part.context) for part in parts))
+            compressed = self._made.get(key) or await self._compress(question, parts)
+            if isinstance(compressed, PromptAndContext):
+                self._keep(key, compressed)
             if isinstance(compressed, CompressionFailure):
                 self._fail()
                 report_context_issue(compressed)

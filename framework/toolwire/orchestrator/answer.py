@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from toolwire.conversation import TurnContext
 from toolwire.llm.base import CallRecord, Usage
 from toolwire.run_state import (
     CoordinatorRunRecord,
@@ -130,6 +131,8 @@ class Answer(BaseModel):
     """The conversation's id: a message sent with it is the conversation's next turn."""
     turn: int = 1
     """Which turn of the conversation this answers (1: the first message)."""
+    context: TurnContext | None = None
+    """What the turn took from the turns before it (None on a conversation's first turn)."""
     domain: str
     guaranteed_contexts: list[str] = Field(default_factory=list)
     """Finished answers tools produced, verbatim (seed 6.6)."""

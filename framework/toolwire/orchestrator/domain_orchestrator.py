@@ -243,11 +243,12 @@ class DomainOrchestrator:
             return None
         task_prompt = escape_marker(message)
         first = {"domain": self.domain.name, "task_no": ROOT_TASK_NO}  # the task made for it
-        with bound(**first), self._fixed_text():
+        with bound(**first), self.fixed_text():
             return await self.selector.select(task_prompt, self.llm, self.settings.model_attempts)
 
-    def _fixed_text(self) -> AbstractContextManager[None]:
-        """The domain's description and instructions in every model call's fixed prefix."""
+    def fixed_text(self) -> AbstractContextManager[None]:
+        """Inside the block, every model call's fixed prefix carries the domain's description and
+        instructions (the conversation service opens it for a follow-up's rewrite too)."""
         return domain_prompt(self.domain.description, self.domain.instructions)
 
     def describing_tools(self) -> list[SelectableTool]:
@@ -291,7 +292,7 @@ class DomainOrchestrator:
         message = escape_marker(message)
         run = TaskRun(user_message=message)
         task = TaskInfo(task_no=ROOT_TASK_NO, task_prompt=message, run=run)
-        with bound(domain=self.domain.name), self._fixed_text():
+        with bound(domain=self.domain.name), self.fixed_text():
             if self.classifies_first() or len(self.domain.prompt_types) < 2:
                 await classify(
                     self.llm, task, self.domain.prompt_types, self.settings.model_attempts
@@ -319,7 +320,7 @@ class DomainOrchestrator:
             self._preselected[id(root)] = preselected
         with (
             bound(domain=self.domain.name),
-            self._fixed_text(),
+            self.fixed_text(),
             collect_context_issues() as issues,
             _asking_allowed(asked < self.settings.max_clarification_rounds),
             _rooted(root),

@@ -7,7 +7,14 @@ from typing import Any
 
 import structlog
 
-from toolwire.conversation import Conversation, Turn, bounded, history_messages, turn_findings
+from toolwire.conversation import (
+    Conversation,
+    Turn,
+    TurnContext,
+    bounded,
+    history_messages,
+    turn_findings,
+)
 from toolwire.errors import (
     SessionConflictError,
     SessionError,
@@ -31,7 +38,9 @@ from toolwire.logging import bound
 from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.orchestrator.buffer import subtree_results
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
+from toolwire.orchestrator.follow_up import resolve_follow_up
 from toolwire.orchestrator.streaming import Answered, stream_question
+from toolwire.orchestrator.turn_compression import compact
 from toolwire.redaction import session_ref
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.selection.pipeline import Selection
@@ -170,14 +179,20 @@ class ConversationService:
                 stored = await self._continued(session_id, domain, caller)
                 orchestrator = self.orchestrator(stored.domain)
                 conversation = stored.conversation
+            context: TurnContext | None = None
+            if conversation.has_history and conversation.pending is None:
+                conversation, context = await self._compacted(conversation, message)
             with conversation_history(history_messages(conversation)):
-                root = await self._turn_task(orchestrator, conversation, message, session_id)
+                root = await self._turn_task(
+                    orchestrator, conversation, message, session_id, context
+                )
                 if routing is not None and routing.failure:
                     root.run.failures.append(routing.failure)
                 result = await orchestrator.run_round(root, preselected=preselected)
             turn = Turn(
                 number=conversation.next_number,
                 message=message,
+                standalone=context.standalone if context is not None else None,
                 kind=result.kind,
                 answer=result.text,
                 findings=turn_findings(
@@ -199,6 +214,7 @@ class ConversationService:
             text=result.text,
             session_id=stored.session_id,
             turn=turn.number,
+            context=context,
             domain=orchestrator.domain.name,
             guaranteed_contexts=result.guaranteed_contexts,
             failures=result.failures,
@@ -230,13 +246,35 @@ class ConversationService:
         conversation: Conversation,
         message: str,
         session_id: str | None,
+        context: TurnContext | None,
     ) -> TaskInfo:
-        """The task tree this turn runs: the waiting one with the reply set, or a new task."""
+        """The task tree this turn runs: the waiting one with the reply set, or a new task (for
+        a later turn, of the message made to stand on its own, noted in ``context``)."""
         if conversation.pending is not None and session_id is not None:
             root = conversation.pending
             _give_reply(root, message, session_id)
             return root
-        return await orchestrator.new_task(message)
+        if context is None:
+            return await orchestrator.new_task(message)
+        with orchestrator.fixed_text():
+            resolved = await resolve_follow_up(self.llm, message, self.settings.model_attempts)
+        if resolved.rewritten:
+            context.standalone = resolved.text
+        if resolved.failure is not None:
+            context.notes.append(resolved.failure)
+        return await orchestrator.new_task(resolved.text)
+
+    async def _compacted(
+        self, conversation: Conversation, message: str
+    ) -> tuple[Conversation, TurnContext]:
+        """The conversation with old turns compressed once if its history passed
+        ``sessions.history_tokens``, and the record of what this turn reads from it."""
+        budget = self.sessions.history_tokens
+        compacted = await compact(self.llm, conversation, escape_marker(message), budget)
+        context = TurnContext.of(compacted.conversation)
+        if compacted.failure is not None:
+            context.notes.append(compacted.failure)
+        return compacted.conversation, context
 
     def _kept(
         self, conversation: Conversation, turn: Turn, pending: TaskInfo | None

@@ -1,0 +1,98 @@
+"""Follow-ups resolved before anything else reads them (issue 32 item 2).
+
+A later turn's message often points back ("and what is its usual dose?", "the same for
+aspirin", "no, I meant Excedrin PM"). Coordinators, the tool selection and the tools read the
+task's text alone (SPEC §3), so toolwire first rewrites such a message to stand on its own, in one
+model call that reads the earlier turns in standard roles after the fixed prefix; the task then
+runs as if the user had sent the rewrite. A message that needs nothing from before is copied
+unchanged. A rewrite that fails, is empty, drops an identifier of the message, or grows far
+longer than the message is not used: the message is read as it was sent, and the turn's record
+says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+from pydantic import BaseModel, Field
+
+from toolwire.errors import ModelError
+from toolwire.llm.attempts import call_model
+from toolwire.llm.base import LanguageModel, Purpose
+from toolwire.llm.compression import identifiers
+
+log = structlog.get_logger(__name__)
+
+FOLLOW_UP_INSTRUCTION = (
+    "The messages before the task are the earlier turns of this conversation. Rewrite the "
+    "user's task so that it can be understood without them: replace each word that points back "
+    "(it, its, they, them, that one, the same, there) with what it means in the conversation, "
+    "and complete a short follow-up such as 'and for children?' or 'what about aspirin?' into a "
+    "full request like the earlier one. When the task already stands on its own or asks about "
+    "something new, copy it exactly. Keep the task's language, copy names and numbers exactly, "
+    "and never answer the task."
+)
+
+MAX_GROWTH_CHARS = 200
+"""How much longer than the message a rewrite may be (more means it answered or wandered)."""
+
+
+class StandaloneTask(BaseModel):
+    """The user's latest task, rewritten to stand on its own."""
+
+    task: str = Field(description="The task, understandable without the conversation")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a later turn's message became: the text the task runs, and why."""
+
+    text: str
+    rewritten: bool
+    failure: str | None = None
+
+
+async def resolve_follow_up(llm: LanguageModel, message: str, attempts: int) -> Resolved:
+    """``message`` made to stand on its own (the earlier turns are the open history)."""
+    try:
+        output = await call_model(
+            Purpose.DECOMPOSITION.value,
+            attempts,
+            lambda: llm.extract(
+                StandaloneTask,
+                message,
+                instruction=FOLLOW_UP_INSTRUCTION,
+                purpose=Purpose.DECOMPOSITION,
+            ),
+        )
+    except ModelError as error:
+        return _as_sent(message, f"the follow-up rewrite failed: {error}")
+    text = " ".join(output.task.split())
+    problem = _refused(message, text)
+    if problem is not None:
+        return _as_sent(message, f"the follow-up rewrite was not used: {problem}")
+    rewritten = text != " ".join(message.split())
+    log.info("follow_up_resolved", rewritten=rewritten, chars=len(text))
+    return Resolved(text if rewritten else message, rewritten)
+
+
+def _refused(message: str, text: str) -> str | None:
+    if not text:
+        return "it was empty"
+    if len(text) > len(message) + MAX_GROWTH_CHARS:
+        return f"it was {len(text)} characters long for a message of {len(message)}"
+    words = set(text.lower().split())
+    lost = [
+        item
+        for item in identifiers(message)
+        if item not in text and not all(word.lower() in words for word in item.split())
+    ]
+    if lost:
+        return f"it dropped {', '.join(lost)}"
+    return None
+
+
+def _as_sent(message: str, why: str) -> Resolved:
+    log.warning("follow_up_not_rewritten", problem=why)
+    return Resolved(message, False, why)

@@ -1,0 +1,201 @@
+"""Follow-ups resolved and the history kept as seed 004 says (issue 32 items 2 and 3): a later
+turn's message is rewritten to stand on its own before anything reads it, a message that needs no
+rewrite runs as sent, a bad rewrite is never used; old turns are compressed once into a marked,
+stored summary that later turns read as it is, identifiers verbatim; the history every call
+reads only grows at its end."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from orchestration_kit import Query, QueryTool
+from toolwire import ModelError
+from toolwire.conversation import SUMMARY_MARKER
+from toolwire.llm import OpenAIGateway, Purpose
+from toolwire.llm.compression import CompressedContext
+from toolwire.llm.history import current_history
+from toolwire.orchestrator import ConversationService
+from toolwire.orchestrator.follow_up import StandaloneTask
+from toolwire.registry import DomainSpec
+from toolwire.sessions import MemorySessionStore
+from toolwire.settings import LLMSettings, SessionSettings
+from toolwire.testing import ScriptedModel, conversation_for
+from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest
+
+DOMAIN = DomainSpec(name="pharma", description="Medicines.")
+
+
+def service(model: ScriptedModel, **sessions: Any) -> ConversationService:
+    settings = SessionSettings(**sessions) if sessions else None
+    store = MemorySessionStore()
+    return conversation_for(
+        DOMAIN, QueryTool("dosage"), model=model, store=store, sessions=settings
+    )
+
+
+def model_with(rewrite: Any) -> tuple[ScriptedModel, list[str]]:
+    """The dosage tool takes every message; ``seen`` collects the text its parameters were
+    extracted from (the task's text)."""
+    seen: list[str] = []
+
+    def params(text: str, instruction: str) -> dict[str, str]:
+        seen.append(str(text))
+        return {"query": str(text)}
+
+    model = ScriptedModel().on_suitability({"dosage": True}).on_extract(Query, params)
+    model.on_extract(StandaloneTask, rewrite).on_answer(lambda question, contexts: "noted")
+    return model, seen
+
+
+async def test_a_follow_up_runs_as_the_message_rewritten_to_stand_on_its_own() -> None:
+    rewrites: list[int] = []
+
+    def rewrite(text: str, instruction: str) -> dict[str, str]:
+        rewrites.append(len(current_history()))  # the rewrite reads the earlier turns
+        return {"task": "What is the usual dose of ibuprofen?"}
+
+    model, seen = model_with(rewrite)
+    chat = service(model)
+    first = await chat.ask("Can I take ibuprofen with warfarin?")
+    second = await chat.ask("and what is its usual dose?", session_id=first.session_id)
+
+    assert first.context is None and rewrites == [2]  # no rewrite on a first turn
+    assert seen == ["Can I take ibuprofen with warfarin?", "What is the usual dose of ibuprofen?"]
+    assert second.trace.task_prompt == "What is the usual dose of ibuprofen?"
+    assert second.context is not None
+    assert second.context.standalone == "What is the usual dose of ibuprofen?"
+    assert second.context.turns_read == [1] and second.context.notes == []
+    stored = (await chat.store.load(first.session_id)).conversation.turns[1]
+    assert (stored.message, stored.standalone) == (
+        "and what is its usual dose?", "What is the usual dose of ibuprofen?"
+    )  # fmt: skip
+
+
+async def test_a_message_that_stands_on_its_own_runs_as_sent() -> None:
+    model, seen = model_with(lambda text, instruction: {"task": f"  {text} "})
+    chat = service(model)
+    first = await chat.ask("Can I take ibuprofen with warfarin?")
+    second = await chat.ask("Is paracetamol safe for a headache?", session_id=first.session_id)
+
+    assert seen[-1] == "Is paracetamol safe for a headache?"
+    assert second.context is not None and second.context.standalone is None
+    # the same calls as the message sent alone, and one for the rewrite
+    alone = await chat.ask("Is paracetamol safe for a headache?")
+    later = [call.purpose for call in second.model_calls]
+    assert later == ["decomposition", *(call.purpose for call in alone.model_calls)]
+
+
+async def test_a_bad_rewrite_is_never_used_and_the_trace_says_why() -> None:
+    cases: list[tuple[Any, str]] = [
+        (None, "the follow-up rewrite failed"),  # invalid output, every attempt
+        (ModelError("decomposition", "down"), "the follow-up rewrite failed"),
+        ({"task": ""}, "it was empty"),
+        ({"task": "Excedrin dose"}, "it dropped Excedrin PM"),
+        ({"task": "Take 400 mg. " * 40}, "characters long"),
+    ]
+    for response, says in cases:
+        model, seen = model_with(response)
+        chat = service(model)
+        first = await chat.ask("Is Coumadin safe with aspirin?")
+        second = await chat.ask("no, I meant Excedrin PM", session_id=first.session_id)
+        assert seen[-1] == "no, I meant Excedrin PM", response
+        assert second.context is not None and second.context.standalone is None
+        assert says in second.context.notes[0], (response, second.context.notes)
+        assert second.kind == "answer"
+
+
+async def test_old_turns_are_compressed_once_marked_stored_and_reused() -> None:
+    compressions: list[str] = []
+
+    def summary(text: str, instruction: str) -> dict[str, str]:
+        compressions.append(str(text))
+        return {"summary": "The user asked about doses."}  # drops the SKU: put back verbatim
+
+    histories: list[list[dict[str, str]]] = []
+    model = ScriptedModel().on_suitability({"dosage": True})
+    model.on_extract(Query, {"query": "x"})
+    model.on_extract(StandaloneTask, lambda text, instruction: {"task": text})
+    model.on_extract(CompressedContext, summary, purpose=Purpose.COMPRESSION)
+
+    def answer(question: str, contexts: list[Any]) -> str:
+        histories.append([dict(m) for m in current_history()])
+        return f"Answer about {question}, see product SKU-{len(histories)}1234. " + "x" * 600
+
+    model.on_answer(answer)
+    chat = service(model, history_tokens=400)
+    first = await chat.ask("dose one?")
+    for message in ("dose two?", "dose three?", "dose four?", "dose five?"):
+        last = await chat.ask(message, session_id=first.session_id)
+
+    stored = (await chat.store.load(first.session_id)).conversation
+    assert len(compressions) == len(stored.summaries) >= 1
+    assert not any(SUMMARY_MARKER in text for text in compressions)  # never compressed again
+    kept = stored.summaries[0]
+    assert kept.text.startswith(f"{SUMMARY_MARKER} turns 1-")
+    assert "SKU-11234" in kept.text  # an identifier the model dropped, kept verbatim
+    assert stored.turns[-1].number == 5 and len(stored.turns) >= 2
+    # every later turn reads the stored summary first, as it was written
+    after = [h for h in histories if h and h[0]["content"].startswith(SUMMARY_MARKER)]
+    assert after and all(h[0]["content"] == kept.text for h in after)
+    assert last.context is not None
+    assert last.context.summaries_read == [f"{x.first}-{x.last}" for x in stored.summaries]
+    assert last.context.turns_read == [turn.number for turn in stored.turns[:-1]]
+
+
+async def test_a_failed_compression_keeps_the_turns_and_says_so() -> None:
+    model = ScriptedModel().on_suitability({"dosage": True}).on_extract(Query, {"query": "x"})
+    model.on_extract(StandaloneTask, lambda text, instruction: {"task": text})
+    model.on_extract(CompressedContext, None, purpose=Purpose.COMPRESSION)  # garbage
+    model.on_answer("y" * 900)
+    chat = service(model, history_tokens=300)
+    first = await chat.ask("dose one?")
+    await chat.ask("dose two?", session_id=first.session_id)
+    await chat.ask("dose three?", session_id=first.session_id)
+    fourth = await chat.ask("dose four?", session_id=first.session_id)
+
+    assert fourth.context is not None and "not compressed" in fourth.context.notes[0]
+    stored = (await chat.store.load(first.session_id)).conversation
+    assert stored.summaries == [] and [t.number for t in stored.turns] == [1, 2, 3, 4]
+
+
+async def test_a_later_turns_requests_carry_the_history_in_standard_roles_after_the_prefix() -> (
+    None
+):
+    """On the exact requests a server receives: the system message first, byte-identical, then
+    the earlier turns as user and assistant messages, then the call's own message; the second
+    turn's requests begin with everything the first turn's history had."""
+
+    def reply(request: FakeRequest) -> FakeReply:
+        fields = (request.output_schema or {}).get("properties", {})
+        if "choice" in fields:
+            return FakeReply(text=json.dumps({"choice": fields["choice"]["items"]["enum"]}))
+        if "answer" in fields:
+            return FakeReply(text='{"answer": "yes"}')
+        if "task" in fields:
+            return FakeReply(text='{"task": "What is the dose of ibuprofen?"}')
+        if fields:
+            return FakeReply(text='{"query": "ibuprofen"}')
+        return FakeReply(text="Ibuprofen: 400 mg.")
+
+    async with FakeOpenAIServer(reply) as server:
+        settings = LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0)
+        gateway = OpenAIGateway(settings, api_key="k", concurrency=1)
+        chat = conversation_for(DOMAIN, QueryTool("dosage"), model=gateway)
+        first = await chat.ask("Tell me about ibuprofen")
+        turn_one = len(server.chat_requests)
+        second = await chat.ask("and its dose?", session_id=first.session_id)
+        await gateway.aclose()
+
+    earlier = [
+        {"role": "user", "content": "Tell me about ibuprofen"},
+        {"role": "assistant", "content": first.text},
+    ]
+    later = server.chat_requests[turn_one:]
+    assert len(later) == len(second.model_calls) >= 2
+    for request in later:
+        assert request.messages[0]["role"] == "system"
+        assert request.messages[0]["content"].startswith("You are the language model")
+        assert request.messages[1:3] == earlier
+        assert request.messages[3]["role"] == "user"
+    assert later[-1].messages[3]["content"].count("<task>") >= 1
