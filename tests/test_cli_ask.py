@@ -287,11 +287,11 @@ def test_ask_trace_draws_the_task_tree_with_coordinators_decisions_and_failures(
         "├── task 1.2 skipped (conditional: skip)  full search",
         "│   ├── owner trip.planner, required full",
         "│   └── conditional: owner decided skip",
-        "├── selection choose: 4 candidate(s) (all) → trip.broken",
+        "├── selection retrieve (4 candidate(s), all) → choose → confirm → trip.broken",
         "│   ├── trip.planner (score 0.00): not chosen among the candidates",
         "│   ├── trip.cheap (score 0.00): not chosen among the candidates",
         "│   ├── trip.full (score 0.00): not chosen among the candidates",
-        "│   └── trip.broken (score 0.00): chosen and confirmed",
+        "│   └── trip.broken (score 0.00): named by the choice; confirmed on its question",
         "└── tool trip.broken (suitability) error — tool trip.broken raised RuntimeError: "
         "reviews service is down",
     ]
@@ -311,9 +311,14 @@ def test_ask_trace_shows_a_task_read_as_several_requests_its_words_and_second_ch
     model = ScriptedModel().on_choose(["cheap"]).on_suitability(["cheap", "full"])
     model.on_answer("ok")
     plugin = plugin_of(DomainSpec(name="trip"), CheapTool, FullTool, BrokenTool)
+    config = tmp_path / "toolwire.yaml"
+    config.write_text(
+        "orchestrator:\n  selection:\n    steps: [retrieve, decisive_words, choose, confirm, "
+        "english.several_requests]\n"
+    )
 
     def load_app(ctx: object) -> App:
-        return App.load(None, plugins=[plugin], load_entry_points=False, llm=model)
+        return App.load(config, plugins=[plugin], load_entry_points=False, llm=model)
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(ask_commands, "load_app", load_app)
@@ -324,11 +329,11 @@ def test_ask_trace_shows_a_task_read_as_several_requests_its_words_and_second_ch
     assert result.exit_code == 0, result.output
     lines = [line.rstrip() for line in result.output.splitlines()]
     assert (
-        "├── selection choose: 3 candidate(s) (all, read as several requests) → trip.full, "
-        "trip.cheap" in lines
+        "├── selection retrieve (3 candidate(s), all) → decisive_words → "
+        "english.several_requests (read as several requests) → trip.full, trip.cheap" in lines
     ), "\n".join(lines)
     [first] = [line for line in lines if line.startswith("│   ├── trip.full (score")]
-    assert first.endswith("decided by its words, confirmed on its question (no choice made)")
+    assert first.endswith("its words decided, confirmed on its question")
     [second] = [line for line in lines if line.startswith("│   ├── trip.cheap (score")]
     assert second.endswith("named by the second choice, confirmed on its question")
 

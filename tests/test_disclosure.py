@@ -17,8 +17,9 @@ from toolwire.events import (
 )
 from toolwire.llm.base import CallRecord
 from toolwire.orchestrator import Answer, TaskTrace
-from toolwire.run_state import CoordinatorRunRecord, SelectionRecord, TaskStatus, ToolRunRecord
+from toolwire.run_state import CoordinatorRunRecord, TaskStatus, ToolRunRecord
 from toolwire.selection.routing import RoutingRecord
+from toolwire.selection.trace import SelectionRecord, StepRecord
 
 DSN_ERROR = "tool shop.stock raised OperationalError: postgresql://app:hunter2@db/x unreachable"
 COORDINATOR_ERROR = "KeyError: 'password=hunter2'"
@@ -118,26 +119,31 @@ def _id_of(text: str) -> str:
 
 
 def test_the_tool_selection_record_is_disclosed_the_same_way() -> None:
-    selection_error = f"tool selection failed: model call for 'suitability' failed: {MODEL_ERROR}"
+    step_failure = f"a confirmation failed: model call for 'suitability' failed: {MODEL_ERROR}"
+    selection = SelectionRecord(
+        steps=[StepRecord(step="confirm", failure=step_failure)],
+        left_out={"shop.stock": "RuntimeError: password=hunter2"},
+    )
+    assert selection.failure == f"confirm: {step_failure}"
     trace = TaskTrace(
         task_no="1",
         task_prompt="kettles?",
         status=TaskStatus.DONE,
-        selection=SelectionRecord(
-            mode="choose",
-            failure=selection_error,
-            left_out={"shop.stock": "RuntimeError: password=hunter2"},
-        ),
-        failures=[selection_error],
+        selection=selection,
+        failures=[selection.failure],
     )
     answer = Answer(kind="answer", text="?", domain="shop", trace=trace,
-                    failures=[f"task 1: {selection_error}"])  # fmt: skip
+                    failures=[f"task 1: {selection.failure}"])  # fmt: skip
 
     with capture_logs():
         public = disclosed_answer(answer)
 
     assert public.trace.selection is not None
-    failure_id = _id_of(public.trace.selection.failure or "")
+    [step] = public.trace.selection.steps
+    failure_id = _id_of(step.failure or "")
+    assert public.trace.selection.failure == (
+        f"confirm: tool selection failed (error id {failure_id})"
+    )
     assert public.failures == [f"task 1: tool selection failed (error id {failure_id})"]
     assert public.trace.selection.left_out["shop.stock"].startswith("failed (error id ")
     assert "hunter2" not in public.model_dump_json() and "sk-proj" not in public.model_dump_json()
@@ -162,7 +168,8 @@ def test_streamed_events_withhold_the_same_texts_under_the_same_ids_as_the_answe
         ToolsChosen(
             task_no="1",
             selection=SelectionRecord(
-                mode="choose", failure=MODEL_ERROR, left_out={"shop.x": COORDINATOR_ERROR}
+                steps=[StepRecord(step="choose", failure=MODEL_ERROR)],
+                left_out={"shop.x": COORDINATOR_ERROR},
             ),
             tools=[
                 ToolRunRecord(tool_name="x", reason="required", outcome="error", detail=DSN_ERROR)

@@ -174,7 +174,7 @@ def test_every_item_becomes_a_domain_of_its_functions_as_tools(isolated: Path) -
     assert set(app.domains) == {item.domain for item in items}
     for item in items:
         orchestrator = DomainOrchestrator(app.domains[item.domain], app.registry, app.tools, None)  # type: ignore[arg-type]
-        tools = {tool.qualified_name: tool for tool in orchestrator.selector.tools}
+        tools = {tool.qualified_name: tool for tool in orchestrator.selector.catalogue.tools}
         assert set(tools) == {item.tool_name(function.name) for function in item.functions}
         assert item.expected_tools <= set(tools)
         for function in item.functions:
@@ -191,7 +191,7 @@ def test_a_declared_question_replaces_the_derived_one(isolated: Path) -> None:
     item = load_functions()[0]
     app = function_set_app([item], lambda function: f"Is it {function.name}?")
     orchestrator = DomainOrchestrator(app.domains[item.domain], app.registry, app.tools, None)  # type: ignore[arg-type]
-    assert sorted(tool.question for tool in orchestrator.selector.tools) == sorted(
+    assert sorted(tool.question for tool in orchestrator.selector.catalogue.tools) == sorted(
         f"Is it {function.name}?" for function in item.functions
     )
 

@@ -164,9 +164,8 @@ async def test_an_mcp_tool_is_injected_into_plugin_tools_as_a_typed_proxy(load: 
 
     model = answer_with_contexts(ScriptedModel().on_suitability(["note_digest", "plain_digest"]))
     model.on_extract(DigestParams, {"title": "meeting"})
-    # both digests run: the choice names them both, not the words one of them shares
-    choice = "orchestrator: {selection: {decisive_ratio: null}}\n"
-    app = load(config(NOTES, tools) + choice, model)
+    # both digests run: the choice names them both (the default steps have no decisive words)
+    app = load(config(NOTES, tools), model)
     assert app.container.graph()["office.note_digest"] == ["office.read_note"]
     answer = await app.ask("How long is my meeting note?")
     assert answer.guaranteed_contexts == ["'meeting' has 8 words."]

@@ -117,8 +117,8 @@ async def test_a_failing_model_call_is_retried_a_bounded_number_of_times_then_re
     assert len(scripted_model.calls_for(Purpose.SUITABILITY)) == 3
     assert answer.kind == "answer" and answer.text.startswith("composed")
     assert answer.failures == [
-        "task 1: suitability test failed, no tool activated by it: model call for "
-        "'suitability' failed: timeout (after 3 attempt(s))"
+        "task 1: confirm: a confirmation failed: model call for 'suitability' failed: timeout "
+        "(after 3 attempt(s))"
     ]
     assert fine.texts == []
 

@@ -39,7 +39,7 @@ from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.redaction import redact
 from toolwire.run_state import CoordinatorRunRecord, Notice, ToolRunRecord
 from toolwire.selection.routing import RoutingRecord
-from toolwire.selection.trace import SelectionRecord
+from toolwire.selection.trace import SelectionRecord, StepRecord
 
 log = structlog.get_logger(__name__)
 
@@ -169,9 +169,7 @@ def _disclosed_selection(
     if selection is None:
         return None
     steps = [
-        step.model_copy(
-            update={"failure": disclosure.failure(step.failure, "tool selection", **where)}
-        )
+        step.model_copy(update={"failure": _disclosed_step_failure(step, disclosure, where)})
         if step.failure
         else step
         for step in selection.steps
@@ -185,6 +183,14 @@ def _disclosed_selection(
             },
         }
     )
+
+
+def _disclosed_step_failure(step: StepRecord, disclosure: Disclosure, where: dict[str, str]) -> str:
+    """A selection step's failure, withheld under the id of the task's failure line it makes
+    ("<step>: <failure>", :attr:`SelectionRecord.failure`), so both show the same id."""
+    if disclosure.verbose:
+        return disclosure.failure(step.failure or "")
+    return disclosure.failure(f"{step.step}: {step.failure}", "tool selection", **where)
 
 
 def _disclosed_tool_run(run: ToolRunRecord, disclosure: Disclosure, task_no: str) -> ToolRunRecord:

@@ -142,10 +142,7 @@ def register_model_profiles(register: RegisterModelProfile) -> None:
 
 @hookspec
 def register_selection_steps(register: RegisterSelectionStep) -> None:
-    """Register tool-selection steps for ``orchestrator.selection.steps``:
-    ``register(name, factory)``; ``factory(selection_settings)`` returns the step (a
-    ``toolwire.selection.SelectionStep``). Names are dotted lower snake case
-    (``office.no_weekends``)."""
+    """Register tool-selection steps by name, for ``orchestrator.selection.steps``."""
 
 
 @hookspec
