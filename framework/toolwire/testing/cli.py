@@ -14,12 +14,19 @@ MODEL_ENVIRONMENT = ("OPENAI_API_KEY", "TOOLWIRE_LLM_BASE_URL", "TOOLWIRE_LLM_MO
 
 
 def ask_embedded_model(
-    question: str, *, domain: str, plugins: str, cwd: Path, timeout_s: float = 900
+    question: str,
+    *,
+    domain: str,
+    plugins: str,
+    cwd: Path,
+    timeout_s: float = 900,
+    session: str | None = None,
 ) -> dict[str, Any]:
     """``toolwire ask --json --trace`` in a subprocess on the embedded local model; the
     ``Answer`` as JSON, with the text of any failure. Only the named installed plugins load, no
     config file is read (``cwd`` should be an empty directory), and a failing command fails with
-    its stderr."""
+    its stderr. ``session``: an earlier answer's ``session_id``, to continue its conversation
+    (kept in ``cwd``'s SQLite file)."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -29,7 +36,16 @@ def ask_embedded_model(
     command = Path(sys.executable).with_name("toolwire")
     run = subprocess.run(
         # --trace: the verbose Answer, so a failed step shows what it said, not an error id
-        [str(command), "ask", "--domain", domain, "--json", "--trace", question],
+        [
+            str(command),
+            "ask",
+            "--domain",
+            domain,
+            "--json",
+            "--trace",
+            question,
+            *(("--session", session) if session else ()),
+        ],
         cwd=cwd,
         env=env,
         capture_output=True,

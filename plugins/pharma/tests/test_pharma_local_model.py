@@ -34,3 +34,25 @@ def test_ask_on_the_embedded_model(tmp_path: Path, question: str, expected: str)
     assert guaranteed in answer["text"]
     analysis = [run for run in answer["trace"]["tools"] if run["tool_name"].endswith("analysis")]
     assert [run["outcome"] for run in analysis] == ["guaranteed"]
+
+
+@pytest.mark.local_model
+def test_a_follow_up_on_the_embedded_model(tmp_path: Path) -> None:
+    """Two turns of one conversation: "it" in the second is the product of the first, so the
+    interaction analysis runs on both products (its guaranteed answer names them)."""
+    first = ask_embedded_model(
+        "What is the usual dose of Nurofen?", domain="pharma", plugins="pharma", cwd=tmp_path
+    )
+    second = ask_embedded_model(
+        "Can I take it together with Coumadin?",
+        domain="pharma",
+        plugins="pharma",
+        cwd=tmp_path,
+        session=first["session_id"],
+    )
+    assert second["session_id"] == first["session_id"] and second["turn"] == 2
+    assert "Nurofen" in (second["context"]["standalone"] or "")
+    ran = [run["tool_name"] for run in second["trace"]["tools"] if run["outcome"] == "guaranteed"]
+    assert ran == ["pharma.interaction_analysis"]
+    [analysis] = second["guaranteed_contexts"]
+    assert "Nurofen" in analysis and "Coumadin" in analysis

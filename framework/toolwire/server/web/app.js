@@ -198,8 +198,9 @@ class Exchange {
         `(${usage.cached_prompt_tokens} cached), ${usage.completion_tokens} completion tokens`),
     );
     this.bot.append(tree);
-    state.sessionId = answer.kind === "clarification" ? answer.session_id : null;
-    $("#message").placeholder = state.sessionId ? "Your reply to the question above…" : "Ask a question…";
+    state.sessionId = answer.session_id; // the next message continues the conversation
+    $("#message").placeholder =
+      answer.kind === "clarification" ? "Your reply to the question above…" : "Ask a follow-up…";
     this.node.scrollIntoView({ block: "end" });
   }
 
@@ -384,6 +385,13 @@ async function send(message) {
 }
 
 function start() {
+  $("#new-conversation").addEventListener("click", () => {
+    if (state.busy) return;
+    state.sessionId = null;
+    $("#conversation").replaceChildren();
+    $("#message").placeholder = "Ask a question…";
+    $("#message").focus();
+  });
   $("#ask-form").addEventListener("submit", (submitted) => {
     submitted.preventDefault();
     const message = $("#message").value.trim();
