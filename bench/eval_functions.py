@@ -1,8 +1,9 @@
-"""Tool selection on schema-described functions: every mode side by side on the embedded model.
+"""Tool selection on schema-described functions: every pipeline side by side on the embedded
+model.
 
     flock /tmp/toolwire-model.lock .venv/bin/python bench/eval_functions.py --split dev
     flock /tmp/toolwire-model.lock .venv/bin/python bench/eval_functions.py --native --verbose
-    flock /tmp/toolwire-model.lock .venv/bin/python bench/eval_functions.py --modes choose \\
+    flock /tmp/toolwire-model.lock .venv/bin/python bench/eval_functions.py --pipelines core \\
         --question ask_for
 
 The set (``bench/selection/functions.yaml``) gives each question its own 2-4 similar candidate
@@ -11,9 +12,9 @@ topically near functions none of which is right (``irrelevance``). Each item bec
 whose tools are what a user declaring those functions as allow-listed ``mcp_servers:`` tools gets
 (``bench/selection/functions.py``): toolwire's own MCP discovery makes each tool, its parameter
 model and its yes/no question, derived from the description unless ``--question`` supplies one.
-Every mode puts every item through the orchestrator's own selection step, as
+Every pipeline puts every item through the orchestrator's own selection step, as
 ``bench/eval_selection.py`` does (the code is shared: ``bench/selection/scoring.py``). Printed per
-mode: exact-set accuracy, precision, recall, refusal rate on irrelevance items, model calls,
+pipeline: exact-set accuracy, precision, recall, refusal rate on irrelevance items, model calls,
 prompt tokens and seconds per item, then accuracy on multiple and on irrelevance items.
 
 ``--native``: the same items put to the model's native tool calling alone as a baseline (every
@@ -55,14 +56,8 @@ from toolwire.llm import LanguageModel, Option, collect_calls, create_language_m
 from toolwire.mcp.tool import first_sentence
 from toolwire.settings import LLMSettings
 
-DEFAULT_MODES = [
-    "choose",
-    "choose:choice=function_call",
-    "choose/batched",
-    "choose/off",
-    "batched",
-    "per_tool",
-]
+DEFAULT_PIPELINES = ["core", "call", "call_confirm", "choose_only", "confirm_all"]
+"""The pipelines of ``scoring.PIPELINES`` compared by default (any comma-joined step list too)."""
 
 
 def _lower_first(text: str) -> str:
@@ -217,7 +212,14 @@ async def main() -> None:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--split", choices=["dev", "test", "all"], default="test")
-    parser.add_argument("--modes", nargs="*", default=DEFAULT_MODES, help="none: native only")
+    parser.add_argument(
+        "--pipelines",
+        "--modes",
+        dest="pipelines",
+        nargs="*",
+        default=DEFAULT_PIPELINES,
+        help="scoring.PIPELINES names or comma-joined step lists; none: native only",
+    )
     parser.add_argument("--native", action="store_true", help="also the native tool calling")
     parser.add_argument(
         "--question",
@@ -246,7 +248,7 @@ async def main() -> None:
             app = function_set_app(items, QUESTIONS[question], llm=llm)
             try:
                 tallies = await evaluate_modes(
-                    args.modes, cases_of(items), llm, app, KINDS, args.verbose
+                    args.pipelines, cases_of(items), llm, app, KINDS, args.verbose
                 )
             finally:
                 await app.aclose()

@@ -1,9 +1,9 @@
 """Tool selection on the embedded model: every pipeline side by side on a labelled set.
 
     flock /tmp/toolwire-model.lock .venv/bin/python bench/eval_selection.py --split dev
-    .venv/bin/python bench/eval_selection.py --set fresh --split dev --modes core words
+    .venv/bin/python bench/eval_selection.py --set fresh --split dev --pipelines core words
     .venv/bin/python bench/eval_selection.py --split dev --replay   # from the recording, no model
-    .venv/bin/python bench/eval_selection.py --sample 40 --modes    # 40 messages, routing only
+    .venv/bin/python bench/eval_selection.py --sample 40 --pipelines  # 40 messages, routing only
 
 The set (``bench/selection/labelled.yaml``) holds user messages over the two bundled domains and
 four synthetic domains of deliberately similar tools, each labelled with its domain and the exact
@@ -20,7 +20,7 @@ none for an off-topic one).
 Sets (``--set``): ``labelled`` (``bench/selection/labelled.yaml``, a regression check: its
 messages were read while the old rules were written), ``fresh`` (``fresh.yaml``, written before
 the redesign and held out) and ``languages`` (``languages.yaml``, German and Spanish, test only).
-Pipelines (``--modes``): the names of ``scoring.PIPELINES`` or comma-joined step lists. Every
+Pipelines (``--pipelines``): the names of ``scoring.PIPELINES`` or comma-joined step lists. Every
 reply is recorded in ``bench/selection/replay/<set>-<split>.jsonl`` (``--replay`` answers from it
 alone, ``--no-record`` neither records nor replays).
 """
@@ -138,7 +138,9 @@ async def main() -> None:
     parser.add_argument("--set", choices=sorted(SETS), default="labelled")
     parser.add_argument("--split", choices=["dev", "test", "all"], default="test")
     parser.add_argument(
+        "--pipelines",
         "--modes",
+        dest="pipelines",
         nargs="*",
         default=["core"],
         help="pipelines (scoring.PIPELINES or comma-joined steps); none: routing only",
@@ -175,7 +177,7 @@ async def main() -> None:
         if not args.replay:
             await warm_up(llm)
         cases = cases_of(messages, rotation)
-        tallies = await evaluate_modes(args.modes, cases, llm, app, KINDS, args.verbose)
+        tallies = await evaluate_modes(args.pipelines, cases, llm, app, KINDS, args.verbose)
         print_kinds(tallies)
         if not args.no_routing:
             await evaluate_routing(messages, llm, app, args.verbose)
