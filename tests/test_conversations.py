@@ -18,10 +18,12 @@ from orchestration_kit import Query, QueryTool
 from server_support.redis_server import running_redis
 from toolwire import SessionError, UnknownSessionError
 from toolwire.context_buffer import PromptAndContext
+from toolwire.events import RoundFinished
 from toolwire.llm import Purpose
 from toolwire.llm.history import current_history
 from toolwire.orchestrator import ConversationService
 from toolwire.orchestrator.follow_up import StandaloneTask
+from toolwire.orchestrator.streaming import Answered
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore, SessionStore, SQLiteSessionStore
 from toolwire.settings import SessionSettings
@@ -263,3 +265,14 @@ async def test_a_conversation_stays_in_its_domain() -> None:
     with pytest.raises(SessionError, match="belongs to domain 'shop', not 'garden'"):
         await chat.ask("and in red?", domain="garden", session_id=first.session_id)
     assert model.calls_for(Purpose.ANSWER)  # the first turn was answered
+
+
+async def test_a_streamed_turns_events_say_which_turn_they_belong_to() -> None:
+    model, _ = scripted()
+    chat = service(model, MemorySessionStore())
+    first = await chat.ask("Do you sell kettles?")
+    events = [event async for event in chat.ask_stream("and in red?", session_id=first.session_id)]
+
+    [finished] = [event for event in events if isinstance(event, RoundFinished)]
+    assert finished.turn == 2
+    assert isinstance(events[-1], Answered) and events[-1].answer.turn == 2

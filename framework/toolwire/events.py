@@ -85,6 +85,8 @@ class RoundFinished(StepFinished):
 
     type: Literal["round_finished"] = "round_finished"
     domain: str | None = None
+    turn: int | None = None
+    """The conversation's turn the round answered: every event of the round belongs to it."""
     kind: Literal["answer", "clarification"] | None = None
     error: str | None = None
     failures: int = 0
@@ -95,6 +97,7 @@ class RoundFinished(StepFinished):
         return cls(
             step=step,
             domain=answer.domain,
+            turn=answer.turn,
             kind=answer.kind,
             failures=len(answer.failures),
             usage=answer.usage.model_copy(),
@@ -106,6 +109,8 @@ class _AnswerLike(Protocol):
 
     @property
     def domain(self) -> str: ...
+    @property
+    def turn(self) -> int: ...
     @property
     def kind(self) -> Literal["answer", "clarification"]: ...
     @property
