@@ -1,4 +1,5 @@
-"""The cost of tool selection as a domain grows: 10, 100 and 1,000 tools, every mode side by side.
+"""The cost of tool selection as a domain grows: 10, 100 and 1,000 tools, every pipeline side by
+side.
 
     .venv/bin/python bench/bench_selection.py [--questions N]
 
@@ -9,7 +10,7 @@ candidate, confirms it, fills its parameters and answers, so every mode activate
 the downstream calls are the same. Printed per domain size and mode, as medians per question
 after a warm-up: model calls, prompt tokens, the cached share, and the framework's own time
 (wall time minus the time spent inside model calls, so it does not depend on the fake
-server; n/a for ``per_tool``, whose calls overlap).
+server; n/a for ``confirm_all``, whose calls overlap).
 """
 
 from __future__ import annotations
@@ -20,19 +21,25 @@ import json
 import logging
 import re
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import structlog
 from pydantic import BaseModel, Field
 
 from toolwire import OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.llm import OpenAIGateway
+from toolwire.llm.profiles import ModelProfile
 from toolwire.orchestrator import ConversationService
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore
 from toolwire.settings import LLMSettings, OrchestratorSettings, SelectionSettings
 from toolwire.testing import registry_of
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest, default_output
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "selection"))
+from scoring import PIPELINES
 
 _SUBJECT_WORDS = """
 invoice order parcel ticket booking refund contract meeting report budget salary payment
@@ -111,24 +118,11 @@ def fake_model(request: FakeRequest) -> FakeReply:
 
 
 MODES = {
-    "choose": SelectionSettings(),
-    "choose, words off": SelectionSettings(decisive_ratio=None),
-    "choose, function call": SelectionSettings(choice="function_call"),
-    "choose, call arguments": SelectionSettings(
-        choice="function_call", parameters_from_choice=True
-    ),
-    "choose/batched": SelectionSettings(confirm="batched"),
-    "choose/per_tool": SelectionSettings(confirm="per_tool"),
-    "choose/with_parameters": SelectionSettings(confirm="with_parameters"),
-    "choose/off": SelectionSettings(confirm="off"),
-    "batched": SelectionSettings(mode="batched"),
-    "per_tool": SelectionSettings(mode="per_tool"),
+    name: SelectionSettings(steps=list(PIPELINES[name]))
+    for name in ("core", "words", "call", "call_confirm", "english", "confirm_all")
 }
-"""The default first (the choice constrained to the candidates' names; each question's words point
-at its tool, so no choice call is made); ``words off``: the model always chooses
-(``decisive_ratio: None``); ``function call``: the
-candidates offered as functions; ``call arguments``: and a confirmed tool runs with the arguments
-of its call (``parameters_from_choice``); ``choose/…`` names how the chosen tools are confirmed."""
+"""The default first (``core``: retrieve, choose, confirm), then the other pipelines of
+``scoring.PIPELINES``; ``confirm_all`` asks every candidate's question (no choice)."""
 
 
 async def measure(
@@ -137,7 +131,8 @@ async def measure(
     tools = synthetic_tools(count)
     registry, instances = registry_of("corp", *tools)
     gateway = OpenAIGateway(
-        LLMSettings(base_url=server.base_url, model="fake", structured_output="json_schema"),
+        LLMSettings(base_url=server.base_url, model="fake"),
+        profile=ModelProfile(structured_output="json_schema"),
         api_key="bench",
     )
     settings = OrchestratorSettings(selection=MODES[mode])
@@ -200,14 +195,14 @@ async def main() -> None:
         for count in (10, 100, 1000):
             baseline: dict[str, float] | None = None
             for mode in MODES:
-                questions = max(3, args.questions // 4) if mode == "per_tool" else args.questions
+                questions = max(3, args.questions // 4) if mode == "confirm_all" else args.questions
                 figures = await measure(server, count, mode, questions)
                 baseline = baseline or figures
                 ratio = figures["prompt"] / baseline["prompt"]
                 print(
                     f"{count:>5} {mode:<22} {figures['calls']:>7.0f} {figures['prompt']:>12,.0f} "
                     f"{figures['cached']:>6.0%} {overhead(figures)}"
-                    + (f"   ({ratio:.1f}x the tokens of choose)" if mode != "choose" else ""),
+                    + (f"   ({ratio:.1f}x the tokens of core)" if mode != "core" else ""),
                     flush=True,
                 )
 

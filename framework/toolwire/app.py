@@ -23,6 +23,7 @@ from toolwire.logging import configure_logging
 from toolwire.mcp.connections import McpConnections
 from toolwire.mcp.discovery import McpDiscovery, McpListing, discover_mcp_tools
 from toolwire.plugins import (
+    ModelProfileRegistration,
     ModelProvider,
     PluginInfo,
     PluginSet,
@@ -38,6 +39,7 @@ from toolwire.tools import ChatbotTool
 
 if TYPE_CHECKING:
     from toolwire.events import Event, Observer
+    from toolwire.llm.profiles import ModelProfile
     from toolwire.orchestrator import Answer, ConversationService, DomainOrchestrator
     from toolwire.orchestrator.streaming import Answered
     from toolwire.selection.state import SelectionStep
@@ -61,6 +63,7 @@ class App:
         session_stores: Mapping[str, SessionStoreProvider] | None = None,
         orchestrator_classes: Mapping[str, type[DomainOrchestrator]] | None = None,
         selection_steps: Mapping[str, SelectionStepProvider] | None = None,
+        model_profiles: Mapping[str, ModelProfileRegistration] | None = None,
     ) -> None:
         """Use :meth:`load`; this builds the container (every tool singleton) from the registry."""
         self.config = config
@@ -71,6 +74,10 @@ class App:
         """Store name → session store, as the plugins registered them
         (``register_session_stores``; None: only the built-in ones)."""
         self.selection_steps = selection_steps
+        self.model_profiles = model_profiles
+        """Profile name → model profile, as the plugins registered them
+        (``register_model_profiles``; None: only the built-in ones)."""
+        self._model_profile: ModelProfile | None = None
         """Step name → selection step, as the plugins registered them
         (``register_selection_steps``; None: only the built-in ones)."""
         self.orchestrator_classes = dict(orchestrator_classes or {})
@@ -146,6 +153,7 @@ class App:
                 session_stores=plugin_set.session_stores,
                 orchestrator_classes=built.orchestrators,
                 selection_steps=plugin_set.selection_steps,
+                model_profiles=plugin_set.model_profiles,
             )
         except ConfigError as error:  # a failed plugin or MCP server is the likely cause
             causes = [info.problem() for info in plugin_set.failed] + mcp_tools.problems
@@ -187,8 +195,21 @@ class App:
         if self._llm is None:
             from toolwire.llm import create_language_model
 
-            self._llm = create_language_model(self.config.llm, providers=self.model_providers)
+            self._llm = create_language_model(
+                self.config.llm, providers=self.model_providers, profile=self.model_profile
+            )
         return self._llm
+
+    @property
+    def model_profile(self) -> ModelProfile:
+        """The model's profile (``llm.profile``, else the one whose ``models`` patterns match
+        the configured model, else ``general``): its traits, and the selection steps it pays
+        to run. Resolved without starting the model."""
+        if self._model_profile is None:
+            from toolwire.llm.factory import model_profile
+
+            self._model_profile = model_profile(self.config.llm, profiles=self.model_profiles)
+        return self._model_profile
 
     @property
     def session_store(self) -> SessionStore:
@@ -300,14 +321,15 @@ def _wiring_problems(registry: ToolRegistry) -> list[Problem]:
 def _registered_name_problems(
     config: AppConfig, plugin_set: PluginSet, *, store_given: bool = False
 ) -> list[Problem]:
-    """``llm.provider`` and ``sessions.store`` must name a registered provider and store, and the
-    built-in Redis store needs its extra installed (checked at load, not at the first question;
-    ``store_given``: the caller passed a store, so the configured one is never made)."""
+    """``llm.provider``, ``llm.profile``, the selection steps and ``sessions.store`` must name
+    registered ones, and the built-in Redis store needs its extra installed (checked at load, not
+    at the first question; ``store_given``: the caller passed a store, so the configured one is
+    never made)."""
     from toolwire.llm.factory import unknown_provider
     from toolwire.selection.pipeline import unknown_step
     from toolwire.sessions.factory import redis_missing, unknown_store
 
-    problems = []
+    problems = _profile_problems(config, plugin_set)
     selection = config.orchestrator.selection
     for index, step in enumerate(selection.steps or ()):
         if step not in plugin_set.selection_steps:
@@ -329,17 +351,47 @@ def _registered_name_problems(
     return problems
 
 
+def _profile_problems(config: AppConfig, plugin_set: PluginSet) -> list[Problem]:
+    """``llm.profile`` must resolve (a registered name, valid traits; located at the key that is
+    wrong), ``llm.max_part_tokens`` fit its window, and the selection steps it names (when
+    ``orchestrator.selection.steps`` names none) be registered."""
+    from toolwire.llm.factory import profile_order, profiled_model_name, resolve_settings
+    from toolwire.llm.profiles import ProfileError, part_limit_problem, resolve_profile
+
+    settings = resolve_settings(config.llm)
+    model = profiled_model_name(settings, os.environ)
+    try:
+        profile = resolve_profile(settings.profile, model, profile_order(plugin_set.model_profiles))
+    except ProfileError as error:
+        line = config.line_of("llm", "profile", *error.key)
+        return [Problem(str(error), config.path, line)]
+    problems = []
+    if (problem := part_limit_problem(settings.max_part_tokens, profile)) is not None:
+        problems.append(Problem(problem, config.path, config.line_of("llm", "max_part_tokens")))
+    if config.orchestrator.selection.steps is None:
+        line = config.line_of("llm", "profile")
+        for step in profile.selection_steps:
+            if step not in plugin_set.selection_steps:
+                known = ", ".join(sorted(plugin_set.selection_steps))
+                message = (
+                    f"llm.profile: the model profile's selection step {step!r} is not "
+                    f"registered (registered: {known}); name the steps in "
+                    "orchestrator.selection.steps instead"
+                )
+                problems.append(Problem(message, config.path, line))
+    return problems
+
+
 def _selection_steps(app: App) -> tuple[SelectionStep, ...] | None:
     """The selection steps every domain runs, built from what the plugins registered (None: the
     app was built without them, so the orchestrators use toolwire's own)."""
     if app.selection_steps is None:
         return None
     from toolwire.selection.pipeline import make_steps
-    from toolwire.selection.steps import DEFAULT_STEPS
 
     settings = app.config.orchestrator.selection
     factories = {name: step.value for name, step in app.selection_steps.items()}
-    return make_steps(settings.steps or DEFAULT_STEPS, factories, settings)
+    return make_steps(settings.steps or app.model_profile.selection_steps, factories, settings)
 
 
 def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]:

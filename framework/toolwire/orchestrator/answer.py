@@ -113,7 +113,7 @@ def answer_cut_off(with_context: bool) -> Notice:
     """The notice filed on task 1 when the answer reached its completion limit: it names the
     limit to raise (an answer with nothing retrieved has a shorter one)."""
     limit = "answer" if with_context else "answer_without_context"
-    limit_key = f"llm.max_completion_tokens.{limit}"
+    limit_key = f"the model profile's completion_limits.{limit}"
     message = f"the answer reached its length limit and was cut off ({limit_key})"
     return Notice(kind="answer_cut_off", task_no=ROOT_TASK_NO, message=message)
 
