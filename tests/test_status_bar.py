@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestration_kit import domain
 from toolwire import PageRef, ToolExecutionResult
-from toolwire.llm import OpenAIGateway
+from toolwire.llm import ModelProfile, OpenAIGateway
 from toolwire.llm.base import Purpose
 from toolwire.llm.status_bar import READ_BY, status_bar, with_status_bar
 from toolwire.llm.transport import Message
@@ -79,13 +79,9 @@ class Replies:
 async def _ask(message: str, rag_page: PageRef, missing: str) -> list[FakeRequest]:
     """The requests the model server received while the question was answered."""
     async with FakeOpenAIServer(responder=Replies(missing)) as server:
-        settings = LLMSettings(
-            base_url=server.base_url,
-            model="fake-model",
-            max_retries=0,
-            structured_output="json_schema",
-        )
-        model = OpenAIGateway(settings, api_key="k", concurrency=1)
+        settings = LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0)
+        profile = ModelProfile(structured_output="json_schema")
+        model = OpenAIGateway(settings, profile=profile, api_key="k", concurrency=1)
         finder = Paged("finder", PageRef(doc_id="guide", page_no=7))
         service = conversation_for(
             domain(rag_tool="rag", deep_fallback={"*": "deep"}),
