@@ -35,6 +35,7 @@ from pydantic import BaseModel
 import toolwire
 from toolwire import OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.hookspecs import RegisterDomain, RegisterTool
+from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.registry import DomainSpec
 from toolwire.testing import ScriptedModel
 
@@ -123,11 +124,13 @@ def register_tools(register: RegisterTool) -> None:
 
 
 def scripted_model() -> ScriptedModel:
-    """Every tool suits, parameters come from ``key=value`` pairs, answers join the contexts."""
+    """Every tool suits, parameters come from ``key=value`` pairs, a later turn's message stands
+    on its own, answers join the contexts."""
     return (
         ScriptedModel()
         .on_suitability(lambda _prompt, names: names)
         .on_extract(BookingParams, extract_pairs)
+        .on_extract(StandaloneTask, lambda text, _instruction: {"task": text})  # follow-ups
         .on_gatekeeper(True)
         .on_answer(lambda _question, contexts: "\n".join(c.context for c in contexts) or NOTHING)
     )
