@@ -26,7 +26,6 @@ from toolwire.orchestrator.execution import extract_params
 from toolwire.settings import OrchestratorSettings, SelectionSettings
 from toolwire.tools import ChatbotTool
 
-
 PIPELINES: dict[str, tuple[str, ...]] = {
     "core": ("retrieve", "choose", "confirm"),
     "call": ("retrieve", "call"),

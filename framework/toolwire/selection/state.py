@@ -140,3 +140,8 @@ class SelectionStep(Protocol):
 StepFactory = Callable[[SelectionSettings], SelectionStep]
 """What ``register_selection_steps`` registers under a name: the domain's selection settings
 in, the step out (built once per domain)."""
+
+
+def fixed(step: SelectionStep) -> StepFactory:
+    """The factory of a step that needs no settings."""
+    return lambda _settings: step

@@ -11,8 +11,7 @@ from collections.abc import Callable
 from toolwire.hookspecs import hookimpl
 from toolwire.selection.english.leading_action import LeadingAction
 from toolwire.selection.english.several_requests import SeveralRequests
-from toolwire.selection.state import StepFactory
-from toolwire.selection.steps import fixed
+from toolwire.selection.state import StepFactory, fixed
 
 
 @hookimpl

@@ -10,18 +10,13 @@ import sys
 from collections.abc import Callable
 
 from toolwire.hookspecs import hookimpl
-from toolwire.selection.state import SelectionStep, StepFactory
+from toolwire.selection.state import SelectionStep, StepFactory, fixed
 from toolwire.selection.steps.call import CallFunctions
 from toolwire.selection.steps.choose import Choose
 from toolwire.selection.steps.confirm import Confirm
 from toolwire.selection.steps.decisive_words import DecisiveWords
 from toolwire.selection.steps.retrieve import Retrieve
 from toolwire.settings import SelectionSettings
-
-
-def fixed(step: SelectionStep) -> StepFactory:
-    """The factory of a step that needs no settings."""
-    return lambda _settings: step
 
 
 @hookimpl
