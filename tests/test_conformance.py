@@ -40,7 +40,7 @@ from toolwire.testing import ScriptedModel, conversation_for, orchestrator_for
 from toolwire.tools import ChatbotTool, is_coordinator_requested
 
 SELECTION = (Purpose.CHOICE, Purpose.SUITABILITY)
-"""The purposes of tool-selection calls, whichever selection mode runs."""
+"""The purposes of tool-selection calls, whichever selection steps run."""
 
 
 def _extend(tag: str):  # type: ignore[no-untyped-def]
