@@ -176,3 +176,9 @@ def test_chat_is_one_conversation_until_new(cli: CliRunner) -> None:
     assert result.exit_code == 0, result.output
     assert HISTORIES == [0, 2, 0]  # the second line read the first turn; 'new' starts afresh
     assert "(a new conversation)" in result.stdout
+
+
+def test_a_later_turns_trace_says_what_it_took_from_the_turns_before(cli: CliRunner) -> None:
+    result = cli.invoke(cli_app, ["chat", "--trace"], input="what dose?\nand for children?\n\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("turn 2, reading turn 1") == 1

@@ -13,6 +13,7 @@ from toolwire.app import App
 from toolwire.cli.live import LiveView, watch
 from toolwire.cli.state import load_app_or_exit
 from toolwire.cli.text import empty_problem, literal, not_utf8, session_id_problem
+from toolwire.conversation import TurnContext
 from toolwire.disclosure import disclosed_answer
 from toolwire.errors import ToolwireError
 from toolwire.hookspecs import RegisterCommand, hookimpl
@@ -179,6 +180,8 @@ def show_answer(console: Console, answer: Answer, *, trace: bool, streamed: str 
     if trace:
         if answer.routing is not None:
             console.print(routing_line(answer.routing))
+        if answer.context is not None:
+            console.print(turn_line(answer.turn, answer.context), markup=False)
         console.print(trace_tree(answer.trace))
         for call in answer.model_calls:
             console.print(
@@ -299,3 +302,13 @@ def register_commands(register: RegisterCommand) -> None:
     """``toolwire ask`` and ``toolwire chat``."""
     register(ask)
     register(chat)
+
+
+def turn_line(turn: int, context: TurnContext) -> str:
+    """What a later turn took from the turns before, in one line of the trace."""
+    read = [f"summary of turns {each}" for each in context.summaries_read]
+    read += [f"turn {number}" for number in context.turns_read]
+    line = f"turn {turn}, reading {', '.join(read) or 'no earlier turn'}"
+    if context.standalone is not None:
+        line += f"; run as {context.standalone!r}"
+    return "; ".join([line, *context.notes])
