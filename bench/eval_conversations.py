@@ -27,10 +27,20 @@ from pathlib import Path
 from typing import Any
 
 from toolwire import App
-from toolwire.orchestrator import Answer
+from toolwire.orchestrator import Answer, TaskTrace
 
 SET = Path(__file__).with_name("conversations") / "pharma.jsonl"
 RAN = {"guaranteed", "context", "terminal"}
+ANSWERING = {"pharma.dosage_info", "pharma.interaction_analysis"}
+"""The tools a turn is labelled with (the lookup is a service the coordinator's subtasks use)."""
+
+
+def ran_tools(trace: TaskTrace) -> set[str]:
+    """The answering tools that ran anywhere in the task tree."""
+    ran = {run.tool_name for run in trace.tools if run.outcome in RAN}
+    for sub_task in trace.sub_tasks:
+        ran |= ran_tools(sub_task)
+    return ran & ANSWERING
 
 
 @dataclass
@@ -55,7 +65,7 @@ class Tally:
 def judged(turn: dict[str, Any], answer: Answer) -> bool:
     """The turn's exact tool set ran, its answer names every expected product and none of the
     absent ones (read in the tools' guaranteed answers, verbatim)."""
-    ran = {run.tool_name for run in answer.trace.tools if run.outcome in RAN}
+    ran = ran_tools(answer.trace)
     found = " ".join(answer.guaranteed_contexts).lower()
     named = all(product.lower() in found for product in turn["products"])
     dragged = any(product.lower() in found for product in turn["absent"])
@@ -78,7 +88,7 @@ async def run(app: App, conversations: list[dict[str, Any]], mode: str) -> Tally
             ok = judged(turn, answer)
             tally.add(turn["role"], ok, answer, seconds)
             if not ok:
-                ran = [r.tool_name for r in answer.trace.tools if r.outcome in RAN]
+                ran = sorted(ran_tools(answer.trace))
                 tally.misses.append(
                     f"{conversation['id']} {turn['message']!r}: ran {ran}, "
                     f"task {answer.trace.task_prompt!r}"
