@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.task import MAX_TASK_DEPTH
 
@@ -20,45 +20,38 @@ class Section(BaseModel):
     """Keys this section had once → what to write instead: such a key is an error that says so."""
 
 
-class CompletionLimits(Section):
-    """Most tokens the model may generate per call, by purpose (sent as ``max_tokens``).
-
-    Without a limit a small model that loses its way in a structured answer generates until the
-    context window is full (minutes on a CPU); each purpose's answer has a known size.
-    """
-
-    classification: int = Field(default=256, gt=0)
-    suitability: int = Field(default=16, gt=0)
-    """One tool's ``{"answer": "yes"}``."""
-    suitability_batched_per_tool: int = Field(default=16, gt=0)
-    """Batched mode: this many per candidate tool, plus ``suitability``."""
-    choice: int = Field(default=16, gt=0)
-    """Naming the tools that fit a task, among candidates ..."""
-    routing: int = Field(default=16, gt=0)
-    """Naming the domain of a message ..."""
-    choice_per_option: int = Field(default=16, gt=0)
-    """... plus, for both, this many per option (the longest answer names every option)."""
-    choice_function_call: int = Field(default=256, gt=0)
-    """The choice as function calls (``orchestrator.selection.choice: function_call``): the
-    model writes each call's arguments too."""
-    parameters: int = Field(default=256, gt=0)
-    decomposition: int = Field(default=512, gt=0)
-    gatekeeper: int = Field(default=256, gt=0)
-    relevance: int = Field(default=32, gt=0)
-    answer: int = Field(default=1024, gt=0)
-    answer_without_context: int = Field(default=96, gt=0)
-    """The answer when no tool returned context: a sentence or two saying nothing was found."""
-    compression: int = Field(default=1024, gt=0)
-
-
 ENV_BASE_URL = "TOOLWIRE_LLM_BASE_URL"
 """Overrides ``llm.base_url``."""
 ENV_MODEL = "TOOLWIRE_LLM_MODEL"
 """Overrides ``llm.model``."""
 
 
+def _in_the_profile(example: str) -> str:
+    return (
+        f"it is a trait of the model's profile now: set it in llm.profile, e.g. {example} "
+        "(docs/models.md, 'Model profiles')"
+    )
+
+
 class LLMSettings(Section):
-    """How toolwire reaches a language model (environment variables override the file)."""
+    """How toolwire reaches a language model (environment variables override the file). What
+    differs between model families, not users, is in the model's profile (``profile``)."""
+
+    removed_keys: ClassVar[dict[str, str]] = {
+        "structured_output": _in_the_profile("{base: general, structured_output: tools}"),
+        "suitability_examples": _in_the_profile("{base: embedded, worked_examples: false}"),
+        "max_completion_tokens": _in_the_profile(
+            "{base: general, completion_limits: {answer: 2048}}"
+        ),
+        "completion_limit_field": _in_the_profile(
+            "{base: general, completion_limit_field: max_completion_tokens}"
+        ),
+        "context_window_tokens": _in_the_profile(
+            "{base: general, context_window_tokens: 32768}"
+        ),
+        "prompt_layout": "remove it: every call has the shared-prefix layout",
+        "compression_threshold": "it is fixed (toolwire.llm.compression.COMPRESSION_THRESHOLD)",
+    }
 
     provider: str | None = None
     """The model provider: ``openai`` (any OpenAI-compatible server), ``embedded`` (the local
@@ -69,30 +62,17 @@ class LLMSettings(Section):
     local model."""
     model: str | None = None
     """``TOOLWIRE_LLM_MODEL``; defaults to the embedded model's name when it is used."""
+    profile: str | dict[str, Any] | None = None
+    """The model's profile (``toolwire.llm.profiles``): a registered name (``general``,
+    ``embedded``, or one a plugin registers with ``register_model_profiles``), or a mapping
+    ``{base: <name>, <trait>: <value>, ...}`` that changes some of its traits (no ``base``: the
+    profile the model would get). None: the first profile whose ``models`` patterns match the
+    model (the embedded model's name, else ``model``), else ``general``."""
     api_key_env: str = "OPENAI_API_KEY"
     """Name of the environment variable holding the API key (never the key itself)."""
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
-    structured_output: Literal["auto", "json_schema", "tools", "json_object"] = "auto"
-    """How structured output is requested: the JSON schema as response format, a forced function
-    call, llama-cpp-python's ``json_object`` with a schema, or ``auto`` (JSON schema, switching to
-    a function call once the server rejects it; the embedded model uses ``json_object``)."""
     temperature: float = Field(default=0.0, ge=0, le=2)
-    prompt_layout: Literal["shared_prefix", "per_purpose"] = "shared_prefix"
-    """``shared_prefix``: every call of a question starts with the same rules, task and context,
-    the purpose's instruction last, so the server's cache serves the later calls;
-    ``per_purpose``: the layout before, each purpose's own system message first (benchmarks)."""
-    suitability_examples: bool = True
-    """Worked examples (``toolwire.llm.prompts.SUITABILITY_EXAMPLES``, about 450 tokens) at the end
-    of the system message of each one-tool yes/no call of the selection (``shared_prefix``
-    layout). Fixed text that the server's prompt cache keeps; on the embedded model they refuse
-    more requests no tool does (docs/models.md). False: a larger model that needs none saves the
-    tokens."""
-    max_completion_tokens: CompletionLimits = Field(default_factory=CompletionLimits)
-    completion_limit_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    """Request field that carries the limit: ``max_tokens`` is what llama.cpp, vLLM, Ollama and
-    most OpenAI models read (llama-cpp-python ignores the other and never stops);
-    OpenAI's reasoning models require ``max_completion_tokens``."""
     local_model: str = "qwen2.5-coder-1.5b"
     """The embedded model (no ``base_url``, no API key): ``qwen2.5-coder-1.5b`` (the ``local``
     extra, about 2.1 GB of memory) or ``qwen2.5-coder-0.5b`` (``local-small``, about 0.9 GB)."""
@@ -100,24 +80,11 @@ class LLMSettings(Section):
     """CPU threads of the embedded model's server; None: every core this process may use."""
     local_prompt_cache_mib: int = Field(default=512, ge=0)
     """RAM the embedded server may keep earlier prompts' KV state in, for reuse by later calls."""
-    context_window_tokens: int = Field(default=8192, gt=0)
-    compression_threshold: float = Field(default=0.75, gt=0, le=1)
-    """Compress accumulated context once it fills this share of the context window."""
     max_part_tokens: int | None = Field(default=None, gt=0)
     """Most tokens one retrieved part (a tool's result, an MCP tool's result, a page) may take in
     a prompt; a longer part is cut there, with a marker, and the cut is a ``context_cut`` notice
-    of the answer (the tool's whole result is kept). None: half of ``context_window_tokens``."""
-
-    @model_validator(mode="after")
-    def _part_fits_the_window(self) -> LLMSettings:
-        if self.max_part_tokens is not None and self.max_part_tokens >= self.context_window_tokens:
-            raise ValueError(
-                f"max_part_tokens ({self.max_part_tokens}) must be less than "
-                f"context_window_tokens ({self.context_window_tokens}): a part must leave room "
-                "for the prompt's rules, the task and the reply; lower it or leave it unset "
-                "(half the window)"
-            )
-        return self
+    of the answer (the tool's whole result is kept). None: half of the model profile's
+    ``context_window_tokens``; less than it."""
 
 
 class SelectionSettings(Section):
@@ -168,6 +135,11 @@ class OrchestratorSettings(Section):
     """Deepest subtask level processed (the root task is depth 0); at most ``MAX_TASK_DEPTH``,
     the deepest a task tree may nest."""
     deep_search_max_rounds: int = Field(default=3, ge=1)
+    subtask_results: Literal["full", "short"] = "full"
+    """What the answer reads of each subtask: ``full``, every context its tools returned;
+    ``short``, those contexts compressed into one part aware of the subtask's prompt (one model
+    call per subtask; :mod:`toolwire.orchestrator.isolation`). docs/orchestrator.md says how the
+    default was chosen."""
     max_clarification_rounds: int = Field(default=5, ge=0)
     """Clarifying questions one conversation may ask the user (each waits for a reply: one
     round). A tool that asks beyond them is not passed on: its run is closed as ``skipped``, the

@@ -31,7 +31,6 @@ from toolwire.llm.base import (
     Purpose,
     RetrievalPlace,
     SuitabilityQuestion,
-    check_suitability_options,
     current_domain_prompt,
     current_retrieval_place,
     record_call,
@@ -46,15 +45,12 @@ from toolwire.llm.prompts import Prompt
 from toolwire.llm.status_bar import with_status_bar
 from toolwire.llm.structured import (
     YesNo,
-    boolean_model,
     choice_model,
     chosen_names,
-    confirmation_model,
     page_verdicts_model,
     parse_output,
 )
 from toolwire.llm.transport import ChatReply, ChatRequest, ChatTransport, FunctionOffer, Message
-from toolwire.registry import to_wire_name
 from toolwire.settings import LLMSettings
 
 log = structlog.get_logger(__name__)
@@ -62,11 +58,11 @@ log = structlog.get_logger(__name__)
 NO_PARAMETERS: dict[str, object] = {"type": "object", "properties": {}}
 """The JSON schema of a function that takes no arguments."""
 
-PROMPT_ALLOWANCE_TOKENS = 512
 RELEVANCE_TOKENS_PER_PAGE = 8
 """What each page adds to the batched relevance reply (``"page_3": false,`` is about 7 tokens),
-beyond ``llm.max_completion_tokens.relevance``."""
+beyond the profile's ``completion_limits.relevance``."""
 
+PROMPT_ALLOWANCE_TOKENS = 512
 """What a call's fixed text takes besides its data: the rules, the domain's text, the purpose's
 instruction and the output format (about 300 tokens with a short domain text)."""
 
@@ -84,9 +80,11 @@ class _Sent:
 class ChatModel:
     """:class:`toolwire.llm.LanguageModel` over a :class:`ChatTransport`.
 
-    ``concurrency`` bounds the calls in flight at once (per-tool suitability and relevance checks
-    run side by side); a server with one slot, like the embedded one, wants 1, so that a call
-    waits here, where its timeout has not started, rather than queued inside the server.
+    ``profile``: the model's traits (completion limits, window, worked examples, function
+    calling; :mod:`toolwire.llm.profiles`), by default the ``general`` profile. ``concurrency``
+    bounds the calls in flight at once (per-tool suitability checks run side by side); a server
+    with one slot, like the embedded one, wants 1, so that a call waits here, where its timeout
+    has not started, rather than queued inside the server.
     """
 
     def __init__(
@@ -94,43 +92,52 @@ class ChatModel:
         transport: ChatTransport,
         settings: LLMSettings | None = None,
         *,
+        profile: ModelProfile | None = None,
         concurrency: int = 8,
     ) -> None:
+        from toolwire.llm.builtin_profiles import GENERAL_PROFILE
+
         self.transport = transport
         self.settings = settings or LLMSettings()
+        self.profile = profile or GENERAL_PROFILE
         self._slots = asyncio.Semaphore(concurrency)
-        self.layout = Layout(self.settings.prompt_layout)
-        self._offers_functions: bool = getattr(transport, "supports_functions", False)
+        self._offers_functions: bool = self.profile.function_calling and getattr(
+            transport, "supports_functions", False
+        )
         """Whether the tool choice offers functions (:meth:`choose_functions`)."""
         self._last_prompt = ""
-        self.part_limit = PartLimit.of(
-            self.settings.context_window_tokens, self.settings.max_part_tokens
-        )
+        window = self.profile.context_window_tokens
+        self.part_limit = PartLimit.of(window, self.settings.max_part_tokens)
         """How much of one retrieved part (a tool's result, a page) a prompt may carry."""
         self.compressor = ContextCompressor(
             self,
-            window_tokens=self.settings.context_window_tokens,
-            threshold=self.settings.compression_threshold,
-            reserved_tokens=self.settings.max_completion_tokens.compression
-            + PROMPT_ALLOWANCE_TOKENS,
+            window_tokens=window,
+            reserved_tokens=self.profile.completion_limits.compression + PROMPT_ALLOWANCE_TOKENS,
         )
 
     # -- the purposes ---------------------------------------------------------------------------
 
     async def suitability(
-        self,
-        task_prompt: str,
-        questions: Sequence[SuitabilityQuestion],
-        *,
-        batched: bool = False,
-        handled: SuitabilityQuestion | None = None,
+        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
     ) -> dict[str, bool]:
-        check_suitability_options(batched, handled)
+        async def ask(question: SuitabilityQuestion) -> YesNo | None:
+            prompt = prompts.suitability_single_prompt(
+                task_prompt, question.question, YesNo, examples=self.profile.worked_examples
+            )
+            return await self._structured_call(prompt, YesNo)
+
         if not questions:
             return {}
-        if batched:
-            return await self._suitability_batched(task_prompt, questions)
-        return await self._suitability_per_tool(task_prompt, questions, handled)
+        answers = await asyncio.gather(*(ask(question) for question in questions))
+        unanswered = [q.tool_name for q, a in zip(questions, answers, strict=True) if a is None]
+        if len(unanswered) == len(questions):
+            raise ModelError(Purpose.SUITABILITY, "no tool's question got a valid answer")
+        if unanswered:
+            log.warning("suitability_unanswered", tools=unanswered)
+        return {
+            question.tool_name: answer is not None and answer.answer == "yes"
+            for question, answer in zip(questions, answers, strict=True)
+        }
 
     async def choose(
         self,
@@ -146,7 +153,7 @@ class ChatModel:
         prompt = prompts.choice_prompt(
             purpose, task_prompt, options, several=several, schema=schema
         )
-        per_option = self.settings.max_completion_tokens.choice_per_option
+        per_option = self.profile.completion_limits.choice_per_option
         max_tokens = self._completion_limit(purpose) + per_option * len(options)
         answer = await self._required_structured_call(prompt, schema, max_tokens)
         return chosen_names(answer)
@@ -181,53 +188,12 @@ class ChatModel:
             for option in options
         ]
         messages: list[Message] = [{"role": "user", "content": task_prompt}]
-        limit = self.settings.max_completion_tokens.choice_function_call
+        limit = self.profile.completion_limits.choice_function_call
         sent = await self._send(Purpose.CHOICE, messages, None, limit, functions=offers)
         if sent.reply.truncated:
             log.warning("llm_output_truncated", purpose=str(Purpose.CHOICE), limit=limit)
         self._finish(sent.record, sent.step)
         return function_choices(sent.reply)
-
-    async def _suitability_batched(
-        self, task_prompt: str, questions: Sequence[SuitabilityQuestion]
-    ) -> dict[str, bool]:
-        wired = [(to_wire_name(question.tool_name), question) for question in questions]
-        schema = boolean_model(tuple((wire, question.question) for wire, question in wired))
-        prompt = prompts.suitability_batched_prompt(task_prompt, schema)
-        limits = self.settings.max_completion_tokens
-        max_tokens = limits.suitability + limits.suitability_batched_per_tool * len(questions)
-        answers = await self._required_structured_call(prompt, schema, max_tokens)
-        values = answers.model_dump(by_alias=True)
-        return {question.tool_name: bool(values[wire]) for wire, question in wired}
-
-    async def _suitability_per_tool(
-        self,
-        task_prompt: str,
-        questions: Sequence[SuitabilityQuestion],
-        handled: SuitabilityQuestion | None,
-    ) -> dict[str, bool]:
-        before = "" if handled is None else handled.question
-
-        async def ask(question: SuitabilityQuestion) -> YesNo | None:
-            prompt = prompts.suitability_single_prompt(
-                task_prompt,
-                question.question,
-                YesNo,
-                handled=before,
-                examples=self.settings.suitability_examples,
-            )
-            return await self._structured_call(prompt, YesNo)
-
-        answers = await asyncio.gather(*(ask(question) for question in questions))
-        unanswered = [q.tool_name for q, a in zip(questions, answers, strict=True) if a is None]
-        if len(unanswered) == len(questions):
-            raise ModelError(Purpose.SUITABILITY, "no tool's question got a valid answer")
-        if unanswered:
-            log.warning("suitability_unanswered", tools=unanswered)
-        return {
-            question.tool_name: answer is not None and answer.answer == "yes"
-            for question, answer in zip(questions, answers, strict=True)
-        }
 
     async def extract(
         self,
@@ -240,41 +206,23 @@ class ChatModel:
         prompt = prompts.extract_prompt(purpose, text, instruction, schema)
         return await self._structured_call(prompt, schema)
 
-    async def confirm_with_parameters(
-        self, task_prompt: str, question: SuitabilityQuestion, parameters: type[M]
-    ) -> tuple[bool, M | None]:
-        schema = confirmation_model(parameters)
-        prompt = prompts.confirmation_with_parameters_prompt(
-            task_prompt, question.question, examples=self.settings.suitability_examples
-        )
-        limits = self.settings.max_completion_tokens
-        answer = await self._required_structured_call(
-            prompt, schema, limits.suitability + limits.parameters
-        )
-        reply = getattr(answer, "reply", None)
-        values = getattr(reply, "parameters", None)
-        return (True, values) if isinstance(values, parameters) else (False, None)
-
     async def judge_pages(self, question: str, pages: Sequence[PageToJudge]) -> list[bool | None]:
-        """In the ``shared_prefix`` layout one call for all the pages, reading them where the
-        tool's context will stand (:func:`~toolwire.llm.base.retrieval_place`), one boolean per
-        page: the pages are evaluated once, and the gatekeeper and the answer reuse everything up
-        to the first page dropped. An invalid reply (after its corrective retry) leaves every
-        verdict None. In ``per_purpose`` each page is checked on its own, side by side."""
+        """One call for all the pages, reading them where the tool's context will stand
+        (:func:`~toolwire.llm.base.retrieval_place`), one boolean per page: the pages are
+        evaluated once, and the gatekeeper and the answer reuse everything up to the first page
+        dropped. An invalid reply (after its corrective retry) leaves every verdict None."""
         if not pages:
             return []
         # outside the orchestrator no answer will read the pages: they stand after the task
         place = current_retrieval_place() or RetrievalPlace(question, (), "search", "1")
         pages = [self._bounded_page(page, place.task_no) for page in pages]
-        if self.layout is Layout.PER_PURPOSE:
-            return await judge_pages_alone(self, question, pages)
-        place = replace(place, earlier=tuple(self.part_limit.bound(place.earlier)))
         schema = page_verdicts_model(len(pages))
+        place = replace(place, earlier=tuple(self.part_limit.bound(place.earlier)))
         prompt = prompts.relevance_batch_prompt(place, question, pages, schema)
         if self.compressor.needs_compression(place.question, prompt.contexts):
             alone = RetrievalPlace(place.question, (), place.tool_name, place.task_no)
             prompt = prompts.relevance_batch_prompt(alone, question, pages, schema)
-        limits = self.settings.max_completion_tokens
+        limits = self.profile.completion_limits
         max_tokens = limits.relevance + RELEVANCE_TOKENS_PER_PAGE * len(pages)
         verdicts = await self._structured_call(prompt, schema, max_tokens)
         if verdicts is None:
@@ -303,7 +251,7 @@ class ChatModel:
 
     async def answer(self, question: str, contexts: Sequence[PromptAndContext]) -> str:
         contexts = await self._fitted(question, contexts)
-        limits = self.settings.max_completion_tokens
+        limits = self.profile.completion_limits
         limit = limits.answer if contexts else limits.answer_without_context
         prompt = prompts.answer_prompt(question, contexts)
         messages = self._messages(prompt)
@@ -365,11 +313,13 @@ class ChatModel:
         return None
 
     def _messages(self, prompt: Prompt) -> list[Message]:
-        return prompt.messages(self.layout, current_domain_prompt())
+        """The prompt's messages, then the open status bar where its purpose reads one."""
+        messages = prompt.messages(current_domain_prompt())
+        return with_status_bar(messages, prompt.purpose)
 
     def _completion_limit(self, purpose: Purpose) -> int:
-        """The configured most tokens a purpose's answer may take (``LLMSettings``)."""
-        limit: int = getattr(self.settings.max_completion_tokens, purpose.value)
+        """The most tokens a purpose's answer may take (the profile's ``completion_limits``)."""
+        limit: int = getattr(self.profile.completion_limits, purpose.value)
         return limit
 
     # -- one call and its figures ---------------------------------------------------------------

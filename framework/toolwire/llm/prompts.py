@@ -1,8 +1,8 @@
 """The chat messages of every purpose, laid out so that the calls of a question share one prefix.
 
-Each purpose builds a :class:`Prompt`: its parts, not yet in order. A :class:`Layout` puts them in
-order. The default, ``shared_prefix``, gives every call of a question the same beginning, so a
-server's KV or prompt cache evaluates it once (SPEC §5, seed 004):
+Each purpose builds a :class:`Prompt`: its parts, not yet in order. :meth:`Prompt.messages` puts
+them in order, giving every call of a question the same beginning, so a server's KV or prompt
+cache evaluates it once (SPEC §5, seed 004):
 
 1. ``system``: the fixed rules, the same text for every purpose (and the domain's fixed
    description while a question of that domain runs, :func:`toolwire.llm.base.domain_prompt`),
@@ -16,8 +16,6 @@ The classification, suitability and parameter calls of a question then share the
 task; the gatekeeper and the answer share the rules, the task and the whole retrieved context, and
 begin with what the search tool's relevance check read: one call judges every retrieved page
 where the tool's context will stand (:func:`relevance_batch_prompt`).
-``per_purpose`` is the layout before: each purpose's instruction first in its own system message,
-the dynamic part after it; nothing is shared between purposes (kept for benchmarks).
 
 One call is laid out by the provider instead: the tool choice by function call
 (``ChatModel.choose_functions``) sends the task alone, and the server's chat template puts the
@@ -35,8 +33,7 @@ import html
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -44,17 +41,8 @@ from pydantic import BaseModel
 
 from toolwire.context_buffer import PromptAndContext
 from toolwire.llm.base import Option, PageToJudge, Purpose, RetrievalPlace
-from toolwire.llm.structured import YesNo, json_schema
+from toolwire.llm.structured import json_schema
 from toolwire.llm.transport import Message
-from toolwire.run_state import AgentStatus
-
-
-class Layout(StrEnum):
-    """How a prompt's parts are ordered into messages (``llm.prompt_layout``)."""
-
-    SHARED_PREFIX = "shared_prefix"
-    PER_PURPOSE = "per_purpose"
-
 
 TASK_RULE = (
     "The user's task is the text between <task> and </task>. It says what the user wants; it "
@@ -81,7 +69,7 @@ RULES = "\n\n".join(
         VERBATIM_RULE,
     ]
 )
-"""The fixed system text of every call in the ``shared_prefix`` layout."""
+"""The fixed system text of every call."""
 
 INSTRUCTIONS: dict[Purpose, str] = {
     Purpose.CLASSIFICATION: (
@@ -157,15 +145,6 @@ PER_TOOL_SUITABILITY = (
     "yes, otherwise no."
 )
 
-ALSO_SUITABILITY = (
-    "The user's task may ask for one thing or for several separate things. One tool already "
-    "handles the request named first. Answer the question: yes only when the task also asks, "
-    "as a separate request, what the question asks; otherwise no."
-)
-"""A further chosen tool's confirmation (``confirm: also``): whether the task asks its question
-besides a request another tool already handles. A sibling of the handled tool is then refused
-far more often than by its plain question (docs/models.md has the measurement)."""
-
 SUITABILITY_EXAMPLES = """\
 Worked examples of such requests, from a library's assistant (other tools than yours):
 
@@ -206,33 +185,33 @@ Reply: {"choice": ["renew_loan", "search_catalogue"]}
 Task: When do I have to bring Dune back?
 The tools: renew_loan, due_date, reserve_book, search_catalogue
 Reply: {"choice": ["due_date"]}"""
-"""Worked examples of the selection's questions (``llm.suitability_examples``), from tools of no
-real domain, at the end of the system message of every one-tool yes/no call: a request for
-something else done to the same thing (cancel, change) and a general question refused, a second
-request accepted besides a handled one and a restatement refused. Fixed text, so the server's
-prompt cache keeps it from one question to the next. Measured in docs/models.md: on the embedded
-model they refuse more requests no tool does, for a second request or two lost (one message more
-right on each labelled split); in the choice's own call they cost right tools."""
+"""Worked examples of the selection's questions (the model profile's ``worked_examples``), from
+tools of no real domain, at the end of the system message of every one-tool yes/no call: a
+request for something else done to the same thing (cancel, change) and a general question
+refused, a second request accepted besides a handled one and a restatement refused. Fixed text,
+so the server's prompt cache keeps it from one question to the next. On the embedded model they
+refuse more requests no tool serves (docs/models.md); in the choice's own call they cost right
+tools."""
 
 PURPOSES_READING_DATA = frozenset({Purpose.RELEVANCE, Purpose.COMPRESSION})
 """``extract`` purposes whose text toolwire's own code prepared (external content already
 tagged): it is sent as it is. For every other purpose the text is the user's task."""
 
 PURPOSES_FIXED_FIRST = frozenset({Purpose.CLASSIFICATION, Purpose.DECOMPOSITION})
-"""Extractions laid out with their instruction and output format before the task
-(``shared_prefix`` only): a fixed part several times longer than the task is then restored by the
-server's prompt cache from the same call of an earlier question, and the calls of one question
-still share the rules. Measured on the 1.5B model: the same prompt types and the same
-decompositions as with the instruction last. Parameter extraction is not among them: with its
-instruction first the model extracted a different search query for the README's pydocs question,
-whose answer then missed the documented phrase."""
+"""Extractions laid out with their instruction and output format before the task: a fixed part
+several times longer than the task is then restored by the server's prompt cache from the same call
+of an earlier question, and the calls of one question still share the rules. Measured on the 1.5B
+model: the same prompt types and the same decompositions as with the instruction last. Parameter
+extraction is not among them: with its instruction first the model extracted a different search
+query for the README's pydocs question, whose answer then missed the documented phrase."""
 
-_OWN_TAG = re.compile(r"<(?=\s*/?\s*(?:task|external_content)\b)", re.IGNORECASE)
+_OWN_TAG = re.compile(r"<(?=\s*/?\s*(?:task|external_content|agent_status)\b)", re.IGNORECASE)
 
 
 def task_block(text: str) -> str:
     """The user's task between ``<task>`` tags; ``<`` is escaped where the text would open or
-    close a ``task`` or ``external_content`` tag, and nowhere else (``a < b`` stays as it is)."""
+    close a ``task``, ``external_content`` or ``agent_status`` tag (the status bar,
+    :mod:`toolwire.llm.status_bar`), and nowhere else (``a < b`` stays as it is)."""
     return f"<task>{_OWN_TAG.sub('&lt;', text)}</task>"
 
 
@@ -256,48 +235,6 @@ def render_contexts(contexts: Sequence[PromptAndContext]) -> str:
         )
         for ctx in contexts
     )
-
-
-_ANY_OWN_TAG = re.compile(r"<(?=\s*/?\s*(?:task|external_content|status)\b)", re.IGNORECASE)
-_STATUS_TAG = re.compile(r"<(?=\s*/?\s*status\b)", re.IGNORECASE)
-
-
-def status_block(
-    *,
-    calls_made: int,
-    call_budget: int,
-    missing: Sequence[str] = (),
-    notes: Sequence[str] = (),
-) -> str:
-    """The agent status block appended at the very end of a long loop's prompt (SPEC §5).
-
-    It goes last because it changes every round; everything before it stays cacheable. The
-    missing items and notes (the gatekeeper's words, which read retrieved pages; page names) are
-    each one line, with toolwire's own tags escaped: they cannot end the block or add a line of
-    budget to it.
-    """
-    lines = ["<status>", f"Model calls made: {calls_made} of {call_budget}."]
-    remaining = max(call_budget - calls_made, 0)
-    lines.append(f"Calls remaining: {remaining}.")
-    if missing:
-        lines.append("Still missing:")
-        lines.extend(f"- {_status_line(item)}" for item in missing)
-    else:
-        lines.append("Still missing: nothing.")
-    lines.extend(_status_line(note) for note in notes)
-    lines.append("</status>")
-    return "\n".join(lines)
-
-
-def _status_line(text: str) -> str:
-    return _ANY_OWN_TAG.sub("&lt;", " ".join(text.split()))
-
-
-def with_agent_status(text: str, status: AgentStatus) -> str:
-    """``text`` followed by the deep search round's status block, last (SPEC §5). Only toolwire
-    writes a status block: ``<status`` in the text (the user's words, a coordinator's prompt
-    context) is escaped, so no one else's block can pass for it."""
-    return f"{_STATUS_TAG.sub('&lt;', text)}\n\n{agent_status_block(status)}"
 
 
 @lru_cache(maxsize=256)
@@ -338,7 +275,7 @@ def _kind(field: dict[str, Any], definitions: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Prompt:
-    """One call's parts; :meth:`messages` orders them by a :class:`Layout`."""
+    """One call's parts; :meth:`messages` orders them."""
 
     purpose: Purpose
     instruction: str
@@ -356,10 +293,10 @@ class Prompt:
     closing: str = ""
     """The very last line: a tool's question, or the task again after a long context."""
     examples: str = ""
-    """Worked examples at the end of the system message (``shared_prefix`` only)."""
+    """Worked examples at the end of the system message."""
 
-    def messages(self, layout: Layout, domain: str = "") -> list[Message]:
-        """The chat messages; ``domain`` is the domain's fixed text (shared prefix only)."""
+    def messages(self, domain: str = "") -> list[Message]:
+        """The chat messages; ``domain`` is the domain's fixed text."""
         accumulated = []
         if self.task is not None:
             accumulated.append(task_block(self.task))
@@ -367,11 +304,6 @@ class Prompt:
             accumulated.append(f"Retrieved context:\n{render_contexts(self.contexts)}")
         if self.data:
             accumulated.append(self.data)
-        if layout is Layout.PER_PURPOSE:
-            system = [self.instruction, TASK_RULE, VERBATIM_RULE, EXTERNAL_CONTENT_RULE]
-            system += [part for part in (self.output,) if part]
-            user = [*accumulated, *(part for part in (self.specifics, self.closing) if part)]
-            return _chat("\n\n".join(system), "\n\n".join(user))
         system_text = f"{RULES}\n\nDomain: {domain}" if domain else RULES
         if self.examples:
             system_text = f"{system_text}\n\n{self.examples}"
@@ -384,20 +316,6 @@ class Prompt:
         return _chat(system_text, "\n\n".join([*accumulated, tail]))
 
 
-def agent_status_block(status: AgentStatus) -> str:
-    """A deep search round's status block: the budget, what the round searches for, the round
-    and the pages already consulted."""
-    notes = [f"Deep search round {status.round} of {status.max_rounds}."]
-    if status.consulted:
-        notes.append("Pages consulted: " + ", ".join(page.label for page in status.consulted))
-    return status_block(
-        calls_made=status.calls_made,
-        call_budget=status.call_budget,
-        missing=status.missing,
-        notes=notes,
-    )
-
-
 def _chat(system: str, user: str) -> list[Message]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -405,35 +323,17 @@ def _chat(system: str, user: str) -> list[Message]:
 # -- one builder per purpose ------------------------------------------------------------------
 
 
-def suitability_batched_prompt(task_prompt: str, schema: type[BaseModel]) -> Prompt:
-    """All candidate tools in one call; ``schema`` has one boolean per tool, described by the
-    tool's question, in registry order (its output format lists the tools)."""
-    return Prompt(
-        Purpose.SUITABILITY,
-        INSTRUCTIONS[Purpose.SUITABILITY],
-        task=task_prompt,
-        output=output_format(schema),
-    )
-
-
 def suitability_single_prompt(
-    task_prompt: str,
-    question: str,
-    schema: type[BaseModel],
-    *,
-    handled: str = "",
-    examples: bool = True,
+    task_prompt: str, question: str, schema: type[BaseModel], *, examples: bool = True
 ) -> Prompt:
-    """One tool's yes/no call: the tool's question is the last line. ``handled``: the question of
-    a request another tool handles, on the line before; the call then asks whether the task also
-    asks this one. ``examples``: :data:`SUITABILITY_EXAMPLES` end the system message."""
-    before = f"Already handled: {handled}\n" if handled else ""
+    """One tool's yes/no call: the tool's question is the last line. ``examples``:
+    :data:`SUITABILITY_EXAMPLES` end the system message."""
     return Prompt(
         Purpose.SUITABILITY,
-        ALSO_SUITABILITY if handled else PER_TOOL_SUITABILITY,
+        PER_TOOL_SUITABILITY,
         task=task_prompt,
         output=output_format(schema),
-        closing=f"{before}Question: {question}",
+        closing=f"Question: {question}",
         examples=SUITABILITY_EXAMPLES if examples else "",
     )
 
@@ -464,17 +364,6 @@ def choice_prompt(
         output=output_format(schema),
         closing=ask,
     )
-
-
-def confirmation_with_parameters_prompt(
-    task_prompt: str, question: str, *, examples: bool = True
-) -> Prompt:
-    """A chosen tool's yes/no question whose answer carries the tool's parameters: the prompt
-    is the tool's own yes/no question (:func:`suitability_single_prompt`) word for word, the
-    parameters come from the output constraint alone (``structured.confirmation_model``).
-    Recorded as a ``parameters`` call: it replaces the tool's extraction."""
-    plain = suitability_single_prompt(task_prompt, question, YesNo, examples=examples)
-    return replace(plain, purpose=Purpose.PARAMETERS)
 
 
 def extract_prompt(

@@ -462,9 +462,7 @@ class DomainOrchestrator:
         try:
             instruction = tool.parameter_instruction()
         except PLUGIN_FAILURES as error:
-            self._fail(
-                task, run, f"tool {run.tool_name}: parameter_instruction() {failed(error)}"
-            )
+            self._fail(task, run, f"tool {run.tool_name}: parameter_instruction() {failed(error)}")
             return
         try:
             # a deep search round's status ends the call, after everything else (seed 004)
