@@ -37,6 +37,11 @@ def test_ask_on_the_embedded_model(tmp_path: Path, question: str, expected: str)
 
 
 @pytest.mark.local_model
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 2026-12-03: the embedded 1.5B model copies 'Can I take it together with "
+    "Coumadin?' unchanged in the follow-up rewrite (issue 32: the rewrite prompt needs work)",
+)
 def test_a_follow_up_on_the_embedded_model(tmp_path: Path) -> None:
     """Two turns of one conversation: "it" in the second is the product of the first, so the
     interaction analysis runs on both products (its guaranteed answer names them)."""
