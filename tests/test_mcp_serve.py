@@ -340,9 +340,11 @@ async def test_domain_ask_refuses_what_post_v1_ask_refuses(toolwire_app_factory:
         not_a_session = await client.call_tool(
             "demo.ask", {"message": "Paris", "session_id": "a b\u0000"}
         )
+        blank = await client.call_tool("demo.ask", {"message": " \n "})
         fine = await client.call_tool("demo.ask", {"message": "x" * 50})
 
-    assert too_long.is_error and not_a_session.is_error and not fine.is_error
+    assert too_long.is_error and not_a_session.is_error and blank.is_error and not fine.is_error
+    assert "the message is empty or only whitespace" in blank.content[0].text  # type: ignore[union-attr]
     assert too_long.content[0].text == (  # type: ignore[union-attr]
         "invalid arguments for demo.ask: the message has 51 characters; the limit is 50 "
         "(server.max_message_chars); shorten it"

@@ -159,6 +159,7 @@ def test_a_message_over_the_length_limit_is_422(server: ServerProcess) -> None:
     ("payload", "location"),
     [
         ({"message": ""}, "body.message"),
+        ({"message": " \n\t "}, "body.message"),  # blank: refused before anything runs
         ({}, "body.message"),
         ({"message": "hi", "colour": "red"}, "body.colour"),
     ],

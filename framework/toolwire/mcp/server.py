@@ -43,6 +43,7 @@ from toolwire.app import App
 from toolwire.disclosure import disclosed_answer
 from toolwire.errors import PLUGIN_FAILURES, ConfigError, ToolwireError, UnknownDomainError
 from toolwire.mcp.callers import caller_of
+from toolwire.message_text import MessageText
 from toolwire.orchestrator.execution import execute
 from toolwire.orchestrator.invoke import describe, failed
 from toolwire.redaction import redact
@@ -68,7 +69,7 @@ ASK_TOOL = "ask"
 class AskArguments(BaseModel):
     """Ask the domain's chatbot: the whole orchestrator on one message."""
 
-    message: str = Field(
+    message: MessageText = Field(
         description="The user's question, a follow-up, or the reply to a clarifying question",
         min_length=1,
     )

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.catalogue import ToolRecord
+from toolwire.message_text import MessageText
 from toolwire.sessions.base import SESSION_ID_MAX_CHARS, SessionIdText
 
 DOMAIN_MAX_CHARS = 128
@@ -17,7 +18,7 @@ class AskRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    message: str = Field(
+    message: MessageText = Field(
         min_length=1, description="The user's message (at most server.max_message_chars)."
     )
     domain: str | None = Field(
