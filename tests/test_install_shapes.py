@@ -163,6 +163,21 @@ def test_a_redis_store_without_the_redis_extra_fails_check(tmp_path: Path) -> No
     )
 
 
+def test_a_declared_mcp_server_without_the_mcp_extra_fails_check_in_one_line(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "app.yaml").write_text(
+        "mcp_servers:\n  - name: files\n    command: [files-server]\n", encoding="utf-8"
+    )
+    run = toolwire_without(SERVER_WITHOUT_MCP, "check", "--config", "app.yaml", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    assert (
+        "an mcp_servers: entry needs the mcp extra (mcp, json_schema_to_pydantic are missing): "
+        "pip install 'toolwire[mcp]'" in run.stderr
+    ), run.stderr
+    assert "Traceback" not in run.stderr
+
+
 def extra_requirements() -> dict[str, set[str]]:
     """pyproject.toml's extras → the distribution names each requires."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]

@@ -16,7 +16,6 @@ connecting (``toolwire check --connect``).
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from toolwire.config import AppConfig, ToolEntry
 from toolwire.errors import McpServerError, Problem
+from toolwire.extras import installed, needs_extra
 from toolwire.mcp.connections import McpConnections
 from toolwire.mcp.declarations import (
     McpServerEntry,
@@ -49,10 +49,6 @@ log = structlog.get_logger(__name__)
 MCP_OWNER = "config"
 """MCP servers are declared in the app's configuration, so their tools belong to it (the app's
 YAML may still change their priority or disable them by prefixed name)."""
-
-
-EXTRA_MODULES = ("mcp", "json_schema_to_pydantic")
-"""What ``pip install 'toolwire[mcp]'`` brings and discovery needs."""
 
 
 class McpParams(BaseModel):
@@ -127,17 +123,10 @@ def discover_mcp_tools(
     entries, default_domain = config.mcp_servers, config.default_domain
     if not entries:
         return McpDiscovery()
-    missing = [name for name in EXTRA_MODULES if importlib.util.find_spec(name) is None]
+    missing = [name for name in ("mcp", "json_schema_to_pydantic") if not installed(name)]
     if missing:
-        return McpDiscovery(
-            problems=[
-                entry.problem(
-                    f"needs the mcp extra ({', '.join(missing)} is not installed): "
-                    "pip install 'toolwire[mcp]'"
-                )
-                for entry in entries
-            ]
-        )
+        message = needs_extra("an mcp_servers: entry", "mcp", missing)
+        return McpDiscovery(problems=[entry.problem(message) for entry in entries])
     found = McpDiscovery(problems=duplicate_problems(entries))
     usable: dict[str, tuple[McpServerEntry, str]] = {}
     for entry in entries:
