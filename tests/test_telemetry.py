@@ -29,6 +29,7 @@ from toolwire import App, TaskInfo
 from toolwire.errors import ModelError
 from toolwire.events import ToolStarted, observing
 from toolwire.llm import OpenAIGateway
+from toolwire.redaction import session_ref
 from toolwire.settings import LLMSettings
 from toolwire.telemetry import (
     QuestionSpans,
@@ -118,6 +119,10 @@ async def test_a_question_is_one_trace_of_nested_spans_with_genai_attributes(
     coordinator = named["toolwire.coordinator demo.splitter"]
     tool = named["execute_tool demo.alpha"]
     assert round_span.parent is None
+    # the conversation, named as logs name it: a hash that cannot resume the session
+    assert answer.session_id is not None
+    assert round_span.attributes["gen_ai.conversation.id"] == session_ref(answer.session_id)
+    assert answer.session_id not in str(dict(round_span.attributes or {}))
     assert parent_of(task_1) == round_span.context.span_id
     assert parent_of(coordinator) == parent_of(task_11) == task_1.context.span_id
     assert parent_of(tool) == task_11.context.span_id

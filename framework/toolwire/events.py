@@ -29,6 +29,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from toolwire.llm.base import CallRecord, Usage
+from toolwire.redaction import session_ref
 from toolwire.run_state import (
     CoordinatorRunRecord,
     TaskStatus,
@@ -87,6 +88,9 @@ class RoundFinished(StepFinished):
     domain: str | None = None
     turn: int | None = None
     """The conversation's turn the round answered: every event of the round belongs to it."""
+    conversation: str | None = None
+    """The conversation as logs name it (``redaction.session_ref``: a hash that correlates the
+    rounds of one conversation but cannot resume it)."""
     kind: Literal["answer", "clarification"] | None = None
     error: str | None = None
     failures: int = 0
@@ -98,6 +102,7 @@ class RoundFinished(StepFinished):
             step=step,
             domain=answer.domain,
             turn=answer.turn,
+            conversation=session_ref(answer.session_id) if answer.session_id else None,
             kind=answer.kind,
             failures=len(answer.failures),
             usage=answer.usage.model_copy(),
@@ -111,6 +116,8 @@ class _AnswerLike(Protocol):
     def domain(self) -> str: ...
     @property
     def turn(self) -> int: ...
+    @property
+    def session_id(self) -> str | None: ...
     @property
     def kind(self) -> Literal["answer", "clarification"]: ...
     @property

@@ -285,6 +285,8 @@ def _round_attributes(event: RoundFinished) -> dict[str, Any]:
     }
     if event.domain is not None:
         attributes["gen_ai.agent.name"] = event.domain
+    if event.conversation is not None:  # a hash of the session id: it cannot resume the session
+        attributes["gen_ai.conversation.id"] = event.conversation
     if event.kind is not None:
         attributes["toolwire.answer.kind"] = event.kind
     return attributes
