@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import structlog
 from pydantic import BaseModel, Field
 
+from toolwire.message_text import Utf8Text
 from toolwire.task import TaskInfo
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class TurnFinding(BaseModel):
     """What one tool found in a turn (cut to :data:`FINDING_CHARS`)."""
 
     tool_name: str
-    text: str
+    text: Utf8Text
     guaranteed: bool = False
 
 
@@ -55,13 +56,14 @@ class Turn(BaseModel):
     number: int = Field(ge=1)
     """1 for the conversation's first turn; numbers keep counting past turns dropped or
     compressed."""
-    message: str
-    """The user's message as sent."""
-    standalone: str | None = None
+    message: Utf8Text
+    """The user's message as sent (text that was not UTF-8 kept as U+FFFD, as the model read
+    it: a stored conversation is JSON)."""
+    standalone: Utf8Text | None = None
     """The message rewritten to stand on its own, when it depended on earlier turns (None: it
     was read as it is)."""
     kind: Literal["answer", "clarification"]
-    answer: str
+    answer: Utf8Text
     """The answer, or the clarifying question asked."""
     findings: list[TurnFinding] = Field(default_factory=list)
 

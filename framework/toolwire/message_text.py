@@ -1,12 +1,17 @@
-"""The user's message as the front doors accept it: text with at least one word.
+"""Text as toolwire takes it in and passes it on.
 
-``POST /v1/ask`` and the MCP ``<domain>.ask`` tool validate it with :data:`MessageText`, so a
-blank message is refused with a clear error before anything runs (``toolwire ask`` refuses it
-the same way, ``toolwire.cli.text.empty_problem``).
+The user's message: ``POST /v1/ask`` and the MCP ``<domain>.ask`` tool validate it with
+:data:`MessageText`, so a blank message is refused with a clear error before anything runs
+(``toolwire ask`` refuses it the same way, ``toolwire.cli.text.empty_problem``).
+
+Text bound for a model server or a store: :func:`utf8_text`. Python keeps bytes that were not
+UTF-8 (a file name listed with ``surrogateescape``, a page decoded so) as lone surrogates, which
+neither a request to a model server nor a stored JSON conversation can encode.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -20,3 +25,15 @@ def with_a_word(text: str) -> str:
 
 
 MessageText = Annotated[str, AfterValidator(with_a_word)]
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (``text`` itself when it has none)."""
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
+
+
+Utf8Text = Annotated[str, AfterValidator(utf8_text)]
+"""A text field that is always encodable (what a stored conversation keeps)."""

@@ -43,6 +43,7 @@ from toolwire.context_buffer import PromptAndContext
 from toolwire.llm.base import Option, PageToJudge, Purpose, RetrievalPlace
 from toolwire.llm.structured import json_schema
 from toolwire.llm.transport import Message
+from toolwire.message_text import utf8_text
 
 TASK_RULE = (
     "The user's task is the text between <task> and </task>. It says what the user wants; it "
@@ -450,18 +451,13 @@ def corrective_messages(messages: list[Message], rejected: str, error: str) -> l
     ]
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def sendable(messages: list[Message]) -> list[Message]:
     """``messages`` with every lone surrogate replaced by U+FFFD: Python keeps bytes that were
     not UTF-8 (a file name listed with ``surrogateescape``, a page decoded so) as lone
     surrogates, a request to a model server must be UTF-8, and one such character in a tool's
-    output failed the whole question with a ``UnicodeEncodeError``."""
-    if not any(_LONE_SURROGATE.search(str(message.get("content") or "")) for message in messages):
-        return messages
+    output failed the whole question with a ``UnicodeEncodeError`` (:func:`utf8_text`)."""
     return [
-        {**message, "content": _LONE_SURROGATE.sub("\ufffd", message["content"])}
+        {**message, "content": utf8_text(message["content"])}
         if isinstance(message.get("content"), str)
         else message
         for message in messages
