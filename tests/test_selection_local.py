@@ -33,9 +33,12 @@ TRIANGLE = "What is the area of a triangle with a base of 10 cm and a height of 
 
 @asynccontextmanager
 async def app_with(directory: Path, steps: tuple[str, ...] = CORE) -> AsyncIterator[App]:
-    """The labelled set's app on the embedded model, with these selection steps."""
+    """The labelled set's app on the embedded model, with these selection steps (and the
+    project's default domain, which answers what fits no domain)."""
     config = directory / "toolwire.yaml"
-    config.write_text(f"orchestrator:\n  selection:\n    steps: [{', '.join(steps)}]\n")
+    config.write_text(
+        f"default_domain: pharma\norchestrator:\n  selection:\n    steps: [{', '.join(steps)}]\n"
+    )
     model = create_language_model(LLMSettings(), environ={})
     built = selection_app(config, llm=model)
     try:
