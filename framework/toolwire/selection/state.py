@@ -86,8 +86,7 @@ class SelectionState:
         names that are none of them are recorded as ignored."""
         by_short_name = {tool.short_name: tool for tool in among}
         self.record.ignored.extend(name for name in names if name not in by_short_name)
-        tools = [by_short_name[name] for name in dict.fromkeys(names) if name in by_short_name]
-        return tools
+        return [by_short_name[name] for name in dict.fromkeys(names) if name in by_short_name]
 
     async def ask(
         self,
@@ -102,6 +101,22 @@ class SelectionState:
             return await call_model(purpose.value, self.attempts, call, is_valid=is_valid)
         except ModelError as error:
             raise StepFailed(f"{failed}: {error}") from error
+
+    async def model_selects(
+        self, call: Callable[[], Awaitable[Sequence[str]]], failed: str
+    ) -> list[SelectableTool]:
+        """The candidates a model call names (``call`` returns their short names) become the
+        selection, as the model's answer; when the call fails nothing is selected and the
+        :class:`StepFailed` says ``failed``."""
+        try:
+            names = await self.ask(Purpose.CHOICE, call, failed)
+        except StepFailed:
+            self.select([])
+            raise
+        chosen = self.named(names, self.candidate_tools)
+        self.select(chosen)
+        self.model_selected = True
+        return chosen
 
     async def confirm(self, tools: Sequence[SelectableTool]) -> dict[str, bool]:
         """Each tool's own yes/no question, one call per tool (a small model answers one

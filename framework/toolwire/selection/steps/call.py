@@ -13,15 +13,13 @@ A provider without tool calling gets a constrained choice (names, no arguments).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import structlog
 
 from toolwire.errors import PLUGIN_FAILURES, describe
-from toolwire.llm.base import Purpose
 from toolwire.selection.selectable import SelectableTool
-from toolwire.selection.state import SelectionState, StepFailed
+from toolwire.selection.state import SelectionState
 from toolwire.selection.trace import StepRecord
 
 log = structlog.get_logger(__name__)
@@ -34,23 +32,16 @@ class CallFunctions:
     async def run(self, state: SelectionState, record: StepRecord) -> None:
         if state.selected is not None or not state.candidates:
             return
-        tools = state.candidate_tools
-        options = [tool.option() for tool in tools]
-        try:
-            calls = await state.ask(
-                Purpose.CHOICE,
-                partial(state.llm.choose_functions, state.task_prompt, options),
-                "the function call failed, no tool called",
-            )
-        except StepFailed:
-            state.select([])
-            raise
-        called = state.named([call.name for call in calls], tools)
-        state.select(called)
-        state.model_selected = True
+        options = [tool.option() for tool in state.candidate_tools]
         arguments: dict[str, dict[str, Any] | None] = {}
-        for call in calls:
-            arguments.setdefault(call.name, call.arguments)
+
+        async def names_called() -> list[str]:
+            calls = await state.llm.choose_functions(state.task_prompt, options)
+            for call in calls:
+                arguments.setdefault(call.name, call.arguments)  # a name's first call counts
+            return [call.name for call in calls]
+
+        called = await state.model_selects(names_called, "the function call failed, no tool called")
         for tool in called:
             carried = state.parameters_from_task and _carry(
                 tool, arguments.get(tool.short_name), state

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from toolwire.llm.base import Purpose
-from toolwire.selection.state import SelectionState, StepFailed
+from toolwire.selection.state import SelectionState
 from toolwire.selection.trace import StepRecord
 
 
@@ -28,18 +27,10 @@ class Choose:
             record.verdicts[tools[0].qualified_name] = "the only candidate"
             return
         options = [tool.option() for tool in tools]
-        try:
-            names = await state.ask(
-                Purpose.CHOICE,
-                partial(state.llm.choose, state.task_prompt, options),
-                "the choice failed, no tool chosen by it",
-            )
-        except StepFailed:
-            state.select([])
-            raise
-        chosen = state.named(names, tools)
-        state.select(chosen)
-        state.model_selected = True
+        chosen = await state.model_selects(
+            partial(state.llm.choose, state.task_prompt, options),
+            "the choice failed, no tool chosen by it",
+        )
         for tool in chosen:
             record.verdicts[tool.qualified_name] = "named by the choice"
         if not chosen:
