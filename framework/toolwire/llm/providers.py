@@ -44,11 +44,12 @@ def embedded_model(
     settings: LLMSettings, environ: Mapping[str, str], profile: ModelProfile
 ) -> LanguageModel:
     """The embedded model (``llm.local_model``), started at the first call with the profile's
-    context window."""
+    context window; ConfigError at once when this install cannot run it."""
     from toolwire.llm.gateway import OpenAIGateway
     from toolwire.llm.local import local_server
 
     server = local_server(settings, profile.context_window_tokens)
+    server.check_installed()
     return OpenAIGateway(
         settings,
         profile=profile,
