@@ -138,6 +138,9 @@ class ToolRunRecord(BaseModel):
     reason: ActivationReason
     outcome: ToolOutcome = "pending"
     detail: str = ""
+    params: dict[str, Any] | None = None
+    """The parameters it ran with, in their JSON form (its latest run's, after a clarifying
+    question); None when it never got to run (its parameters could not be found)."""
 
 
 class ToolRunState(StrEnum):
@@ -171,6 +174,10 @@ class ToolRun(BaseModel):
     @property
     def reason(self) -> ActivationReason:
         return self.record.reason
+
+    def ran_with(self, params: BaseModel) -> None:
+        """It runs with ``params``: the trace shows them."""
+        self.record = self.record.model_copy(update={"params": params.model_dump(mode="json")})
 
     def close(self, outcome: ToolOutcome, detail: str) -> None:
         """It ran (``context``, ``guaranteed``, ``terminal``), failed (``error``) or was

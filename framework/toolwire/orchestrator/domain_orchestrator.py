@@ -520,6 +520,7 @@ class DomainOrchestrator:
         log.info("tool_activated", task_no=task.task_no, tool=run.tool_name, reason=run.reason)
         try:
             params = tool.params_model.model_validate(run.params or {})
+            run.ran_with(params)
             with retrieval_place(place):
                 result = await execute(
                     self.runner, tool, params, text, prior_context, clarification
