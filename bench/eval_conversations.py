@@ -1,141 +1,355 @@
 """Multi-turn conversations on the configured model (the embedded one by default): later turns
 that need earlier ones, and turns that change the subject, with and without the history.
 
-    flock /tmp/toolwire-model.lock .venv/bin/python bench/eval_conversations.py --limit 12
+    flock /tmp/toolwire-model.lock .venv/bin/python bench/eval_conversations.py --split dev
+    .venv/bin/python bench/eval_conversations.py --domains pharma,travel --limit 6
+    .venv/bin/python bench/eval_conversations.py --split dev --record   # keep every reply
+    .venv/bin/python bench/eval_conversations.py --split dev --replay   # from them, no model
 
-Each conversation of ``bench/conversations/pharma.jsonl`` is labelled turn by turn: the tools
-that must run on the turn's task and the products their (guaranteed, verbatim) answer must name,
-and the products it must not name (the old topic). Two modes, one after the other in one run:
+The set is ``bench/conversations/<domain>.jsonl`` (its labels, matching rules and fixed split:
+``bench/conversations/conversation_set.py``), over the bundled pharma and pydocs domains and the
+synthetic geometry, finance, travel and office domains, loaded the way the selection evaluation
+loads them (``bench/selection/labelled.py``: the plugins as objects, no entry points). Two modes
+in one run, one after the other:
 
-* ``history``: the turns sent as one conversation (``session_id``): a later turn reads the turns
-  before and is rewritten to stand on its own;
-* ``alone``: the same messages sent each as a new conversation (what toolwire did before).
+* ``history``: each conversation's turns sent as one conversation (``session_id``): a later turn
+  reads the turns before and is rewritten to stand on its own; a turn that ends in a clarifying
+  question is answered by the next message, as at every front door;
+* ``alone``: the same messages each sent as a new conversation (what toolwire did before).
 
-Printed per mode: later turns right (exact tool set and every product, none of the absent ones),
-subject changes right, and per turn kind the model calls, prompt and cached tokens and seconds.
+A turn is right when the exact set of its domain's answering tools ran on it (a tool's
+clarifying question counts as running), every labelled parameter value is in the parameters
+they ran with (``ToolRunRecord.params`` in the answer's trace, any task of the tree), none of
+the absent values is, the turn ended as labelled (an answer, or a clarifying question) and the
+tools' guaranteed answers hold its ``answer_has`` texts. A turn that raises is wrong, and is
+listed with its error; the conversation goes on from what was stored before it.
+
+Printed per mode and per domain: first turns, later turns (``follow_up``) and subject changes
+right; per turn role the medians of model calls, prompt tokens and seconds, and the share of the
+role's prompt tokens that the server had cached; the ratio of a later turn's median seconds
+(follow-ups and subject changes) to a first turn's; every wrong turn with why.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import logging
 import statistics
+import sys
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "conversations"))
+
+from conversation_set import (
+    DOMAINS,
+    ROLES,
+    SET_DIR,
+    LabelledConversation,
+    LabelledTurn,
+    answering_tools,
+    labelling_app,
+    load_set,
+    matches,
+    text_query_tools,
+)
+
 from toolwire import App
+from toolwire.llm import LanguageModel
 from toolwire.orchestrator import Answer, TaskTrace
+from toolwire.search.requests import search_request
+from toolwire.sessions.memory import MemorySessionStore
+from toolwire.settings import LLMSettings
 
-SET = Path(__file__).with_name("conversations") / "pharma.jsonl"
-RAN = {"guaranteed", "context", "terminal"}
-ANSWERING = {"pharma.dosage_info", "pharma.interaction_analysis"}
-"""The tools a turn is labelled with (the lookup is a service the coordinator's subtasks use)."""
+RAN = {"guaranteed", "context", "terminal", "clarification"}
+"""Outcomes of a tool that ran (one that asked a clarifying question ran too)."""
+MODES = ("history", "alone")
+REPLAY_FOLDER = SET_DIR / "replay"
 
 
-def ran_tools(trace: TaskTrace) -> set[str]:
-    """The answering tools that ran anywhere in the task tree."""
-    ran = {run.tool_name for run in trace.tools if run.outcome in RAN}
+@dataclass(frozen=True)
+class Domain:
+    """What judging a turn of one domain needs from the app."""
+
+    name: str
+    answering: frozenset[str]
+    text_query: frozenset[str]
+
+
+def runs(trace: TaskTrace) -> Iterator[tuple[TaskTrace, str, dict[str, Any]]]:
+    """Every tool run of the task tree that ran: (its task, the tool, its parameters)."""
+    for run in trace.tools:
+        if run.outcome in RAN:
+            yield trace, run.tool_name, dict(run.params or {})
     for sub_task in trace.sub_tasks:
-        ran |= ran_tools(sub_task)
-    return ran & ANSWERING
+        yield from runs(sub_task)
+
+
+def ran_with(answer: Answer, domain: Domain) -> dict[str, list[dict[str, Any]]]:
+    """The domain's answering tools that ran, each with the parameters of each of its runs; a
+    search's empty ``query`` is its task's request, as the search reads it."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for task, tool, params in runs(answer.trace):
+        if tool not in domain.answering:
+            continue
+        if tool in domain.text_query and not str(params.get("query") or "").strip():
+            params["query"] = search_request(task.task_prompt)
+        found.setdefault(tool, []).append(params)
+    return found
+
+
+def misjudged(turn: LabelledTurn, answer: Answer, domain: Domain) -> list[str]:
+    """Why the turn is wrong (empty: it is right)."""
+    found = ran_with(answer, domain)
+    why: list[str] = []
+    if set(found) != set(turn.tools):
+        why.append(f"ran {sorted(found)}, not {sorted(turn.tools)}")
+    for tool, fields in turn.params.items():
+        for name, labels in fields.items():
+            values = [params.get(name) for params in found.get(tool, [])]
+            for label in labels:
+                if not any(matches(label, value) for value in values):
+                    why.append(f"{tool}.{name} {values} lacks {label!r}")
+    for tool, old_fields in turn.absent.items():
+        for name, absent in old_fields.items():
+            values = [params.get(name) for params in found.get(tool, [])]
+            for value in absent:
+                if any(matches(value, have) for have in values):
+                    why.append(f"{tool}.{name} {values} holds the old {value!r}")
+    if answer.kind != turn.answer:
+        why.append(f"ended in {answer.kind!r}, not {turn.answer!r}")
+    guaranteed = "\n".join(answer.guaranteed_contexts)
+    why += [
+        f"no guaranteed answer holds {text!r}" for text in turn.answer_has if text not in guaranteed
+    ]
+    return why
+
+
+@dataclass
+class TurnResult:
+    domain: str
+    role: str
+    right: bool
+    answer: Answer | None
+    seconds: float
 
 
 @dataclass
 class Tally:
-    """One mode's figures, by turn role (first, follow_up, subject_change)."""
+    """One mode's turns, and what went wrong on them."""
 
-    right: dict[str, list[bool]] = field(default_factory=dict)
-    calls: dict[str, list[int]] = field(default_factory=dict)
-    prompt: dict[str, list[int]] = field(default_factory=dict)
-    cached: dict[str, list[int]] = field(default_factory=dict)
-    seconds: dict[str, list[float]] = field(default_factory=dict)
+    mode: str
+    turns: list[TurnResult] = field(default_factory=list)
     misses: list[str] = field(default_factory=list)
 
-    def add(self, role: str, ok: bool, answer: Answer, seconds: float) -> None:
-        self.right.setdefault(role, []).append(ok)
-        self.calls.setdefault(role, []).append(answer.usage.llm_calls)
-        self.prompt.setdefault(role, []).append(answer.usage.prompt_tokens)
-        self.cached.setdefault(role, []).append(answer.usage.cached_prompt_tokens)
-        self.seconds.setdefault(role, []).append(seconds)
+    def of(self, domain: str | None = None, role: str | None = None) -> list[TurnResult]:
+        return [
+            t
+            for t in self.turns
+            if (domain is None or t.domain == domain) and (role is None or t.role == role)
+        ]
 
 
-def judged(turn: dict[str, Any], answer: Answer) -> bool:
-    """The turn's exact tool set ran, its answer names every expected product and none of the
-    absent ones (read in the tools' guaranteed answers, verbatim)."""
-    ran = ran_tools(answer.trace)
-    found = " ".join(answer.guaranteed_contexts).lower()
-    named = all(product.lower() in found for product in turn["products"])
-    dragged = any(product.lower() in found for product in turn["absent"])
-    return ran == set(turn["tools"]) and named and not dragged
-
-
-async def run(app: App, conversations: list[dict[str, Any]], mode: str) -> Tally:
-    tally = Tally()
-    for conversation in conversations:
-        session: str | None = None
-        for turn in conversation["turns"]:
-            started = time.perf_counter()
-            try:
-                answer = await app.ask(turn["message"], "pharma", session)
-            except Exception as error:  # a failed turn counts as wrong; the run goes on
-                print(f"  {conversation['id']}: {turn['message']!r} failed: {error}")
-                session = None
-                continue
-            seconds = time.perf_counter() - started
-            ok = judged(turn, answer)
-            tally.add(turn["role"], ok, answer, seconds)
-            if not ok:
-                ran = sorted(ran_tools(answer.trace))
-                tally.misses.append(
-                    f"{conversation['id']} {turn['message']!r}: ran {ran}, "
-                    f"task {answer.trace.task_prompt!r}"
-                )
-            if mode == "history":
-                session = answer.session_id if answer.kind != "clarification" else None
+async def run_mode(
+    app: App,
+    conversations: dict[str, list[LabelledConversation]],
+    domains: dict[str, Domain],
+    mode: str,
+) -> Tally:
+    tally = Tally(mode)
+    for name, listed in conversations.items():
+        for conversation in listed:
+            session: str | None = None
+            for number, turn in enumerate(conversation.turns, start=1):
+                where = f"{conversation.id} turn {number} ({turn.role}) {turn.message!r}"
+                started = time.perf_counter()
+                try:
+                    answer = await app.ask(turn.message, name, session)
+                except Exception as error:  # a failed turn counts as wrong; the run goes on
+                    seconds = time.perf_counter() - started
+                    tally.turns.append(TurnResult(name, turn.role, False, None, seconds))
+                    tally.misses.append(f"{where}: raised {type(error).__name__}: {error}")
+                    continue  # in history mode the conversation goes on as it was stored
+                seconds = time.perf_counter() - started
+                why = misjudged(turn, answer, domains[name])
+                tally.turns.append(TurnResult(name, turn.role, not why, answer, seconds))
+                if why:
+                    notes = answer.context.notes if answer.context is not None else []
+                    noted = "".join(f"; {note}" for note in notes)
+                    task = answer.trace.task_prompt
+                    tally.misses.append(f"{where}: {'; '.join(why)} (task {task!r}{noted})")
+                if mode == "history":
+                    session = answer.session_id
     return tally
 
 
-def report(mode: str, tally: Tally) -> None:
-    print(f"\n== {mode}")
-    for role in ("first", "follow_up", "subject_change"):
-        if role not in tally.right:
-            continue
-        right, n = sum(tally.right[role]), len(tally.right[role])
-        prompt, cached = sum(tally.prompt[role]), sum(tally.cached[role])
-        share = cached / prompt if prompt else 0.0
-        calls, tokens = statistics.mean(tally.calls[role]), statistics.mean(tally.prompt[role])
+def _right(turns: Sequence[TurnResult]) -> str:
+    if not turns:
+        return "-"
+    right = sum(t.right for t in turns)
+    return f"{right}/{len(turns)} {right / len(turns):.2f}"
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def _cost(turns: Sequence[TurnResult]) -> str:
+    answered = [t.answer for t in turns if t.answer is not None]
+    prompt = sum(a.usage.prompt_tokens for a in answered)
+    cached = sum(a.usage.cached_prompt_tokens for a in answered)
+    share = f"{cached / prompt:.0%}" if prompt else "-"
+    calls = _median([a.usage.llm_calls for a in answered])
+    tokens = _median([a.usage.prompt_tokens for a in answered])
+    seconds = _median([t.seconds for t in turns if t.answer is not None])
+    return f"{len(answered):5} {calls:6.1f} {tokens:7.0f} {share:>7} {seconds:8.1f}"
+
+
+def ratio(tally: Tally, domain: str | None = None) -> float | None:
+    """A later turn's median seconds over a first turn's (turns that raised left out)."""
+    first = [t.seconds for t in tally.of(domain, "first") if t.answer is not None]
+    later = [t.seconds for t in tally.of(domain) if t.role != "first" and t.answer is not None]
+    if not first or not later:
+        return None
+    return _median(later) / _median(first)
+
+
+def report(tally: Tally, names: Sequence[str]) -> None:
+    print(f"\n== {tally.mode}")
+    heads = ("first right", "later right", "subject right")
+    print(f"{'domain':10} " + " ".join(f"{head:>14}" for head in heads) + "  later/first s")
+    for name in [*names, None]:
+        shown = ratio(tally, name)
         print(
-            f"{role:15} right {right}/{n} = {right / n:.2f}; calls {calls:.2f}, prompt "
-            f"{tokens:.0f} tokens ({share:.0%} cached), "
-            f"{statistics.mean(tally.seconds[role]):.1f} s a turn"
+            f"{name or 'all':10} {_right(tally.of(name, 'first')):>14} "
+            f"{_right(tally.of(name, 'follow_up')):>14} "
+            f"{_right(tally.of(name, 'subject_change')):>14}  "
+            + (f"{shown:.2f}" if shown is not None else "-")
         )
-    if "first" in tally.seconds and "follow_up" in tally.seconds:
-        later = tally.seconds["follow_up"] + tally.seconds.get("subject_change", [])
-        ratio = statistics.mean(later) / statistics.mean(tally.seconds["first"])
-        print(f"later turn / first turn seconds: {ratio:.2f}")
+    print(
+        "medians per turn (cached: share of the role's prompt tokens; turns that raised left out)"
+    )
+    print(f"{'domain':10} {'role':15} turns  calls  prompt  cached  seconds")
+    for name in [*names, None]:
+        for role in ROLES:
+            turns = tally.of(name, role)
+            if turns:
+                print(f"{name or 'all':10} {role:15} {_cost(turns)}")
+    raised = sum(t.answer is None for t in tally.turns)
+    if raised:
+        print(f"{raised} turn(s) raised")
     for miss in tally.misses:
         print(f"  miss: {miss}")
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--limit", type=int, default=0, help="the first N conversations only")
-    parser.add_argument("--modes", default="history,alone")
-    args = parser.parse_args()
-    conversations = [json.loads(line) for line in SET.read_text().splitlines() if line.strip()]
-    if args.limit:
-        conversations = conversations[:: max(1, len(conversations) // args.limit)][: args.limit]
+def summary(tallies: Sequence[Tally]) -> None:
+    print("\n== side by side (all domains)")
     print(
-        f"{len(conversations)} conversations, {sum(len(c['turns']) for c in conversations)} turns"
+        f"{'mode':8} {'first':>14} {'later':>14} {'subject':>14} {'later/first s':>14} "
+        f"{'later cached':>13}"
     )
-    app = App.load(None)
+    for tally in tallies:
+        later = [t for t in tally.turns if t.role != "first" and t.answer is not None]
+        prompt = sum(t.answer.usage.prompt_tokens for t in later if t.answer)
+        cached = sum(t.answer.usage.cached_prompt_tokens for t in later if t.answer)
+        shown = ratio(tally)
+        print(
+            f"{tally.mode:8} {_right(tally.of(role='first')):>14} "
+            f"{_right(tally.of(role='follow_up')):>14} "
+            f"{_right(tally.of(role='subject_change')):>14} "
+            f"{(f'{shown:.2f}' if shown is not None else '-'):>14} "
+            f"{(f'{cached / prompt:.0%}' if prompt else '-'):>13}"
+        )
+
+
+def spread(
+    conversations: dict[str, list[LabelledConversation]], limit: int
+) -> dict[str, list[LabelledConversation]]:
+    """``limit`` conversations spread evenly over the selected ones (in domain and file order)."""
+    every = [(name, c) for name, listed in conversations.items() for c in listed]
+    if not 0 < limit < len(every):
+        return conversations
+    kept = {id(every[i * len(every) // limit][1]) for i in range(limit)}
+    return {name: [c for c in listed if id(c) in kept] for name, listed in conversations.items()}
+
+
+def build_app(args: argparse.Namespace) -> tuple[App, LanguageModel | None, Any]:
+    """The app the set is labelled against, its sessions in memory; with ``--record`` or
+    ``--replay`` its model behind the recording (``bench/selection/replay_model.py``), returned
+    to be closed with the recording's transport."""
+    store = MemorySessionStore()
+    if not (args.record or args.replay):
+        return labelling_app(session_store=store), None, None
+    from replay_model import replayed_model
+
+    settings = LLMSettings()
+    recording = REPLAY_FOLDER / f"{args.split}-{settings.local_model}.jsonl"
+    llm, transport = replayed_model(recording, replay_only=args.replay, settings=settings)
+    return labelling_app(llm=llm, session_store=store), llm, transport
+
+
+async def main() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--domains", default=",".join(DOMAINS), help=f"comma-joined, of {', '.join(DOMAINS)}"
+    )
+    parser.add_argument("--split", choices=["dev", "test", "all"], default="dev")
+    parser.add_argument(
+        "--limit", type=int, default=0, help="N conversations spread evenly over the selection"
+    )
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-joined, of history,alone")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help=f"keep every reply in {REPLAY_FOLDER.name}/<split>-<model>.jsonl (the model answers "
+        "what it lacks)",
+    )
+    parser.add_argument(
+        "--replay", action="store_true", help="answer from that recording alone, no model"
+    )
+    args = parser.parse_args()
+    names = [name.strip() for name in args.domains.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(DOMAINS))
+    modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    if unknown or not names or set(modes) - set(MODES) or not modes:
+        parser.error(f"domains are {', '.join(DOMAINS)}; modes are {', '.join(MODES)}")
+    chosen = load_set(names, None if args.split == "all" else args.split)
+    conversations = spread(chosen, args.limit)
+    turns = sum(len(c.turns) for listed in conversations.values() for c in listed)
+    count = sum(len(listed) for listed in conversations.values())
+    print(f"{count} conversations, {turns} turns ({args.split} split; {', '.join(names)})")
+    app, own_llm, transport = build_app(args)
+    domains = {
+        name: Domain(
+            name, frozenset(answering_tools(app, name)), frozenset(text_query_tools(app, name))
+        )
+        for name in names
+    }
     try:
-        for mode in args.modes.split(","):
-            report(mode, await run(app, conversations, mode))
+        if not args.replay:
+            from scoring import warm_up
+
+            await warm_up(app.llm)
+        tallies = []
+        for mode in modes:
+            tally = await run_mode(app, conversations, domains, mode)
+            report(tally, names)
+            tallies.append(tally)
+        summary(tallies)
+        if transport is not None:
+            print(f"(replayed {transport.hits} replies, asked the model {transport.misses})")
     finally:
+        if own_llm is not None:
+            await own_llm.aclose()
         await app.aclose()
 
 
