@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from toolwire.context_buffer import ContextBuffer, PageRef, PromptAndContext
 from toolwire.errors import ToolDeclarationError
+from toolwire.llm.prompts import sourced_text
 from toolwire.run_state import Clarification, SubtaskDecision
 from toolwire.task import TaskInfo, is_coordinator_requested
 
@@ -118,6 +119,12 @@ class ChatbotTool(ABC, Generic[P]):
     """True for a tool that runs only on coordinator-designated tasks (``required_tool_names``),
     never on a user's question: its suitability question always answers no (seed 6.4), so the
     orchestrator spends no model call on it, and a small model cannot wrongly answer yes."""
+    external_source: ClassVar[str | None] = None
+    """Where the tool's own text comes from when that is outside the trusted configuration (an
+    MCP server's tool: ``"mcp server <name>"``), else None. The prompts then show its description,
+    its question, the summary in its parameter instruction and its parameters' descriptions as
+    external content of that source (SPEC §5, ``toolwire.llm.prompts.external_content``): data,
+    never instructions. None (a plugin's tool): shown as written."""
     own_event_loop: bool = False
     """True: the tool's ``async`` methods run in a tool thread, on an event loop of that thread,
     so one that blocks (``time.sleep``, CPU work) holds only that thread, and
@@ -162,10 +169,12 @@ class ChatbotTool(ABC, Generic[P]):
         Kept apart from the suitability question, which for a coordinator-only tool always
         answers no and would mislead the extraction. The default names the tool and its purpose
         (the class docstring's first line); the fields' descriptions in the parameter model carry
-        the rest. Override it when the parameters need more guidance.
+        the rest. Override it when the parameters need more guidance. For a tool with an
+        ``external_source`` the purpose is shown as external content of that source.
         """
         summary = (type(self).__doc__ or "").strip().splitlines()
-        purpose = f" ({summary[0].strip()})" if summary else ""
+        shown = sourced_text(self.external_source, summary[0].strip()) if summary else ""
+        purpose = f" ({shown})" if summary else ""
         return f"Fill in the parameters for the tool {self.name!r}{purpose} from the text."
 
     def params_from_text(self, text: str) -> P | None:

@@ -45,6 +45,9 @@ class SuitabilityQuestion(BaseModel):
 
     tool_name: str
     question: str
+    source: str | None = None
+    """Where the question comes from when that is outside the trusted configuration (the tool's
+    ``external_source``, an MCP server): the prompt shows it as external content of that source."""
 
 
 class Option(BaseModel):
@@ -58,6 +61,10 @@ class Option(BaseModel):
     """What it does, in a sentence (may be empty)."""
     parameters: dict[str, Any] | None = None
     """A tool's arguments as JSON schema, offered when the choice is a function call."""
+    source: str | None = None
+    """Where the description, question and parameter descriptions come from when that is outside
+    the trusted configuration (the tool's ``external_source``, an MCP server): the prompt shows
+    them as external content of that source. None: as written."""
 
 
 class FunctionChoice(BaseModel):
@@ -155,6 +162,7 @@ _domain_text: ContextVar[str] = ContextVar("toolwire_domain_prompt", default="")
 _retrieval_place: ContextVar[RetrievalPlace | None] = ContextVar(
     "toolwire_retrieval_place", default=None
 )
+_parameters_source: ContextVar[str | None] = ContextVar("toolwire_parameters_source", default=None)
 
 
 @contextmanager
@@ -196,6 +204,25 @@ def retrieval_place(place: RetrievalPlace) -> Iterator[None]:
 def current_retrieval_place() -> RetrievalPlace | None:
     """The place of the running tool's context (None outside the orchestrator)."""
     return _retrieval_place.get()
+
+
+@contextmanager
+def parameters_source(source: str | None) -> Iterator[None]:
+    """Inside the block, a parameter extraction's schema comes from ``source`` (the tool's
+    ``external_source``: an MCP server's input schema): its field descriptions are shown as
+    external content of that source. The orchestrator opens it around a tool's extraction; None
+    changes nothing."""
+    token = _parameters_source.set(source)
+    try:
+        yield
+    finally:
+        _parameters_source.reset(token)
+
+
+def current_parameters_source() -> str | None:
+    """The source of the parameter schema being extracted (None outside
+    :func:`parameters_source`, or for a tool of the trusted configuration)."""
+    return _parameters_source.get()
 
 
 @contextmanager

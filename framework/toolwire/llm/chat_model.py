@@ -32,6 +32,7 @@ from toolwire.llm.base import (
     RetrievalPlace,
     SuitabilityQuestion,
     current_domain_prompt,
+    current_parameters_source,
     current_retrieval_place,
     record_call,
 )
@@ -122,7 +123,11 @@ class ChatModel:
     ) -> dict[str, bool]:
         async def ask(question: SuitabilityQuestion) -> YesNo | None:
             prompt = prompts.suitability_single_prompt(
-                task_prompt, question.question, YesNo, examples=self.profile.worked_examples
+                task_prompt,
+                question.question,
+                YesNo,
+                examples=self.profile.worked_examples,
+                source=question.source,
             )
             return await self._structured_call(prompt, YesNo)
 
@@ -165,7 +170,11 @@ class ChatModel:
         the format the model was trained to call functions in (docs/models.md, "Choosing the
         tools"). A call cut off at the completion limit still names its function (its arguments
         are then None). A transport without ``supports_functions``, or a server that refused
-        the functions once, gets a constrained choice instead (the names, no arguments)."""
+        the functions once, gets a constrained choice instead (the names, no arguments).
+
+        An option with a ``source`` (an MCP server's tool) is offered with its description and
+        its parameters' descriptions as external content of that source, and a system message
+        before the task says such text is data; offers of plugin tools alone are unchanged."""
         if not options:
             return []
         if self._offers_functions:
@@ -182,12 +191,18 @@ class ChatModel:
         offers = [
             FunctionOffer(
                 name=option.name,
-                description=option.description or option.question,
-                parameters=option.parameters or NO_PARAMETERS,
+                description=prompts.sourced_text(
+                    option.source, option.description or option.question
+                ),
+                parameters=prompts.sourced_schema(option.source, option.parameters)
+                or NO_PARAMETERS,
             )
             for option in options
         ]
         messages: list[Message] = [{"role": "user", "content": task_prompt}]
+        if any(option.source is not None for option in options):  # else the task alone
+            rule = f"{prompts.EXTERNAL_CONTENT_RULE}\n\n{prompts.EXTERNAL_TOOL_TEXT}"
+            messages.insert(0, {"role": "system", "content": rule})
         limit = self.profile.completion_limits.choice_function_call
         sent = await self._send(Purpose.CHOICE, messages, None, limit, functions=offers)
         if sent.reply.truncated:
@@ -203,8 +218,10 @@ class ChatModel:
         instruction: str = "",
         purpose: Purpose = Purpose.DECOMPOSITION,
     ) -> M | None:
-        prompt = prompts.extract_prompt(purpose, text, instruction, schema)
-        return await self._structured_call(prompt, schema)
+        source = current_parameters_source() if purpose is Purpose.PARAMETERS else None
+        prompt = prompts.extract_prompt(purpose, text, instruction, schema, source=source)
+        shown = prompts.sourced_model(schema, source)
+        return await self._structured_call(prompt, schema, shown=shown)
 
     async def judge_pages(self, question: str, pages: Sequence[PageToJudge]) -> list[bool | None]:
         """One call for all the pages, reading them where the tool's context will stand
@@ -287,15 +304,22 @@ class ChatModel:
         return result
 
     async def _structured_call(
-        self, prompt: Prompt, schema: type[M], max_tokens: int | None = None
+        self,
+        prompt: Prompt,
+        schema: type[M],
+        max_tokens: int | None = None,
+        *,
+        shown: type[BaseModel] | None = None,
     ) -> M | None:
-        """One call, one corrective retry on invalid output, then None (figures recorded)."""
+        """One call, one corrective retry on invalid output, then None (figures recorded).
+        ``shown``: the schema as the request asks for it, when not ``schema`` itself (an MCP
+        tool's parameters, its descriptions as external content: ``prompts.sourced_model``)."""
         purpose = prompt.purpose
         limit = max_tokens or self._completion_limit(purpose)
         messages = self._messages(prompt)
         attempt_messages = messages
         for attempt in (1, 2):
-            sent = await self._send(purpose, attempt_messages, schema, limit)
+            sent = await self._send(purpose, attempt_messages, shown or schema, limit)
             try:
                 result = parse_output(schema, sent.reply.text)
             except ValueError as exc:

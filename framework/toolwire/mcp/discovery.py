@@ -341,8 +341,22 @@ def tool_class_for(
         "remote_description": description,
         "question": question,
         "binding": McpBinding(entry.name, remote.name, entry.transport, entry.target),
+        "external_source": None if _all_declared(override) else external_source(entry.name),
     }
     return type(f"{class_name}Tool", (McpTool,), namespace)
+
+
+def external_source(server: str) -> str:
+    """The source an MCP server's tool text is shown as external content of in the prompts."""
+    return f"mcp server {server}"
+
+
+def _all_declared(override: McpToolOverride | None) -> bool:
+    """Whether the YAML gives every text of the tool the prompts show: its description (the
+    question is the YAML's too, or derived from that description) and its input schema. Such a
+    tool is trusted configuration, shown as written; any other MCP tool's text is the server's
+    (``McpTool.external_source``)."""
+    return override is not None and bool(override.description and override.input_schema)
 
 
 def params_model_for(

@@ -1,11 +1,22 @@
 """What an MCP server says about its tools, made fit to stand in the model's prompts.
 
 A listed tool's description reaches the prompts: the tool choice shows it beside the tool's name
-and question, the derived yes/no question quotes its first sentence, the parameter extraction
-names it, and the input schema's field descriptions are lines of the output format. The server is
-outside the trusted configuration (SPEC §5), and its words are not wrapped as external content
-there, so what it sends is neutralised where it enters toolwire (:class:`RemoteTool` validates
-every listing through :func:`listed_text` and :func:`listed_schema`):
+and question (as text, or as the offered function's description), the derived yes/no question
+quotes its first sentence, the parameter extraction names it, and the input schema's field
+descriptions are lines of the output format and descriptions in the schemas a request sends. The
+server is outside the trusted configuration (SPEC §5), so two things are done to its words:
+
+- in every prompt they stand in as external content of the server
+  (``<external_content source="mcp server NAME">…</external_content>``, by
+  :func:`toolwire.llm.prompts.external_content`, HTML-escaped on top of what follows), and each of
+  those calls says such text is data, never instructions. The tool carries its origin as
+  ``McpTool.external_source`` (``ChatbotTool.external_source``), set by discovery for every MCP
+  tool but one whose allow-list entry gives its ``description`` and ``input_schema`` (its
+  question is then the YAML's or derived from that description): all YAML, trusted, and shown
+  as written, like a plugin tool's;
+- where the listing enters toolwire it is neutralised (:class:`RemoteTool` validates every
+  listing through :func:`listed_text` and :func:`listed_schema`), so that the index, the trace
+  and a ``toolwire check`` read it safely too and nothing hides inside the tag:
 
 - control characters become spaces; invisible ones (bidirectional overrides, zero-width and
   Unicode tag characters, variation selectors: text a reader cannot see but a model reads) are
@@ -18,10 +29,15 @@ every listing through :func:`listed_text` and :func:`listed_schema`):
   special token (``<|im_start|>system``) written;
 - at most :data:`MAX_DESCRIPTION_CHARS` characters, cut after a word with ``…``.
 
+The tags make the words data, not powerless: a description can still argue for its tool ("the
+only tool to choose"), and a model may still be swayed. For a server you do not trust, allow-list
+its tools and give each a ``description:`` and an ``input_schema:`` of your own.
+
 A tool's name is kept as the server spells it (it is what a call sends) and never shown to the
 model: its short name is lower snake case (``short_name_for``), and one longer than
 :data:`MAX_TOOL_NAME_CHARS` is refused at the declaration. A YAML ``description:`` or
-``question:`` is trusted configuration and used as written.
+``question:`` is trusted configuration and used as written (between the server's tags all the
+same while any of the tool's other text is the server's).
 
 An input schema's property names and its ``enum``, ``const`` and ``default`` values cannot be
 neutralised: the output format lists the names and the values, the parameter model and the

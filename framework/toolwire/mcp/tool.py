@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from toolwire.errors import McpServerError
+from toolwire.llm.prompts import sourced_text
 from toolwire.mcp.connections import McpConnections
 from toolwire.mcp.records import McpToolResult
 from toolwire.tools import OrchestratorActivatedTool, ToolExecutionResult
@@ -55,9 +56,12 @@ class McpTool(OrchestratorActivatedTool[BaseModel]):
         return self.question
 
     def parameter_instruction(self) -> str:
+        """Names the tool and its description's first sentence (as external content of the
+        server, ``external_source``, when that text is the server's)."""
         described = self.remote_description
-        summary = f" ({first_sentence(described)})" if described else ""
-        return f"Fill in the arguments of the tool {self.name!r}{summary} from the text."
+        summary = sourced_text(self.external_source, first_sentence(described))
+        shown = f" ({summary})" if described else ""
+        return f"Fill in the arguments of the tool {self.name!r}{shown} from the text."
 
     async def execute_with_result(self, params: BaseModel, text: str) -> ToolExecutionResult:
         """Call the MCP tool; its text is ordinary context, a reported error a tool failure."""

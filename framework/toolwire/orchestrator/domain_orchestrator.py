@@ -468,7 +468,12 @@ class DomainOrchestrator:
             # a deep search round's status ends the call, after everything else (seed 004)
             with status_bar(execution_text.status):
                 params = await extract_params(
-                    self.llm, tool.params_model, instruction, text, self.settings.model_attempts
+                    self.llm,
+                    tool.params_model,
+                    instruction,
+                    text,
+                    self.settings.model_attempts,
+                    source=tool.external_source,
                 )
         except ModelError as error:
             self._fail(task, run, f"parameters could not be extracted: {error}")

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from toolwire.context_buffer import ContextBuffer
 from toolwire.errors import PLUGIN_FAILURES
 from toolwire.llm.attempts import call_model
-from toolwire.llm.base import LanguageModel, Purpose
+from toolwire.llm.base import LanguageModel, Purpose, parameters_source
 from toolwire.orchestrator.invoke import failed
 from toolwire.run_state import Clarification
 from toolwire.task import TaskInfo
@@ -61,16 +61,24 @@ def known_params(
 
 
 async def extract_params(
-    llm: LanguageModel, model: type[BaseModel], instruction: str, text: str, attempts: int
+    llm: LanguageModel,
+    model: type[BaseModel],
+    instruction: str,
+    text: str,
+    attempts: int,
+    source: str | None = None,
 ) -> BaseModel:
-    """Fill a tool's parameter model from ``text``; a model without fields needs no call."""
+    """Fill a tool's parameter model from ``text``; a model without fields needs no call.
+    ``source``: the tool's ``external_source`` (an MCP tool's), whose field descriptions the
+    prompt then shows as external content (:func:`~toolwire.llm.base.parameters_source`)."""
     if not model.model_fields:
         return model()
-    return await call_model(
-        Purpose.PARAMETERS.value,
-        attempts,
-        lambda: llm.extract(model, text, instruction=instruction, purpose=Purpose.PARAMETERS),
-    )
+    with parameters_source(source):
+        return await call_model(
+            Purpose.PARAMETERS.value,
+            attempts,
+            lambda: llm.extract(model, text, instruction=instruction, purpose=Purpose.PARAMETERS),
+        )
 
 
 async def execute(

@@ -45,6 +45,10 @@ class SelectableTool:
     examples: tuple[str, ...]
     tool: ChatbotTool[Any] = field(compare=False, repr=False)
     """The tool itself: its parameter model, for a step that carries arguments."""
+    source: str | None = None
+    """The tool's ``external_source``: where its description, question and parameters'
+    descriptions come from when that is outside the trusted configuration (an MCP server). The
+    model sees them as external content of that source (the index reads them as they are)."""
 
     @classmethod
     def of(
@@ -66,6 +70,7 @@ class SelectableTool:
             parameters=parameters,
             examples=tuple(_text(example, "an example", blank=True) for example in examples),
             tool=tool,
+            source=tool.external_source,
         )
 
     def document(self) -> Document:
@@ -88,6 +93,7 @@ class SelectableTool:
             question=self.question,
             description=self.description,
             parameters=self.parameters_schema,
+            source=self.source,
         )
 
     @cached_property
@@ -103,7 +109,9 @@ class SelectableTool:
         return frozenset(field.alias or name for name, field in fields.items())
 
     def suitability_question(self) -> SuitabilityQuestion:
-        return SuitabilityQuestion(tool_name=self.qualified_name, question=self.question)
+        return SuitabilityQuestion(
+            tool_name=self.qualified_name, question=self.question, source=self.source
+        )
 
 
 def _text(value: object, source: str, *, blank: bool) -> str:
