@@ -38,12 +38,13 @@ import logging
 import statistics
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
+from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "conversations"))
 
@@ -62,7 +63,7 @@ from conversation_set import (
 
 from toolwire import App
 from toolwire.llm import LanguageModel
-from toolwire.orchestrator import Answer, TaskTrace
+from toolwire.orchestrator import Answer, TaskTrace, follow_up
 from toolwire.search.requests import search_request
 from toolwire.sessions.memory import MemorySessionStore
 from toolwire.settings import LLMSettings
@@ -71,6 +72,41 @@ RAN = {"guaranteed", "context", "terminal", "clarification"}
 """Outcomes of a tool that ran (one that asked a clarifying question ran too)."""
 MODES = ("history", "alone")
 REPLAY_FOLDER = SET_DIR / "replay"
+
+
+class ReferentFirst(BaseModel):
+    """Candidate: the model names what the words pointing back mean before it rewrites."""
+
+    refers_to: str = Field(
+        description="What the task's words that point back to the conversation mean (a thing "
+        "named in an earlier turn); empty when nothing in the task points back"
+    )
+    task: str = Field(description="The task, understandable without the conversation")
+
+
+REFERENT_FIRST_INSTRUCTION = (
+    "The messages before the task are the earlier turns of this conversation. First write in "
+    "refers_to what the task's words that point back to the conversation mean: the thing named "
+    "in an earlier turn that they stand for; leave it empty when the task asks about something "
+    "new or stands on its own. Then write in task the user's task with those words replaced by "
+    "what they mean, completed into a full request like the earlier one when it is short, so "
+    "that it can be understood without the conversation; when refers_to is empty, copy the task "
+    "exactly. Keep the task's language, copy names and numbers exactly, and never answer the "
+    "task."
+)
+
+
+def _referent_first() -> None:
+    follow_up.StandaloneTask = ReferentFirst  # type: ignore[misc]
+    follow_up.FOLLOW_UP_INSTRUCTION = REFERENT_FIRST_INSTRUCTION
+
+
+FOLLOW_UP_VARIANTS: dict[str, Callable[[], None]] = {
+    "rewrite": lambda: None,
+    "referent": _referent_first,
+}
+"""How a later turn is made to stand on its own: toolwire's own rewrite, or a candidate put in
+its place for a measurement (bench/conversations/LOG.md)."""
 
 
 @dataclass(frozen=True)
@@ -316,7 +352,14 @@ async def main() -> None:
     parser.add_argument(
         "--replay", action="store_true", help="answer from that recording alone, no model"
     )
+    parser.add_argument(
+        "--follow-up",
+        choices=sorted(FOLLOW_UP_VARIANTS),
+        default="rewrite",
+        help="how a later turn is made to stand on its own: toolwire's rewrite, or a candidate",
+    )
     args = parser.parse_args()
+    FOLLOW_UP_VARIANTS[args.follow_up]()
     names = [name.strip() for name in args.domains.split(",") if name.strip()]
     unknown = sorted(set(names) - set(DOMAINS))
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
