@@ -144,7 +144,7 @@ def test_an_unknown_step_is_a_config_error_at_its_line_with_the_closest_name(
     [problem] = raised.value.problems
     assert str(problem).startswith(
         f"{config}:5: orchestrator.selection.steps: unknown selection step 'chose'; did you "
-        "mean 'choose'? registered: call, choose, confirm, decisive_words, "
+        "mean 'choose'? registered: arguments, call, choose, confirm, decisive_words, "
         "english.leading_action, english.several_requests, retrieve"
     )
 

@@ -28,6 +28,7 @@ from toolwire.tools import ChatbotTool
 
 PIPELINES: dict[str, tuple[str, ...]] = {
     "core": ("retrieve", "choose", "confirm"),
+    "core_args": ("retrieve", "choose", "confirm", "arguments"),
     "call": ("retrieve", "call"),
     "call_confirm": ("retrieve", "call", "confirm"),
     "choose_only": ("retrieve", "choose"),

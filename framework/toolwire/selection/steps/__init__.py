@@ -1,7 +1,8 @@
 """The built-in selection steps, registered through the hook a plugin's steps use.
 
-``retrieve``, ``choose``, ``call``, ``confirm`` and ``decisive_words`` are language-neutral;
-language packs (``toolwire.selection.english``) add steps that read a language's words.
+``retrieve``, ``choose``, ``call``, ``confirm``, ``decisive_words`` and ``arguments`` are
+language-neutral; language packs (``toolwire.selection.english``) add steps that read a
+language's words.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 
 from toolwire.hookspecs import hookimpl
 from toolwire.selection.state import SelectionStep, StepFactory, fixed
+from toolwire.selection.steps.arguments import CallArguments
 from toolwire.selection.steps.call import CallFunctions
 from toolwire.selection.steps.choose import Choose
 from toolwire.selection.steps.confirm import Confirm
@@ -29,6 +31,7 @@ def register_selection_steps(register: Callable[[str, StepFactory], None]) -> No
     register("call", fixed(CallFunctions()))
     register("confirm", fixed(Confirm()))
     register("decisive_words", fixed(DecisiveWords()))
+    register("arguments", fixed(CallArguments()))
 
 
 DEFAULT_STEPS = ("retrieve", "choose", "confirm")

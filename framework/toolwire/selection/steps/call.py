@@ -43,7 +43,7 @@ class CallFunctions:
 
         called = await state.model_selects(names_called, "the function call failed, no tool called")
         for tool in called:
-            carried = state.parameters_from_task and _carry(
+            carried = state.parameters_from_task and carry_arguments(
                 tool, arguments.get(tool.short_name), state
             )
             verdict = "called" + (" (its arguments carried)" if carried else "")
@@ -52,7 +52,9 @@ class CallFunctions:
             record.note = "no function called"
 
 
-def _carry(tool: SelectableTool, given: dict[str, Any] | None, state: SelectionState) -> bool:
+def carry_arguments(
+    tool: SelectableTool, given: dict[str, Any] | None, state: SelectionState
+) -> bool:
     """Keep ``given`` as the tool's parameters if they are valid: not when missing, when they
     use a name the parameters do not have (the model made it up), or when the model rejects
     them."""

@@ -1,0 +1,53 @@
+"""``arguments``: the selected tools' arguments from the model's native function calling.
+
+After ``choose`` and ``confirm`` have decided which tools run, the selected tools alone are
+offered as functions with the task as the user's message, and each call's arguments, when valid
+for the tool's parameter model, are carried: the tool needs no extraction call of its own. This
+takes from native function calling what it does well (filling a function's arguments from its
+schema, the format the model was trained on) and leaves the choice and the refusal to the steps
+before it. The step never changes which tools run: a tool the model does not call, or whose
+arguments do not fit, has its parameters extracted as usual, and so does every tool of a task
+whose parameters do not come from its prompt alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from toolwire.llm.base import Purpose
+from toolwire.selection.state import SelectionState
+from toolwire.selection.steps.call import carry_arguments
+from toolwire.selection.trace import StepRecord
+
+
+@dataclass(frozen=True)
+class CallArguments:
+    name: str = "arguments"
+
+    async def run(self, state: SelectionState, record: StepRecord) -> None:
+        if not state.parameters_from_task:
+            return
+        tools = [
+            tool for tool in state.selected or [] if tool.qualified_name not in state.parameters
+        ]
+        if not tools:
+            return
+        by_short_name = {tool.short_name: tool for tool in tools}
+        calls = await state.ask(
+            Purpose.PARAMETERS,
+            lambda: state.llm.choose_functions(
+                state.task_prompt, [tool.option() for tool in tools]
+            ),
+            "the arguments call failed; the tools' parameters are extracted as usual",
+        )
+        arguments: dict[str, dict[str, Any] | None] = {}
+        for call in calls:
+            if call.name in by_short_name:
+                arguments.setdefault(call.name, call.arguments)  # a name's first call counts
+        for tool in tools:
+            given = arguments.get(tool.short_name)
+            if given is not None and carry_arguments(tool, given, state):
+                record.verdicts[tool.qualified_name] = "its arguments carried from a call"
+        if not record.verdicts:
+            record.note = "no arguments carried; the tools' parameters are extracted as usual"
