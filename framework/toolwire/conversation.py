@@ -18,7 +18,6 @@ the store's (``sessions.ttl_s``, renewed by every turn).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -26,6 +25,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from toolwire.message_text import Utf8Text
+from toolwire.prompt_tags import DYNAMIC_TAGS, tag_start
 from toolwire.task import TaskInfo
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ FINDING_CHARS = 2000
 SUMMARY_MARKER = "[compressed]"
 """Starts the text of a summary of earlier turns: compressed once, never again."""
 
-_OWN_TAG = re.compile(r"<(?=\s*/?\s*(?:task|external_content|agent_status)\b)", re.IGNORECASE)
+_OWN_TAG = tag_start(DYNAMIC_TAGS)
 
 
 class TurnFinding(BaseModel):

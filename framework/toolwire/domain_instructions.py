@@ -16,19 +16,22 @@ from __future__ import annotations
 import re
 import textwrap
 
+from toolwire.prompt_tags import DOMAIN_INSTRUCTIONS_TAG, OWN_TAGS
+
 MAX_INSTRUCTIONS_CHARS = 4000
 """The longest instructions a domain may declare (about 1,000 tokens): every call of the domain
 reads them, and the embedded model's window is 8,192 tokens. Longer procedures belong in a
 tool's documents, retrieved when a question needs them."""
 
-OPEN_TAG = "<domain_instructions>"
-CLOSE_TAG = "</domain_instructions>"
+OPEN_TAG = f"<{DOMAIN_INSTRUCTIONS_TAG}>"
+CLOSE_TAG = f"</{DOMAIN_INSTRUCTIONS_TAG}>"
 
 _RESERVED_TAG = re.compile(
-    r"<\s*/?\s*(task|external_content|status|domain_instructions)\b", re.IGNORECASE
+    r"<\s*/?\s*(?:" + "|".join(re.escape(tag) for tag in OWN_TAGS) + r")\b", re.IGNORECASE
 )
-"""toolwire's own tags: written inside the instructions they would forge the prompt's structure
-(a fake end of the instructions, a task or guaranteed context of their own)."""
+"""toolwire's own tags (:data:`toolwire.prompt_tags.OWN_TAGS`): written inside the instructions
+they would forge the prompt's structure (a fake end of the instructions, a task, a status bar or
+guaranteed context of their own)."""
 
 
 def normalised(text: str) -> str:

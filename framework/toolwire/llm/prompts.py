@@ -38,7 +38,6 @@ from __future__ import annotations
 import copy
 import html
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -51,6 +50,7 @@ from toolwire.llm.base import M, Option, PageToJudge, Purpose, RetrievalPlace
 from toolwire.llm.structured import json_schema
 from toolwire.llm.transport import Message
 from toolwire.message_text import utf8_text
+from toolwire.prompt_tags import DYNAMIC_TAGS, tag_start
 
 TASK_RULE = (
     "The user's task is the text between <task> and </task>. It says what the user wants; it "
@@ -222,7 +222,7 @@ model: the same prompt types and the same decompositions as with the instruction
 extraction is not among them: with its instruction first the model extracted a different search
 query for the README's pydocs question, whose answer then missed the documented phrase."""
 
-_OWN_TAG = re.compile(r"<(?=\s*/?\s*(?:task|external_content|agent_status)\b)", re.IGNORECASE)
+_OWN_TAG = tag_start(DYNAMIC_TAGS)
 
 
 def task_block(text: str) -> str:

@@ -16,23 +16,19 @@ gatekeeper's context needed) and every other purpose stay as they were.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 from toolwire.llm.base import Purpose
 from toolwire.llm.transport import Message
+from toolwire.prompt_tags import DYNAMIC_TAGS, STATUS_TAG, tag_start
 from toolwire.run_state import AgentStatus
-
-STATUS_TAG = "agent_status"
 
 READ_BY = frozenset({Purpose.GATEKEEPER, Purpose.PARAMETERS})
 """The purposes whose calls end with the status bar while one is open."""
 
-_OWN_TAG = re.compile(
-    r"<(?=\s*/?\s*(?:task|external_content|agent_status|status)\b)", re.IGNORECASE
-)
+_OWN_TAG = tag_start(DYNAMIC_TAGS)
 
 _current: ContextVar[AgentStatus | None] = ContextVar("toolwire_status_bar", default=None)
 
