@@ -6,6 +6,7 @@ caller; a damaged stored conversation is a clear error that costs nothing else."
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -21,11 +22,16 @@ from toolwire.context_buffer import PromptAndContext
 from toolwire.events import RoundFinished
 from toolwire.llm import Purpose
 from toolwire.llm.history import current_history
-from toolwire.orchestrator import ConversationService
+from toolwire.orchestrator import Answer, ConversationService
 from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.orchestrator.streaming import Answered
 from toolwire.registry import DomainSpec
-from toolwire.sessions import MemorySessionStore, SessionStore, SQLiteSessionStore
+from toolwire.sessions import (
+    MemorySessionStore,
+    SessionStore,
+    SQLiteSessionStore,
+    create_session_store,
+)
 from toolwire.settings import SessionSettings
 from toolwire.testing import ScriptedModel, conversation_for
 
@@ -211,6 +217,64 @@ async def test_an_idle_conversation_expires_and_each_turn_renews_its_time_to_liv
     clock.now += 61
     with pytest.raises(UnknownSessionError):
         await chat.ask("four", session_id=first.session_id)
+
+
+async def test_a_sqlite_conversation_expires_when_idle_though_the_file_is_reopened_every_turn(
+    tmp_path: Path,
+) -> None:
+    """The time-to-live is kept in the file, not in a store object: every turn is taken by a
+    new store on the same file (another process), each turn renews the time, and an idle
+    conversation is gone for the next one."""
+    clock = _Clock()
+    path = tmp_path / "sessions.sqlite3"
+    model, seen = scripted()
+
+    async def turn(message: str, session_id: str | None = None) -> Answer:
+        chat = service(model, SQLiteSessionStore(path, ttl_s=60, clock=clock))
+        try:
+            return await chat.ask(message, session_id=session_id)
+        finally:
+            await chat.store.aclose()
+
+    first = await turn("one")
+    assert first.session_id is not None
+    clock.now += 50
+    await turn("two", first.session_id)  # renews: 60 s from now
+    clock.now += 50  # 100 s after the first turn, 50 s after the second
+    third = await turn("three", first.session_id)
+    assert third.turn == 3
+    assert seen[2] == history_of(("one", "answer to one"), ("two", "answer to two"))
+
+    clock.now += 61
+    with pytest.raises(UnknownSessionError):
+        await turn("four", first.session_id)
+    assert (await turn("four")).turn == 1  # a new conversation starts as ever
+
+
+async def test_a_redis_conversation_expires_when_idle_and_each_turn_renews_it(
+    redis_url: str,
+) -> None:
+    """``sessions.ttl_s`` reaches Redis (the key's own expiry, real seconds): two replicas take
+    turns, each turn renews the time, and an idle conversation is gone for the next one."""
+    settings = SessionSettings(store="redis", redis_url=redis_url, ttl_s=2)
+    model, seen = scripted()
+    replica_a = service(model, create_session_store(settings))
+    replica_b = service(model, create_session_store(settings))
+    try:
+        first = await replica_a.ask("one")
+        await asyncio.sleep(1.2)
+        await replica_b.ask("two", session_id=first.session_id)  # renews: 2 s from now
+        await asyncio.sleep(1.2)  # 2.4 s after the first turn, 1.2 s after the second
+        third = await replica_a.ask("three", session_id=first.session_id)
+        assert third.turn == 3
+        assert seen[2] == history_of(("one", "answer to one"), ("two", "answer to two"))
+
+        await asyncio.sleep(2.3)
+        with pytest.raises(UnknownSessionError):
+            await replica_b.ask("four", session_id=first.session_id)
+    finally:
+        await replica_a.store.aclose()
+        await replica_b.store.aclose()
 
 
 async def test_another_callers_conversation_id_is_refused_and_its_conversation_unchanged() -> None:
