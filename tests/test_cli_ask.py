@@ -15,6 +15,8 @@ from orchestration_kit import plugin_of
 from toolwire import App, OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.cli import app as cli_app
 from toolwire.cli import ask_commands
+from toolwire.llm.history import current_history
+from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.registry import DomainSpec
 from toolwire.testing import ScriptedModel
 
@@ -100,6 +102,90 @@ def test_ask_json_then_reply_with_the_session(cli: CliRunner) -> None:
     assert answer["kind"] == "answer"
     assert answer["guaranteed_contexts"] == ["Table booked in Rome."]
     assert answer["trace"]["tools"][0]["detail"].startswith("asked 'Which city?', reply 'Rome'")
+
+
+def _there_is_the_earlier_city(text: str, instruction: str) -> dict[str, str]:
+    """The follow-up rewrite: "there" becomes the city the earlier turns booked in (read from
+    the history the call carries, as a model would)."""
+    booked = re.findall(r"booked in (\w+)", str(current_history()))
+    return {"task": text.replace("there", f"in {booked[-1]}") if booked else text}
+
+
+@pytest.fixture
+def follow_up_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
+) -> tuple[CliRunner, list[list[dict[str, str]]]]:
+    """``toolwire ask`` whose every invocation builds a new app on one SQLite file (as separate
+    processes would); the second item records the history each follow-up rewrite read."""
+    config = tmp_path / "toolwire.yaml"
+    config.write_text(
+        f"default_domain: trip\nsessions:\n  store: sqlite\n  path: {tmp_path / 's.sqlite3'}\n",
+        encoding="utf-8",
+    )
+    histories: list[list[dict[str, str]]] = []
+
+    def rewrite(text: str, instruction: str) -> dict[str, str]:
+        histories.append([dict(message) for message in current_history()])
+        return _there_is_the_earlier_city(text, instruction)
+
+    def load_app(ctx: object) -> App:
+        model = ScriptedModel().on_suitability(["booking"]).on_extract(Booking, _city)
+        model.on_extract(StandaloneTask, rewrite)
+        return App.load(
+            config,
+            plugins=[plugin_of(DomainSpec(name="trip"), BookingTool)],
+            load_entry_points=False,
+            llm=model,
+        )
+
+    monkeypatch.setattr(ask_commands, "load_app", load_app)
+    return CliRunner(), histories
+
+
+def test_ask_session_continues_a_conversation_after_an_answer(
+    follow_up_cli: tuple[CliRunner, list[list[dict[str, str]]]],
+) -> None:
+    """Not the reply to a clarifying question: turn 1 was answered, and ``--session`` makes the
+    next message turn 2, which reads turn 1 in standard roles and says what it took from it."""
+    cli, histories = follow_up_cli
+    first = cli.invoke(cli_app, ["ask", "book a table in Paris"])
+    assert first.exit_code == 0, first.output
+    assert first.stdout == "Table booked in Paris.\n"
+    found = re.search(r'Follow up with: toolwire ask "…" --session (\S+)', first.stderr)
+    assert found is not None, first.stderr
+    session_id = found[1]
+
+    second = cli.invoke(
+        cli_app,
+        ["ask", "and another table there tomorrow", "--session", session_id, "--trace"],
+        env={"COLUMNS": "200"},
+    )
+
+    assert second.exit_code == 0, second.output
+    assert histories == [
+        [
+            {"role": "user", "content": "book a table in Paris"},
+            {"role": "assistant", "content": "Table booked in Paris."},
+        ]
+    ]  # the first turn, as the user and the assistant said it; never a pasted transcript
+    assert "Table booked in Paris." in second.stdout  # the city came from turn 1
+    assert (
+        "turn 2, reading turn 1; run as 'and another table in Paris tomorrow'"
+        in second.stdout.splitlines()
+    )
+    assert f"--session {session_id}" in second.stderr  # the same conversation goes on
+
+    third = cli.invoke(cli_app, ["ask", "one more there", "--session", session_id, "--json"])
+    answer = json.loads(third.stdout)
+    assert (answer["session_id"], answer["turn"]) == (session_id, 3)
+    assert answer["context"] == {
+        "turns_read": [1, 2],
+        "summaries_read": [],
+        "standalone": "one more in Paris",
+        "notes": [],
+    }
+    assert answer["guaranteed_contexts"] == ["Table booked in Paris."]
+    assert len(histories[1]) == 4  # turns 1 and 2, each the user's and the assistant's message
 
 
 def test_ask_with_an_unknown_session_or_domain_is_a_clear_error(cli: CliRunner) -> None:
