@@ -34,10 +34,14 @@ from mcp_support.serving import (
     post_ping,
     trip_config,
 )
+from server_support import plugin as trip
 from server_support.plugin import NOTHING
 from toolwire import App, OrchestratorActivatedTool, ToolExecutionResult
+from toolwire.conversation import TurnContext
 from toolwire.errors import ModelError
 from toolwire.llm import Purpose
+from toolwire.llm.history import current_history
+from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.testing import ScriptedModel
 
 TOKEN = "mcp-test-token"
@@ -353,6 +357,65 @@ async def test_domain_ask_refuses_what_post_v1_ask_refuses(toolwire_app_factory:
         not_a_session.content[0].text  # type: ignore[union-attr]
     )
     assert len(model.calls_for(Purpose.ANSWER)) == 1  # only the message within the limit ran
+
+
+async def test_domain_ask_continues_a_conversation_after_an_answer_and_says_what_it_took(
+    toolwire_app_factory: Any,
+) -> None:
+    """A follow-up after an answer (not the reply to a clarifying question): the second call
+    with the first answer's ``session_id`` is turn 2, its model calls read turn 1 in standard
+    roles, and its result carries ``context`` as ``POST /v1/ask``'s answer does. Over the SDK's
+    client (in process), the ``trip`` test plugin."""
+    from toolwire.mcp.server import DomainMcpServer
+
+    histories: list[list[dict[str, str]]] = []
+
+    def rewrite(text: str, _instruction: str) -> dict[str, str]:
+        """ "there" becomes the city the earlier turns booked in."""
+        histories.append([dict(message) for message in current_history()])
+        booked = re.findall(r"booked in (\w+)", str(current_history()))
+        return {"task": text.replace("there", f"city={booked[-1]}")}
+
+    model = (
+        ScriptedModel()
+        .on_suitability(lambda _prompt, names: names)
+        .on_extract(trip.BookingParams, trip.extract_pairs)
+        .on_extract(StandaloneTask, rewrite)
+        .on_answer(lambda _question, contexts: contexts[0].context.partition(" (pid")[0])
+    )
+    config = "default_domain: trip\nsessions: {store: memory}\n"
+    app = toolwire_app_factory(plugins=[trip], config=config, llm=model)
+    served = DomainMcpServer(app, "trip")
+    async with Client(served.server) as client:
+        first = await client.call_tool("trip.ask", {"message": "Book a table city=Rome"})
+        assert first.structured_content is not None
+        session_id = first.structured_content["session_id"]
+        second = await client.call_tool(
+            "trip.ask", {"message": "one more there tomorrow", "session_id": session_id}
+        )
+
+    assert (first.structured_content["turn"], first.structured_content["context"]) == (1, None)
+    assert second.structured_content is not None and not second.is_error
+    result = second.structured_content
+    assert (result["kind"], result["text"]) == ("answer", "Table booked in Rome")
+    assert (result["session_id"], result["turn"]) == (session_id, 2)
+    assert result["context"] == {
+        "turns_read": [1],
+        "summaries_read": [],
+        "standalone": "one more city=Rome tomorrow",
+        "notes": [],
+    }
+    assert TurnContext.model_validate(result["context"]) == TurnContext(
+        turns_read=[1], standalone="one more city=Rome tomorrow"
+    )  # Answer.context, the model POST /v1/ask returns
+    assert histories == [
+        [
+            {"role": "user", "content": "Book a table city=Rome"},
+            {"role": "assistant", "content": "Table booked in Rome"},
+        ]
+    ]
+    [ask] = [tool for tool in served.listing() if tool.name == "trip.ask"]
+    assert ask.output_schema is not None and "context" in ask.output_schema["properties"]
 
 
 def refuse_with_the_key(_question: str, _contexts: object) -> str:

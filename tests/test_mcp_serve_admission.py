@@ -108,6 +108,7 @@ async def test_over_http_past_the_limit_a_question_is_refused_at_once_and_a_plac
             "kind": "answer",
             "text": f"answered: question {n}",
             "turn": 1,
+            "context": None,  # a first turn took nothing from turns before it
             "guaranteed_contexts": [],
             "failures": [],
             "notices": [],

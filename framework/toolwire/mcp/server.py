@@ -10,9 +10,10 @@ What a client sees (docs/mcp.md):
   answer to pass on verbatim —, ``clarification`` — a question for the user; call again with the
   answer in the arguments —, ``terminal``). A tool that raises, or arguments its model rejects,
   give an error result (``isError``), as MCP asks of tool failures;
-- ``<domain>.ask``: the whole orchestrator on a message, returning the answer's text and kind
-  and the conversation's ``session_id`` (send the next message, a follow-up or the reply to a
-  clarifying question, with it), its failures
+- ``<domain>.ask``: the whole orchestrator on a message, returning the answer's text and kind,
+  the conversation's ``session_id`` (send the next message, a follow-up or the reply to a
+  clarifying question, with it), its ``turn`` and ``context`` (what the turn took from the turns
+  before, ``Answer.context`` as ``POST /v1/ask`` returns it), its failures
   and its notices (typed: ``context_cut``, ``compression_failed``, ``answer_cut_off``,
   ``clarification_limit``). It shows
   of internal errors what ``POST /v1/ask`` shows, by the same code and
@@ -40,6 +41,7 @@ import structlog
 from pydantic import BaseModel, Field, ValidationError
 
 from toolwire.app import App
+from toolwire.conversation import TurnContext
 from toolwire.disclosure import disclosed_answer
 from toolwire.errors import PLUGIN_FAILURES, ConfigError, ToolwireError, UnknownDomainError
 from toolwire.mcp.callers import caller_of
@@ -89,6 +91,14 @@ class AskResult(BaseModel):
         description="The conversation's id: send the next message with it to continue",
     )
     turn: int = Field(default=1, description="Which turn of the conversation this answers")
+    context: TurnContext | None = Field(
+        default=None,
+        description="What this turn took from the turns before it, as POST /v1/ask's answer "
+        "says it (null on a conversation's first turn): the earlier turns read (turns_read), "
+        "summaries of older ones (summaries_read), the message rewritten to stand on its own "
+        "(standalone, null when it ran as sent), why a rewrite or compression was not used "
+        "(notes)",
+    )
     guaranteed_contexts: list[str] = Field(default_factory=list)
     failures: list[str] = Field(default_factory=list)
     notices: list[Notice] = Field(
@@ -248,6 +258,7 @@ class DomainMcpServer:
             text=answer.text,
             session_id=answer.session_id,
             turn=answer.turn,
+            context=answer.context,
             guaranteed_contexts=answer.guaranteed_contexts,
             failures=answer.failures,
             notices=answer.notices,
