@@ -6,6 +6,7 @@ import re
 
 from structlog.testing import capture_logs
 
+from toolwire.conversation import TurnContext
 from toolwire.disclosure import Disclosure, disclosed_answer, disclosed_event
 from toolwire.events import (
     AnswerDelta,
@@ -98,6 +99,37 @@ def test_callers_get_reasons_and_ids_and_the_log_gets_the_text() -> None:
     ]
     assert ids[_id_of(public.model_calls[0].error or "")]["purpose"] == "suitability"
     assert public.model_calls[1] == answer.model_calls[1]
+
+
+def test_a_later_turns_context_notes_show_toolwires_words_and_withhold_the_error() -> None:
+    """``Answer.context.notes`` say why a follow-up rewrite or a compression of earlier turns
+    was not used, with the model server's error after the colon: over HTTP and MCP that error
+    was shown whole (an API key the server echoed)."""
+    context = TurnContext(
+        turns_read=[3, 4],
+        summaries_read=["1-2"],
+        notes=[
+            f"the follow-up rewrite failed: model call for 'decomposition' failed: {MODEL_ERROR}",
+            f"earlier turns 1-2 not compressed: {MODEL_ERROR}",
+        ],
+    )
+    answer = answer_with_failures().model_copy(update={"turn": 5, "context": context})
+
+    with capture_logs() as events:
+        public = disclosed_answer(answer)
+    verbose = disclosed_answer(answer, verbose=True)
+
+    assert public.context is not None and verbose.context is not None
+    rewrite, compression = public.context.notes
+    assert rewrite == f"the follow-up rewrite failed (error id {_id_of(rewrite)})"
+    assert compression == f"earlier turns 1-2 not compressed (error id {_id_of(compression)})"
+    withheld = {e["error_id"]: e["detail"] for e in events if e["event"] == "error_withheld"}
+    assert withheld[_id_of(compression)] == MODEL_ERROR
+    assert "sk-proj" not in public.model_dump_json()
+    assert (public.context.turns_read, public.context.summaries_read) == ([3, 4], ["1-2"])
+    assert verbose.context.notes[1] == (
+        "earlier turns 1-2 not compressed: HTTP 401: Incorrect API key provided: ***"
+    )
 
 
 def test_the_verbose_form_shows_the_text_with_secrets_masked() -> None:

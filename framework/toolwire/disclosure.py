@@ -3,7 +3,8 @@
 A tool's exception can hold a connection string, a model server's error body can echo an API key,
 a configuration problem names files on the server. An answer's ``failures``, the error details in
 its ``trace`` (failed tools and coordinators, the tool selection's failure and the tools it left
-out, notes) and its ``model_calls`` are therefore shown to callers as, for example,
+out, notes), its ``model_calls`` and the notes of its ``context`` (a follow-up rewrite or a
+compression of earlier turns that failed) are therefore shown to callers as, for example,
 ``"task 1: tool shop.lookup failed (error id 3f9c0a17b2e4)"``; the text behind each id is logged
 once as an ``error_withheld`` event (redacted of secret shapes, like every event), so an
 operator finds it from the id. Identical texts share an id.
@@ -26,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from toolwire.conversation import TurnContext
 from toolwire.events import (
     CoordinatorFinished,
     Event,
@@ -80,6 +82,17 @@ class Disclosure:
             detail = redact(detail) if self.verbose else f"error id {self._id_for(detail, where)}"
         return notice.model_copy(update={"message": redact(notice.message), "detail": detail})
 
+    def context_note(self, note: str) -> str:
+        """A note of ``Answer.context`` (why a follow-up rewrite or a compression of earlier
+        turns was not used): toolwire's words before the first ``": "`` are shown, what follows
+        (a model server's error, what the model wrote) is withheld like a failure's text."""
+        if self.verbose:
+            return redact(note)
+        said, colon, detail = note.partition(": ")
+        if not colon:
+            return redact(note)
+        return f"{said} (error id {self._id_for(detail, {'note': said})})"
+
     def _id_for(self, text: str, where: dict[str, str]) -> str:
         error_id = self.ids.get(text)
         if error_id is None:
@@ -107,6 +120,7 @@ def disclosed_answer(
             "trace": trace,
             "model_calls": [_disclosed_call(call, disclosure) for call in answer.model_calls],
             "routing": _disclosed_routing(answer.routing, disclosure),
+            "context": _disclosed_context(answer.context, disclosure),
         }
     )
 
@@ -131,6 +145,14 @@ def disclosed_event(event: Event, disclosure: Disclosure) -> Event:
     elif isinstance(event, Routed):
         update["routing"] = _disclosed_routing(event.routing, disclosure)
     return event.model_copy(update=update) if update else event
+
+
+def _disclosed_context(context: TurnContext | None, disclosure: Disclosure) -> TurnContext | None:
+    if context is None or not context.notes:
+        return context
+    return context.model_copy(
+        update={"notes": [disclosure.context_note(note) for note in context.notes]}
+    )
 
 
 def _disclosed_trace(task: TaskTrace, disclosure: Disclosure) -> TaskTrace:
