@@ -19,6 +19,7 @@ from orchestration_kit import NoParams, plugin_of
 from server_support.gated import Slow, SlowReply
 from server_support.live import SseMessage, serving, sse_messages, stream_ask
 from toolwire import App, Clarification, OrchestratorActivatedTool, ToolExecutionResult
+from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.registry import DomainSpec
 from toolwire.server import configure_server_logging
 from toolwire.server.auth import ApiKey
@@ -168,6 +169,57 @@ async def test_a_clarification_and_its_reply_both_stream(
     assert waiting["kind"] == "clarification" and waiting["session_id"]
     assert second[0].data["resumed"] is True
     assert second[-1].data["answer"]["text"] == "Table booked in Szeged."
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    assert len(keys) == len(set(keys)), f"a key repeated in {keys}"
+    return dict(pairs)
+
+
+async def test_every_event_of_a_streamed_turn_says_which_turn_it_belongs_to(
+    tmp_path: Path,
+) -> None:
+    """Not only ``round_finished``: each message of a turn's stream (its steps, the answer's
+    text, the answer, an error) carries the turn in its JSON, once; a follow-up after an answer,
+    a clarifying question and the reply to it are turns 2, 3 and 4."""
+    model = scripted().on_extract(StandaloneTask, lambda text, _instruction: {"task": text})
+    app = load(tmp_path, model, MemorySessionStore())
+    async with (
+        serving(app, api_keys=[ApiKey("default", TOKEN)]) as url,
+        httpx.AsyncClient(headers=AUTH, timeout=10) as client,
+    ):
+        _, first = await stream_ask(client, url, {"message": "what dose?", "stream": True})
+        session_id = first[-1].data["answer"]["session_id"]
+        turns = [first]
+        for message in ("and for children?", "and book a table", "Szeged"):
+            body = {"message": message, "session_id": session_id, "stream": True}
+            turns.append((await stream_ask(client, url, body))[1])
+        _, unknown = await stream_ask(
+            client, url, {"message": "Szeged", "session_id": "no-such", "stream": True}
+        )
+        body = {"message": "and again?", "session_id": session_id, "stream": True}
+        async with client.stream("POST", f"{url}/v1/ask", json=body) as response:
+            raw = (await response.aread()).decode()
+    await app.aclose()
+
+    for number, messages in enumerate(turns, start=1):
+        kinds = types(messages)
+        assert kinds[0] == "round_started" and kinds[-1] == "answer"
+        assert {"task_started", "tool_finished", "model_call_finished"} <= set(kinds)
+        assert [m.data["turn"] for m in messages if m.event != "comment"] == [number] * len(kinds)
+        assert messages[-1].data["answer"]["turn"] == number
+    assert "answer_delta" in types(turns[1])  # the follow-up's text, streamed as turn 2
+    assert turns[1][-1].data["answer"]["context"]["turns_read"] == [1]
+    assert "clarification_asked" in types(turns[2])
+    assert turns[3][0].data["resumed"] is True  # the reply resumed the waiting task
+    # a conversation that cannot be continued: no turn, said as null on each message
+    assert types(unknown) == ["round_started", "round_finished", "error"]
+    assert [m.data["turn"] for m in unknown] == [None, None, None]
+    # on the wire: one "turn" key in every message's JSON (round_started says its own)
+    datas = [line[len("data: ") :] for line in raw.splitlines() if line.startswith("data: ")]
+    assert len(datas) > 5
+    assert [json.loads(d, object_pairs_hook=unique_keys)["turn"] for d in datas] == [5] * len(datas)
 
 
 async def test_an_error_after_the_stream_began_is_an_error_event_with_its_status(

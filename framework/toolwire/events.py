@@ -70,7 +70,12 @@ class RoundStarted(StepStarted):
 
     type: Literal["round_started"] = "round_started"
     resumed: bool
-    """Whether the message replies to a waiting clarifying question."""
+    """Whether the message was sent with a conversation's id: a later turn, or the reply to a
+    waiting clarifying question."""
+    turn: int | None = None
+    """The conversation's turn the round answers (1: a new conversation); every event of the
+    round belongs to it. None when the conversation named could not be continued (unknown,
+    another caller's, another domain's): the round ends at once with that error."""
 
 
 class Routed(Event):

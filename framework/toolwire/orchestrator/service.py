@@ -128,14 +128,27 @@ class ConversationService:
         budget (``orchestrator.question_budget_s``).
         """
         observers = [start() for start in self.observers]
-        with observing(*observers), opened(RoundStarted(resumed=session_id is not None)) as step:
-            try:
-                answer = await self._answer(message, domain, session_id, caller)
-            except BaseException as error:  # cancelled included: the watchers close the round
-                emit(RoundFinished(step=step, error=type(error).__name__))
+        resumed = session_id is not None
+        with observing(*observers):
+            try:  # first the conversation, so that the round starts knowing its turn
+                stored = (
+                    await self._continued(session_id, domain, caller)
+                    if session_id is not None
+                    else None
+                )
+            except BaseException as error:  # no conversation to continue: a round of no turn
+                with opened(RoundStarted(resumed=resumed)) as step:
+                    emit(RoundFinished(step=step, error=type(error).__name__))
                 raise
-            emit(RoundFinished.of(answer, step))
-            return answer
+            turn = stored.conversation.next_number if stored is not None else 1
+            with opened(RoundStarted(resumed=resumed, turn=turn)) as step:
+                try:
+                    answer = await self._answer(message, domain, stored, caller, turn)
+                except BaseException as error:  # cancelled included: the watchers close the round
+                    emit(RoundFinished(step=step, turn=turn, error=type(error).__name__))
+                    raise
+                emit(RoundFinished.of(answer, step))
+                return answer
 
     def ask_stream(
         self,
@@ -150,19 +163,25 @@ class ConversationService:
         return stream_question(lambda: self.ask(message, domain, session_id, caller=caller))
 
     async def _answer(
-        self, message: str, domain: str | None, session_id: str | None, caller: str | None
+        self,
+        message: str,
+        domain: str | None,
+        stored: StoredSession | None,
+        caller: str | None,
+        number: int,
     ) -> Answer:
+        """Turn ``number``: of the conversation ``stored``, or the first of a new one."""
         routing: RoutingRecord | None = None
         decision: RoutingDecision | None = None
         preselected: Selection | None = None
+        session_id = stored.session_id if stored is not None else None
         resumed = {"session": session_ref(session_id)} if session_id is not None else {}
         with (
             collect_calls() as calls,
             bound(**resumed),
             question_budget(self.settings.question_budget_s),
         ):
-            stored: StoredSession | None = None
-            if session_id is None:
+            if stored is None:
                 if domain is None and self.router is not None:
                     attempts = self.settings.model_attempts
                     decision = await self.router.route(
@@ -176,7 +195,6 @@ class ConversationService:
                     preselected = decision.selection  # made for this message in this domain
                 conversation = Conversation()
             else:
-                stored = await self._continued(session_id, domain, caller)
                 orchestrator = self.orchestrator(stored.domain)
                 conversation = stored.conversation
             context: TurnContext | None = None
@@ -190,7 +208,7 @@ class ConversationService:
                     root.run.failures.append(routing.failure)
                 result = await orchestrator.run_round(root, preselected=preselected)
             turn = Turn(
-                number=conversation.next_number,
+                number=number,
                 message=message,
                 standalone=context.standalone if context is not None else None,
                 kind=result.kind,
@@ -229,10 +247,11 @@ class ConversationService:
         self, session_id: str, domain: str | None, caller: str | None
     ) -> StoredSession:
         """The stored conversation ``session_id``, if ``caller`` may continue it in ``domain``."""
-        stored = await self.store.load(session_id)
-        if stored.owner != caller:
-            log.warning("session_owner_mismatch", owner=stored.owner, caller=caller)
-            raise UnknownSessionError(session_id)
+        with bound(session=session_ref(session_id)):
+            stored = await self.store.load(session_id)
+            if stored.owner != caller:
+                log.warning("session_owner_mismatch", owner=stored.owner, caller=caller)
+                raise UnknownSessionError(session_id)
         if domain is not None and domain != stored.domain:
             raise SessionError(
                 f"session {session_id!r} belongs to domain {stored.domain!r}, not "

@@ -1,6 +1,8 @@
 """``POST /v1/ask`` as Server-Sent Events: the question's steps as they happen, then the answer.
 
-Every message is ``event: <type>`` and ``data: <JSON>``, the JSON carrying the same ``type``:
+Every message is ``event: <type>`` and ``data: <JSON>``, the JSON carrying the same ``type`` and
+``turn``, the conversation's turn the round answers (what its ``round_started`` says, written here
+on every message of the stream; null only when the conversation named could not be continued):
 
 - the step events of :mod:`toolwire.events` (``task_started``, ``tools_chosen``,
   ``tool_finished``, ``answer_delta`` …), their error texts disclosed like the answer body's;
@@ -20,6 +22,7 @@ own, not by the loop below (and the admission drops the connection a little late
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import structlog
@@ -29,7 +32,7 @@ from pydantic import BaseModel
 from toolwire.app import App
 from toolwire.disclosure import Disclosure, disclosed_answer, disclosed_event
 from toolwire.errors import ToolwireError
-from toolwire.events import Event
+from toolwire.events import Event, RoundStarted
 from toolwire.orchestrator.streaming import Answered, WatchedQuestion
 from toolwire.server.problems import ApiError, api_error_for
 from toolwire.server.questions import question_scope, timeout_error
@@ -53,9 +56,15 @@ def event_stream_response(
     )
 
 
-def message(kind: str, payload: BaseModel) -> bytes:
-    """One Server-Sent Event (its JSON on one ``data:`` line)."""
-    return f"event: {kind}\ndata: {payload.model_dump_json()}\n\n".encode()
+def message(kind: str, payload: BaseModel, turn: int | None = None) -> bytes:
+    """One Server-Sent Event (its JSON on one ``data:`` line), ``"turn"`` first in the JSON
+    unless ``payload`` has a field of that name (``round_started`` and ``round_finished`` say it
+    themselves)."""
+    data = payload.model_dump_json()
+    if "turn" not in type(payload).model_fields:
+        rest = f",{data[1:]}" if data != "{}" else "}"
+        data = f'{{"turn":{json.dumps(turn)}{rest}'
+    return f"event: {kind}\ndata: {data}\n\n".encode()
 
 
 async def answer_events(
@@ -63,6 +72,7 @@ async def answer_events(
 ) -> AsyncIterator[bytes]:
     """The messages of one streamed question, ending with ``answer`` or ``error``."""
     disclosure = Disclosure(settings.expose_error_details)
+    turn: int | None = None  # the round's, once its round_started says it
     loop = asyncio.get_running_loop()
     limit = settings.request_timeout_s
     deadline = loop.time() + limit
@@ -88,15 +98,17 @@ async def answer_events(
                         yield KEEP_ALIVE
                         continue
                     await question.cancel()
-                    yield _error(timeout_error(limit, progress))
+                    yield _error(timeout_error(limit, progress), turn)
                     return
                 if event is None:
                     if stopping:  # stopped by the timer while this waited for the client
-                        yield _error(timeout_error(limit, progress))
+                        yield _error(timeout_error(limit, progress), turn)
                     return
-                yield _shown(event, disclosure)
+                if isinstance(event, RoundStarted):
+                    turn = event.turn
+                yield _shown(event, disclosure, turn)
         except ToolwireError as error:  # logged here, where the session is scrubbed
-            yield _error(api_error_for(error, verbose=settings.expose_error_details))
+            yield _error(api_error_for(error, verbose=settings.expose_error_details), turn)
         except Exception:
             log.exception("request_crashed", path="/v1/ask", stream=True)
             yield _error(
@@ -105,7 +117,8 @@ async def answer_events(
                     "internal_error",
                     "the server failed while answering; the request id finds the traceback "
                     "in the server's log",
-                )
+                ),
+                turn,
             )
         finally:
             timer.cancel()
@@ -114,13 +127,14 @@ async def answer_events(
             await question.cancel()
 
 
-def _shown(event: Event | Answered, disclosure: Disclosure) -> bytes:
+def _shown(event: Event | Answered, disclosure: Disclosure, turn: int | None) -> bytes:
     if isinstance(event, Answered):
         shown = disclosed_answer(event.answer, disclosure=disclosure)
-        return message("answer", Answered(answer=shown))
-    return message(str(getattr(event, "type", "event")), disclosed_event(event, disclosure))
+        return message("answer", Answered(answer=shown), turn)
+    kind = str(getattr(event, "type", "event"))
+    return message(kind, disclosed_event(event, disclosure), turn)
 
 
-def _error(error: ApiError) -> bytes:
+def _error(error: ApiError, turn: int | None) -> bytes:
     body = error.body()
-    return message("error", StreamError(status=error.status, **body.model_dump()))
+    return message("error", StreamError(status=error.status, **body.model_dump()), turn)
