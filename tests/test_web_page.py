@@ -1,14 +1,18 @@
 """The chat page at ``/`` in a real browser: Playwright driving Debian's chromium against a
 ``toolwire serve`` process (the test plugin's ``trip`` domain and its scripted model).
 
-Ask, answer the clarifying question inline, see the steps stream in, open the task tree; a wrong
-API key; a server that is down; text from the server is shown as text, never run as HTML."""
+Ask, answer the clarifying question inline, see the steps stream in, open the task tree; follow
+up after an answer (the later turn's tree says what it took from the turns before) and start a new
+conversation; a wrong API key; a server that is down; text from the server is shown as text,
+never run as HTML."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, Response, expect, sync_playwright
@@ -92,6 +96,72 @@ def test_ask_clarify_inline_and_open_the_task_tree(server: ServerProcess, page: 
     # the steps of the round were shown as they came, and are kept folded
     expect(second.locator(".steps > summary")).to_contain_text(re.compile(r"\d+ steps"))
     expect(second.locator(".steps li")).to_contain_text(["running trip.booking"])
+
+
+def asked(page: Page, message: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Send ``message`` from the page: the request's body and the answer it streamed back."""
+    with page.expect_response(lambda r: r.url.endswith("/v1/ask")) as response:
+        ask(page, message)
+    request = response.value.request.post_data_json
+    datas = [line[6:] for line in response.value.text().splitlines() if line.startswith("data: ")]
+    return request, json.loads(datas[-1])["answer"]
+
+
+def test_a_message_after_an_answer_continues_the_conversation_and_says_what_it_took(
+    server: ServerProcess, page: Page
+) -> None:
+    sign_in(page, server.url)
+    expect(page.locator("#domain option[value=trip]")).to_have_count(1)
+    sent, first = asked(page, "book a table city=Paris")
+    assert sent["session_id"] is None and first["kind"] == "answer"
+    turns = page.locator(".turn")
+    expect(turns.nth(0).locator(".text")).to_contain_text("Table booked in Paris")
+    expect(page.locator("#message")).to_have_attribute("placeholder", "Ask a follow-up…")
+
+    sent, second = asked(page, "and another table there")
+
+    assert sent["session_id"] == first["session_id"]  # the request continues the conversation
+    assert sent["domain"] is None  # the conversation's domain, whatever the list says
+    assert (second["turn"], second["session_id"]) == (2, first["session_id"])
+    expect(turns).to_have_count(2)  # both turns on the page, in order
+    expect(turns.nth(0).locator(".bubble.user")).to_have_text("book a table city=Paris")
+    expect(turns.nth(1).locator(".bubble.user")).to_have_text("and another table there")
+    expect(turns.nth(1).locator(".text")).to_contain_text("Table booked in Paris")  # from turn 1
+    # the later turn's trace says what it took from the turn before; the first turn's, nothing
+    turns.nth(1).locator(".tree > summary").click()
+    expect(turns.nth(1).locator(".tree .turn-context")).to_have_text(
+        'turn 2, reading turn 1; run as "and another table city=Paris"'
+    )
+    turns.nth(0).locator(".tree > summary").click()
+    expect(turns.nth(0).locator(".tree .turn-context")).to_have_count(0)
+    expect(turns.nth(0)).to_have_attribute("data-turn", "1")
+    expect(turns.nth(1)).to_have_attribute("data-turn", "2")
+
+
+def test_new_conversation_clears_the_page_and_the_next_request_has_no_session(
+    server: ServerProcess, page: Page
+) -> None:
+    sign_in(page, server.url)
+    expect(page.locator("#domain option[value=trip]")).to_have_count(1)
+    _, first = asked(page, "book a table city=Rome")
+    sent, _ = asked(page, "one more there")
+    assert sent["session_id"] == first["session_id"]
+    expect(page.locator(".turn")).to_have_count(2)
+
+    page.click("#new-conversation")
+
+    expect(page.locator(".turn")).to_have_count(0)  # the turns above are gone from the page
+    expect(page.locator("#message")).to_have_attribute("placeholder", "Ask a question…")
+    sent, fresh = asked(page, "book a table city=Oslo")
+    assert sent["session_id"] is None  # a new conversation, not the old one's turn 3
+    assert fresh["turn"] == 1 and fresh["session_id"] != first["session_id"]
+    assert fresh["context"] is None
+    expect(page.locator(".turn")).to_have_count(1)
+    expect(page.locator(".turn").nth(0).locator(".text")).to_contain_text("Table booked in Oslo")
+    # "there" is now the new conversation's city: nothing of the old one (Rome) is read
+    sent, after = asked(page, "and a table there")
+    assert sent["session_id"] == fresh["session_id"] and after["turn"] == 2
+    expect(page.locator(".turn").nth(1).locator(".text")).to_contain_text("Table booked in Oslo")
 
 
 def test_steps_stream_in_before_the_answer(server: ServerProcess, page: Page) -> None:

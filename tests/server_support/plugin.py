@@ -16,6 +16,9 @@ text, the last occurrence winning, so a reply can steer the tool:
 - ``wide=<chars>``: add a JSON object of about that many characters, none of them a space, to
   the result (output longer than the trace keeps, text that does not wrap at spaces).
 
+A later turn's message is rewritten as a follow-up: "there" becomes ``city=<the city an earlier
+turn booked in>``; any other message stands on its own.
+
 The tool is a plain (blocking) method, so it runs in the orchestrator's tool threads.
 """
 
@@ -35,6 +38,7 @@ from pydantic import BaseModel
 import toolwire
 from toolwire import OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.hookspecs import RegisterDomain, RegisterTool
+from toolwire.llm.history import current_history
 from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.registry import DomainSpec
 from toolwire.testing import ScriptedModel
@@ -123,14 +127,26 @@ def register_tools(register: RegisterTool) -> None:
     register(BookingTool, domain="trip")
 
 
+def standalone(text: str, _instruction: str = "") -> dict[str, str]:
+    """The follow-up rewrite: a later turn's message stands on its own, except that the word
+    "there" means the city an earlier turn booked a table in (``city=<it>``), as a model reading
+    the earlier turns would rewrite it."""
+    earlier = " ".join(str(message["content"]) for message in current_history())
+    booked = re.findall(r"booked in ([\w.-]+?)\.? \(pid", earlier)
+    if not booked:
+        return {"task": text}
+    return {"task": re.sub(r"\bthere\b", f"city={booked[-1]}", text)}
+
+
 def scripted_model() -> ScriptedModel:
     """Every tool suits, parameters come from ``key=value`` pairs, a later turn's message stands
-    on its own, answers join the contexts."""
+    on its own ("there" becomes the city booked before, :func:`standalone`), answers join the
+    contexts."""
     return (
         ScriptedModel()
         .on_suitability(lambda _prompt, names: names)
         .on_extract(BookingParams, extract_pairs)
-        .on_extract(StandaloneTask, lambda text, _instruction: {"task": text})  # follow-ups
+        .on_extract(StandaloneTask, standalone)  # follow-ups
         .on_gatekeeper(True)
         .on_answer(lambda _question, contexts: "\n".join(c.context for c in contexts) or NOTHING)
     )

@@ -186,6 +186,7 @@ class Exchange {
     }
     for (const failure of answer.failures) this.bot.append(el("div", "error", `failed: ${failure}`));
     const tree = el("details", "tree", el("summary", null, "Task tree"));
+    if (answer.context) tree.append(turnContextLine(answer.turn, answer.context));
     if (answer.routing) tree.append(routingLine(answer.routing));
     const calls = modelCallsByPlace(this.events);
     tree.append(el("ul", "round", ...modelCallItems(calls.get("round:before"))));
@@ -198,6 +199,7 @@ class Exchange {
         `(${usage.cached_prompt_tokens} cached), ${usage.completion_tokens} completion tokens`),
     );
     this.bot.append(tree);
+    this.node.dataset.turn = answer.turn;
     state.sessionId = answer.session_id; // the next message continues the conversation
     $("#message").placeholder =
       answer.kind === "clarification" ? "Your reply to the question above…" : "Ask a follow-up…";
@@ -226,6 +228,16 @@ class Exchange {
     this.bot.classList.add("failed");
     this.bot.append(el("div", "error", text));
   }
+}
+
+// What a later turn took from the turns before it (Answer.context): the turns and summaries
+// its model calls read, and the message rewritten to stand on its own that the turn ran.
+function turnContextLine(turn, context) {
+  const read = context.summaries_read.map((turns) => `summary of turns ${turns}`)
+    .concat(context.turns_read.map((number) => `turn ${number}`));
+  const ran = context.standalone === null ? "run as sent" : `run as "${context.standalone}"`;
+  return el("div", "muted turn-context",
+    [`turn ${turn}, reading ${read.join(", ") || "no earlier turn"}`, ran, ...context.notes].join("; "));
 }
 
 function routingLine(routing) {
