@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 SEED = 42
 """Fixed sampling seed: the same request gives the same answer (temperature 0 is greedy anyway)."""
@@ -28,7 +29,27 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ctx", type=int, default=8192, help="context window in tokens")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: every core)")
     parser.add_argument("--cache-mib", type=int, default=512, help="prompt cache in RAM (MiB)")
+    parser.add_argument(
+        "--flash-attn", choices=sorted(FLASH_ATTENTION), default="auto", help="flash attention"
+    )
+    parser.add_argument(
+        "--kv-type", choices=sorted(KV_TYPES), default="f16", help="KV cache element type"
+    )
+    parser.add_argument(
+        "--draft", default=None, help="GGUF of a draft model: speculative decoding with it"
+    )
+    parser.add_argument(
+        "--lookup",
+        action="store_true",
+        help="speculative decoding from n-grams of the prompt (no draft model)",
+    )
     return parser.parse_args(argv)
+
+
+FLASH_ATTENTION = {"auto": -1, "off": 0, "on": 1}
+"""llama.cpp's flash attention setting by name (``llama_flash_attn_type``)."""
+KV_TYPES = {"f16": 1, "q8_0": 8}
+"""KV cache element types by name (``ggml_type``); a quantised V cache needs flash attention."""
 
 
 def usable_cores() -> int:
@@ -60,6 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # parameter extractions share the rules and the instruction), and a longer match saved from
     # an earlier question (the same tool's extraction, everything up to the task) stays unused.
     params.slot_prompt_similarity = 0.0
+    params.flash_attn_type = xllamacpp.llama_flash_attn_type(FLASH_ATTENTION[args.flash_attn])
+    params.cache_type_k = params.cache_type_v = xllamacpp.ggml_type(KV_TYPES[args.kv_type])
+    _speculation(xllamacpp, params, args, threads)
     params.verbosity = 1  # errors and warnings only: the parent keeps the tail for start failures
     sampling = params.sampling
     sampling.temp = 0.0
@@ -81,6 +105,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.sigwait(stop_signals)
     # llama.cpp's threads are not joined: the process ends here, the OS frees the model.
     os._exit(0)
+
+
+def _speculation(xllamacpp: Any, params: Any, args: argparse.Namespace, threads: int) -> None:
+    """Speculative decoding: a draft model proposes tokens the served model checks in one
+    batch, or (``--lookup``) n-grams of the prompt do, which pays where an answer copies its
+    context."""
+    kinds = xllamacpp.common_speculative_type
+    speculative = params.speculative
+    if args.draft:
+        speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+        draft = speculative.draft
+        draft.mparams.path = args.draft
+        draft.cpuparams.n_threads = draft.cpuparams_batch.n_threads = threads
+    elif args.lookup:
+        speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,188 @@
+"""The embedded runtime's own options, measured on whole questions (issue 33, "faster tokens").
+
+Each configuration starts the embedded 1.5B model's server with its launcher options
+(``toolwire.llm.embedded_server``: flash attention, the KV cache type, speculative decoding
+with the 0.5B model as a draft or with n-grams of the prompt), warms it with one question that
+is not measured, then runs the README's two questions, pydocs evaluation questions and the
+pharma story end to end through ``App.ask_stream``, one configuration after the other in one
+run. Per configuration: median wall seconds and seconds to the first answer token, the
+server's prompt and generation speeds (tokens a second, from llama.cpp's own timings), and the
+ratios to the first configuration; whether each answer's text is the same as the first
+configuration's (an option that changes the numbers may change an answer).
+
+    flock /tmp/toolwire-model.lock .venv/bin/python bench/bench_runtime.py
+        [--configs baseline,flash,kv_q8,lookup,draft] [--pydocs 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from embedded_pipelines import PYDOCS_PICK, README, STORY
+
+from toolwire.app import App
+from toolwire.events import AnswerDelta
+from toolwire.llm.local import LOCAL_MODELS, LocalModelServer, assemble_model, local_server
+from toolwire.orchestrator.streaming import Answered
+
+DRAFT_MODEL = "qwen2.5-coder-0.5b"
+"""The draft for speculative decoding: the same family and tokenizer as the served 1.5B."""
+
+
+def _draft_path() -> str:
+    return str(assemble_model(LOCAL_MODELS[DRAFT_MODEL]))
+
+
+CONFIGS: dict[str, Callable[[], list[str]]] = {
+    "baseline": lambda: [],
+    "flash": lambda: ["--flash-attn", "on"],
+    "kv_q8": lambda: ["--flash-attn", "on", "--kv-type", "q8_0"],
+    "lookup": lambda: ["--lookup"],
+    "draft": lambda: ["--draft", _draft_path()],
+}
+"""Launcher options by name (computed when the configuration runs)."""
+
+
+@dataclass
+class Measured:
+    config: str
+    walls: list[float] = field(default_factory=list)
+    first_tokens: list[float] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    prompt_tps: list[float] = field(default_factory=list)
+    predicted_tps: list[float] = field(default_factory=list)
+
+
+def _with_options(options: list[str]) -> None:
+    """Every embedded server this process starts gets ``options`` on its launcher."""
+    command = LocalModelServer._command
+
+    def extended(self: LocalModelServer, model_path: Path, port: int) -> list[str]:
+        return [*command(self, model_path, port), *options]
+
+    LocalModelServer._command = extended  # type: ignore[method-assign]
+
+
+async def _server_speeds(base_url: str) -> tuple[float, float] | None:
+    """llama.cpp's prompt and generation tokens a second over the slot's last request."""
+    root = base_url.removesuffix("/v1")
+    async with httpx.AsyncClient(timeout=10) as client:
+        reply = await client.get(f"{root}/slots")
+    if reply.status_code != 200:
+        return None
+    slots: list[dict[str, Any]] = reply.json()
+    timings = slots[0].get("timings") if slots else None
+    if not timings:
+        return None
+    return float(timings.get("prompt_per_second", 0)), float(timings.get("predicted_per_second", 0))
+
+
+async def _ask(
+    app: App, domain: str, message: str, session: str | None
+) -> tuple[Any, float, float]:
+    started = time.perf_counter()
+    first_token = float("nan")
+    answer = None
+    async for event in app.ask_stream(message, None if session else domain, session):
+        if isinstance(event, AnswerDelta) and first_token != first_token:
+            first_token = time.perf_counter() - started
+        if isinstance(event, Answered):
+            answer = event.answer
+    assert answer is not None
+    return answer, time.perf_counter() - started, first_token
+
+
+async def run_config(name: str, pydocs: int, directory: Path) -> Measured:
+    options = CONFIGS[name]()
+    config = directory / f"{name}.yaml"
+    config.write_text('{"sessions": {"store": "memory"}, "default_domain": "pharma"}')
+    _with_options(options)
+    app = App.load(config)
+    server = local_server(app.config.llm, app.model_profile.context_window_tokens)
+    measured = Measured(name)
+    print(f"\n== {name}: {' '.join(options) or '(the launcher as shipped)'} ==", flush=True)
+    try:
+        base_url = await server.ensure_started()
+        await _ask(app, "pydocs", "What does the pass statement do?", None)  # warm, unmeasured
+        plan = [*README, *((f"pydocs {n}", "pydocs", q, False) for n, q in enumerate(
+            PYDOCS_PICK[:pydocs], start=1)), *STORY]  # fmt: skip
+        session = None
+        for label, domain, message, reply in plan:
+            answer, wall, first = await _ask(app, domain, message, session if reply else None)
+            session = answer.session_id
+            measured.walls.append(wall)
+            measured.texts.append(answer.text)
+            if first == first:
+                measured.first_tokens.append(first)
+            speeds = await _server_speeds(base_url)
+            if speeds is not None:
+                measured.prompt_tps.append(speeds[0])
+                measured.predicted_tps.append(speeds[1])
+            print(f"  {label:<18} wall={wall:6.1f}s first token={first:6.1f}s", flush=True)
+    finally:
+        await app.aclose()
+        await server.aclose()
+        LocalModelServer._command = _original_command  # type: ignore[method-assign]
+    return measured
+
+
+_original_command = LocalModelServer._command
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def report(rows: list[Measured]) -> None:
+    base = rows[0]
+    print("\n== Per configuration: medians, and ratios to the first ==")
+    print(
+        f"{'config':<10} {'wall s':>7} {'ratio':>6} {'1st token s':>11} {'ratio':>6} "
+        f"{'prompt tok/s':>12} {'gen tok/s':>9} {'same answers':>12}"
+    )
+    for row in rows:
+        same = sum(a == b for a, b in zip(row.texts, base.texts, strict=False))
+        print(
+            f"{row.config:<10} {_median(row.walls):7.1f} "
+            f"{_median(row.walls) / _median(base.walls):6.2f} "
+            f"{_median(row.first_tokens):11.1f} "
+            f"{_median(row.first_tokens) / _median(base.first_tokens):6.2f} "
+            f"{_median(row.prompt_tps):12.1f} {_median(row.predicted_tps):9.1f} "
+            f"{same:>5}/{len(row.texts)}"
+        )
+
+
+async def main() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-joined, in order")
+    parser.add_argument("--pydocs", type=int, default=len(PYDOCS_PICK), help="pydocs questions")
+    args = parser.parse_args()
+    names = [name for name in args.configs.split(",") if name]
+    if unknown := sorted(set(names) - set(CONFIGS)):
+        parser.error(f"unknown configurations {unknown}; known: {', '.join(CONFIGS)}")
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        for name in names:
+            rows.append(await run_config(name, args.pydocs, Path(directory)))
+    report(rows)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
