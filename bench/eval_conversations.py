@@ -39,6 +39,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,9 @@ from conversation_set import (
 )
 
 from toolwire import App
-from toolwire.llm import LanguageModel
-from toolwire.orchestrator import Answer, TaskTrace, follow_up
+from toolwire.llm import ChatModel, LanguageModel, Purpose
+from toolwire.llm.history import conversation_history
+from toolwire.orchestrator import Answer, TaskTrace, follow_up, service
 from toolwire.search.requests import search_request
 from toolwire.sessions.memory import MemorySessionStore
 from toolwire.settings import LLMSettings
@@ -100,6 +102,39 @@ def _referent_first() -> None:
     follow_up.StandaloneTask = ReferentFirst  # type: ignore[misc]
     follow_up.FOLLOW_UP_INSTRUCTION = REFERENT_FIRST_INSTRUCTION
 
+
+_rewriting: ContextVar[bool] = ContextVar("rewriting", default=False)
+
+
+def _history_to_rewrite_and_answer() -> None:
+    """Candidate: the earlier turns reach only the follow-up rewrite and the answer; every other
+    call of a later turn reads the standalone task as a first turn would."""
+    resolve = follow_up.resolve_follow_up
+
+    async def resolve_flagged(*args: Any, **kwargs: Any) -> Any:
+        token = _rewriting.set(True)
+        try:
+            return await resolve(*args, **kwargs)
+        finally:
+            _rewriting.reset(token)
+
+    service.resolve_follow_up = resolve_flagged  # type: ignore[assignment]
+    send = ChatModel._send_in_slot
+
+    async def send_limited(self: ChatModel, purpose: Purpose, *args: Any) -> Any:
+        if purpose is Purpose.ANSWER or _rewriting.get():
+            return await send(self, purpose, *args)
+        with conversation_history(()):
+            return await send(self, purpose, *args)
+
+    ChatModel._send_in_slot = send_limited  # type: ignore[method-assign]
+
+
+HISTORY_VARIANTS: dict[str, Callable[[], None]] = {
+    "every_call": lambda: None,
+    "rewrite_and_answer": _history_to_rewrite_and_answer,
+}
+"""Which calls of a later turn read the earlier turns: every call (toolwire's), or a candidate."""
 
 FOLLOW_UP_VARIANTS: dict[str, Callable[[], None]] = {
     "rewrite": lambda: None,
@@ -358,8 +393,15 @@ async def main() -> None:
         default="rewrite",
         help="how a later turn is made to stand on its own: toolwire's rewrite, or a candidate",
     )
+    parser.add_argument(
+        "--history",
+        choices=sorted(HISTORY_VARIANTS),
+        default="every_call",
+        help="which calls of a later turn read the earlier turns: every call, or a candidate",
+    )
     args = parser.parse_args()
     FOLLOW_UP_VARIANTS[args.follow_up]()
+    HISTORY_VARIANTS[args.history]()
     names = [name.strip() for name in args.domains.split(",") if name.strip()]
     unknown = sorted(set(names) - set(DOMAINS))
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
