@@ -212,6 +212,7 @@ def test_the_built_in_commands_register_through_the_same_hook() -> None:
         "chat",
         "serve",
         "mcp",
+        "model",
     ]
     assert {command.plugin for command in found.commands.values()} == {BUILTIN_PLUGIN_NAME}
 

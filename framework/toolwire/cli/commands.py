@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "toolwire.cli.ask_commands",
     "toolwire.cli.serve_command",
     "toolwire.cli.mcp_commands",
+    "toolwire.cli.model_commands",
 )
 """toolwire's own commands: plugins of the ``register_commands`` hook, loaded before any other."""
 

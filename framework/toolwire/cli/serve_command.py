@@ -44,7 +44,12 @@ def serve(
         bool, typer.Option("--insecure-no-auth", help=INSECURE_NO_AUTH_HELP)
     ] = False,
 ) -> None:
-    """Serve the chatbot over HTTP: /v1/ask, /v1/domains, /v1/tools, health, OpenAPI at /docs.
+    """Serve the chatbot over HTTP: /v1/ask, /v1/domains, /v1/tools, the chat page at /,
+    /healthz and /readyz, and the OpenAPI document at /openapi.json (the /docs and /redoc pages
+    only with server.api_docs: true).
+
+    The embedded model is started and warmed as the server starts (/readyz says "starting"
+    until it is up), or a running 'toolwire model serve' server is used.
 
     Logs are JSON lines on stderr, one http_request event per request with its request id. Set
     the environment variable named by server.token_env (TOOLWIRE_API_TOKEN), or server.api_keys,

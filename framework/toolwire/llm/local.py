@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import httpx
 import structlog
@@ -37,6 +37,9 @@ import structlog
 from toolwire.errors import ConfigError, ModelError
 from toolwire.events import ModelProgress, emit
 from toolwire.settings import LLMSettings
+
+if TYPE_CHECKING:
+    from toolwire.llm.served_model import ServedModel
 
 log = structlog.get_logger(__name__)
 
@@ -334,9 +337,14 @@ class LocalModelServer:
     """The embedded model's llama.cpp server, one child process per model and window size.
 
     Started at the first :meth:`ensure_started` (not at creation), reused by every later call,
-    stopped by :meth:`aclose`, at interpreter exit, or when this process dies.
+    stopped by :meth:`aclose`, at interpreter exit, or when this process dies; a running
+    ``toolwire model serve`` server with the same model, window and threads is used instead of
+    starting one (:mod:`toolwire.llm.served_model`), and left running.
     ``model_path`` serves a GGUF file as it is instead of assembling the spec's parts.
     """
+
+    shares_running_server = True
+    """Whether a running ``toolwire model serve`` server may stand in for a process of its own."""
 
     def __init__(
         self,
@@ -358,6 +366,8 @@ class LocalModelServer:
         self._stderr_path: Path | None = None
         self._base_url: str | None = None
         self._lock = asyncio.Lock()
+        self.shared: ServedModel | None = None
+        """The ``toolwire model serve`` server in use instead of a process of its own."""
 
     @property
     def base_url(self) -> str | None:
@@ -372,6 +382,19 @@ class LocalModelServer:
                     return self._base_url
                 log.warning("local_model_server_died", returncode=self._process.returncode)
                 self._stop()
+            if self._model_path is None and self.shares_running_server:
+                from toolwire.llm.served_model import matching_server
+
+                self.shared = await matching_server(
+                    self.spec.name,
+                    self._n_ctx,
+                    self._threads,
+                    self.shared,
+                    directory=model_cache_dir(),
+                )
+                if self.shared is not None:
+                    self._base_url = self.shared.base_url
+                    return self._base_url
             if self._model_path is not None:
                 return await self._start(self._model_path)
             assembled = await asyncio.to_thread(assemble_model, self.spec)
@@ -482,6 +505,7 @@ class LocalModelServer:
 
     def _stop(self) -> None:
         process, self._process, self._base_url = self._process, None, None
+        self.shared = None  # a shared server is not this one's to stop
         if process is not None and process.poll() is None:
             process.terminate()
             try:

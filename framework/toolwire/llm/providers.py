@@ -43,23 +43,15 @@ def openai_model(
 def embedded_model(
     settings: LLMSettings, environ: Mapping[str, str], profile: ModelProfile
 ) -> LanguageModel:
-    """The embedded model (``llm.local_model``), started at the first call with the profile's
-    context window; ConfigError at once when this install cannot run it."""
-    from toolwire.llm.gateway import OpenAIGateway
+    """The embedded model (``llm.local_model``), started at the first call (or by its
+    ``warm_up``) with the profile's context window, or a running ``toolwire model serve`` server
+    with the same settings; ConfigError at once when this install cannot run it."""
+    from toolwire.llm.embedded_model import EmbeddedModel
     from toolwire.llm.local import local_server
 
     server = local_server(settings, profile.context_window_tokens)
     server.check_installed()
-    return OpenAIGateway(
-        settings,
-        profile=profile,
-        model=settings.model or server.spec.name,
-        base_url_provider=server.ensure_started,
-        # The embedded server has one slot (so that every call reuses its KV cache): calls queue
-        # here, not in the server, where their timeout would run while they wait.
-        concurrency=1,
-        on_close=server.aclose,
-    )
+    return EmbeddedModel(settings, profile, server)
 
 
 @hookimpl

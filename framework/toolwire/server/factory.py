@@ -8,7 +8,9 @@ settle two replicas resuming one conversation (the loser gets 409, the stored ta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from toolwire.app import App
 from toolwire.catalogue import ToolRecord, tool_records
 from toolwire.disclosure import disclosed_answer, new_error_id
 from toolwire.errors import PLUGIN_FAILURES, ToolwireError, UnknownSessionError
+from toolwire.llm.guard import ModelRequestsBlockedError
 from toolwire.orchestrator import Answer
 from toolwire.redaction import redact
 from toolwire.server.admission import QuestionAdmission
@@ -99,6 +102,10 @@ class ServerState:
     tool_infos: list[ToolInfo] | None = None
     """The catalogue, described on its first request: the app's domains and tools are fixed
     once it is loaded, so it is not rebuilt (dependency graph included) for every request."""
+    model_start: asyncio.Task[None] | None = None
+    """The model's start at startup (``create_app(start_model=True)``), while it runs."""
+    model_failure: tuple[str, str] | None = None
+    """Why the model's start at startup failed, and the error id it was logged under."""
 
     def ready_app(self) -> App:
         if self.app is None:
@@ -115,12 +122,16 @@ def create_app(
     *,
     config_path: str | os.PathLike[str] | None = None,
     api_keys: Sequence[ApiKey] | None = None,
+    start_model: bool = False,
 ) -> FastAPI:
     """The HTTP service for ``app``, or for ``App.load(config_path)`` built at startup.
 
     ``settings`` default to the app's ``server`` configuration section; ``api_keys`` to the keys
     they name, read from the environment at startup. An app passed in stays the caller's to
-    close; one built here is closed at shutdown.
+    close; one built here is closed at shutdown. ``start_model`` (``toolwire serve``): start and
+    warm the model at startup (``App.start_model``) in the background; ``/healthz`` answers
+    meanwhile, ``/readyz`` says ``starting`` until the model is up (``unavailable`` if its
+    start failed), and a question asked meanwhile waits for it.
     """
     state = ServerState(app=app, settings=settings, config_path=config_path)
 
@@ -140,9 +151,16 @@ def create_app(
             api_keys=[key.name for key in state.api_keys],
             session_store=state.app.config.sessions.store,
         )
+        if start_model:
+            state.model_start = asyncio.create_task(_start_model(state.app, state))
         try:
             yield
         finally:
+            starting = state.model_start
+            if starting is not None:  # stopped while the model starts
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await starting
             if state.owns_app:
                 await state.app.aclose()
             log.info("server_stopped")
@@ -183,6 +201,23 @@ def create_app(
     return api
 
 
+async def _start_model(app: App, state: ServerState) -> None:
+    """Start and warm the model (the lifespan's background task); a failure is logged under an
+    error id and makes the server unready, with the id."""
+    started = time.perf_counter()
+    try:
+        await app.start_model()
+    except (Exception, ModelRequestsBlockedError) as error:
+        reason = str(error) or type(error).__name__
+        error_id = new_error_id()
+        log.error("model_start_failed", detail=reason, error_id=error_id)
+        state.model_failure = (reason, error_id)
+    else:
+        log.info("model_ready", seconds=round(time.perf_counter() - started, 2))
+    finally:
+        state.model_start = None
+
+
 def _state(request: Request) -> ServerState:
     state: ServerState = request.app.state.toolwire
     return state
@@ -198,10 +233,21 @@ def _health_router() -> APIRouter:
 
     @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
     async def readyz(request: Request) -> Health | JSONResponse:
-        """The app is built and the session store answers; a load balancer routes here."""
+        """The app is built, its model started (when the server starts it: ``toolwire
+        serve``) and the session store answers; a load balancer routes here."""
         state = _state(request)
         if state.app is None:
             return JSONResponse(Health(status="starting").model_dump(), status_code=503)
+        if state.model_start is not None:
+            starting = Health(status="starting", detail="the model is starting")
+            return JSONResponse(starting.model_dump(), status_code=503)
+        if state.model_failure is not None:
+            reason, error_id = state.model_failure
+            detail = f"the model did not start (error id {error_id})"
+            if state.ready_settings().expose_error_details:
+                detail = f"the model did not start: {redact(reason)}"
+            failed = Health(status="unavailable", detail=detail)
+            return JSONResponse(failed.model_dump(), status_code=503)
         try:
             async with asyncio.timeout(READINESS_TIMEOUT_S):
                 await state.app.session_store.load(READINESS_PROBE_SESSION)

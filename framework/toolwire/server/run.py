@@ -79,17 +79,23 @@ def _bind_refusal(host: str, port: int, error: OSError) -> str:
 
 
 async def serve(
-    app: App, settings: ServerSettings | None = None, *, insecure_no_auth: bool = False
+    app: App,
+    settings: ServerSettings | None = None,
+    *,
+    insecure_no_auth: bool = False,
+    start_model: bool = True,
 ) -> None:
     """Serve ``app``'s API until SIGINT/SIGTERM, then close it (in the loop that used it).
 
     Refuses (``ConfigError``) to serve without an API key on an address that is not loopback,
     unless ``insecure_no_auth`` (``toolwire serve --insecure-no-auth``) says that is wanted.
+    ``start_model``: start and warm the model as the server starts (``create_app``), not at the
+    first question.
     """
     settings = settings or app.config.server
     api_keys = read_api_keys(settings)
     await serve_asgi(
-        create_app(app, settings, api_keys=api_keys),
+        create_app(app, settings, api_keys=api_keys, start_model=start_model),
         app,
         settings,
         guarded="/v1",

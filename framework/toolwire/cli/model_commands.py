@@ -1,0 +1,206 @@
+"""``toolwire model serve|status|stop``: keep the embedded model running between commands.
+
+``serve`` leaves the embedded model's server running after it ends and records it in the model
+cache directory; ``toolwire ask``, ``chat``, ``serve`` and ``mcp serve`` with the same model,
+window and threads then use it instead of starting their own (:mod:`toolwire.llm.served_model`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from toolwire.cli.live import LiveView
+from toolwire.cli.state import config_option, load_app_or_exit, report_error
+from toolwire.cli.text import literal
+from toolwire.errors import ConfigError, ModelError, PluginError, ToolwireError
+from toolwire.events import observing
+from toolwire.hookspecs import RegisterCommand, hookimpl
+from toolwire.mcp.discovery import McpListing
+from toolwire.printable import printable
+
+model_app = typer.Typer(
+    name="model",
+    help="Keep the embedded model running between commands: serve, status, stop (docs/models.md).",
+    no_args_is_help=True,
+)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Configuration file (overrides the global option)."),
+]
+
+NOT_RUNNING = "no model server is running (toolwire model serve starts one)"
+
+
+@hookimpl
+def register_commands(register: RegisterCommand) -> None:
+    """``toolwire model ...``."""
+    register(model_app)
+
+
+@model_app.command("serve")
+def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
+    """Start the embedded model's server and leave it running after this command ends.
+
+    It is started with the configuration's llm.local_model, the model profile's context window
+    and llm.local_threads, and warmed up (its weights loaded, toolwire's fixed text read into its
+    cache). toolwire ask, chat, serve and mcp serve with the same model, window and threads use
+    it instead of starting their own. 'toolwire model stop' stops it.
+    """
+    from toolwire.llm.factory import provider_name, resolve_settings
+    from toolwire.llm.model_service import detached_server
+    from toolwire.llm.providers import EMBEDDED
+    from toolwire.llm.served_model import look_up, model_server_lock
+
+    app = load_app_or_exit(ctx, config, mcp_listing=McpListing.NONE)
+    settings = resolve_settings(app.config.llm)
+    provider = provider_name(settings, os.environ)
+    if provider != EMBEDDED:
+        _exit_with(
+            f"toolwire model serve serves the embedded model, and this configuration uses the "
+            f"{provider!r} model provider (llm.provider, TOOLWIRE_LLM_BASE_URL or an API key): "
+            "nothing to serve"
+        )
+    try:
+        server = detached_server(settings, app.model_profile.context_window_tokens)
+        server.check_installed()
+    except (ConfigError, PluginError) as error:
+        report_error(error)
+        raise typer.Exit(1) from None
+    out = Console(highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    try:
+        with model_server_lock(server.directory):
+            found = look_up(server.directory, holding_lock=True)
+            if found.removed:
+                err.print(f"[dim]a stale record was removed: {literal(found.removed)}[/dim]")
+            running = found.running
+            if running is not None:
+                if not server.matches(running):
+                    _exit_with(
+                        f"a model server with other settings is running ({running.settings_text()}"
+                        f"; pid {running.pid}), and this configuration asks for "
+                        f"{server.settings_text()}: stop it first with: toolwire model stop"
+                    )
+                out.print(
+                    f"the embedded model {running.model} is already running at "
+                    f"{running.base_url} (pid {running.pid}, up {running.uptime()}); "
+                    "toolwire model stop stops it",
+                    markup=False,
+                )
+                return
+            err.print(
+                f"[dim]starting the embedded model ({literal(server.settings_text())}); it keeps "
+                "running after this command[/dim]"
+            )
+            view = LiveView(out, err, stream_text=False)
+            with view, observing(view.show):
+                record = asyncio.run(server.serve())
+    except (ConfigError, PluginError) as error:  # the model's parts, as toolwire ask says it
+        report_error(error)
+        raise typer.Exit(1) from None
+    except (ToolwireError, OSError) as error:
+        _exit_with(_reason(error))
+    out.print(
+        f"the embedded model {record.model} is running at {record.base_url} (pid {record.pid}): "
+        "toolwire ask, chat, serve and mcp serve with this configuration use it; "
+        "toolwire model stop stops it",
+        markup=False,
+    )
+
+
+@model_app.command("status")
+def status(ctx: typer.Context, config: ConfigOption = None) -> None:
+    """Say whether a 'toolwire model serve' server is running.
+
+    Prints its address, model, pid and uptime, and whether this configuration uses it. Exits 0
+    when one runs, 1 when none does (a stale record is removed).
+    """
+    from toolwire.llm.local import model_cache_dir
+    from toolwire.llm.served_model import log_path, look_up
+
+    directory = model_cache_dir()
+    found = look_up(directory)
+    out = Console(highlight=False, soft_wrap=True)
+    running = found.running
+    if running is None:
+        removed = f"; a stale record was removed: {found.removed}" if found.removed else ""
+        out.print(f"{NOT_RUNNING}{removed}", markup=False)
+        raise typer.Exit(1)
+    out.print(
+        f"running: the embedded model {running.model} at {running.base_url}, pid {running.pid}, "
+        f"up {running.uptime()} ({running.settings_text()}; log: {log_path(directory)})",
+        markup=False,
+    )
+    wanted = _configured(ctx, config)
+    if wanted is not None and wanted != running.settings_text():
+        out.print(
+            f"this configuration does not use it: it asks for {wanted} (toolwire model stop, "
+            "then toolwire model serve, serves that)",
+            markup=False,
+        )
+
+
+@model_app.command("stop")
+def stop() -> None:
+    """Stop the 'toolwire model serve' server and remove its record (nothing running: says so)."""
+    from toolwire.llm.local import model_cache_dir
+    from toolwire.llm.model_service import stop_served
+    from toolwire.llm.served_model import look_up, model_server_lock
+
+    directory = model_cache_dir()
+    out = Console(highlight=False, soft_wrap=True)
+    try:
+        with model_server_lock(directory):
+            found = look_up(directory, holding_lock=True)
+            running = found.running
+            if running is None:
+                removed = f"; a stale record was removed: {found.removed}" if found.removed else ""
+                out.print(f"{NOT_RUNNING}{removed}", markup=False)
+                return
+            stop_served(running, directory)
+    except (ConfigError, PluginError) as error:  # the model's parts, as toolwire ask says it
+        report_error(error)
+        raise typer.Exit(1) from None
+    except (ToolwireError, OSError) as error:
+        _exit_with(_reason(error))
+    out.print(
+        f"stopped the embedded model {running.model} (pid {running.pid}, up {running.uptime()})",
+        markup=False,
+    )
+
+
+def _configured(ctx: typer.Context, config: Path | None) -> str | None:
+    """The embedded server this configuration would start, described (None: it uses another
+    provider, or cannot be loaded; ``status`` reports the running server all the same)."""
+    from toolwire.app import App
+    from toolwire.llm.factory import provider_name, resolve_settings
+    from toolwire.llm.providers import EMBEDDED
+    from toolwire.llm.served_model import settings_text
+
+    try:
+        app = App.load(config_option(ctx, config), mcp_listing=McpListing.NONE)
+        settings = resolve_settings(app.config.llm)
+        if provider_name(settings, os.environ) != EMBEDDED:
+            return None
+        window = app.model_profile.context_window_tokens
+    except (ConfigError, PluginError):
+        return None
+    return settings_text(settings.local_model, window, settings.local_threads)
+
+
+def _reason(error: ToolwireError | OSError) -> str:
+    """What failed: a model error's own text (it names the server and what it wrote)."""
+    return error.detail if isinstance(error, ModelError) else str(error)
+
+
+def _exit_with(message: str) -> NoReturn:
+    """One plain line on stderr, exit 1."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(printable(message), markup=False)
+    raise typer.Exit(1)

@@ -1,0 +1,159 @@
+"""``toolwire serve`` starts and warms the model as it starts, not at the first question: the
+health endpoint answers meanwhile, readiness waits for the model (FastAPI's test client, a fake
+model provider standing in for the embedded model)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from structlog.testing import capture_logs
+
+from server_support.processes import write_config
+from toolwire import App
+from toolwire.errors import ModelError
+from toolwire.hookspecs import hookimpl
+from toolwire.llm.profiles import ModelProfile
+from toolwire.server import create_app
+from toolwire.server import run as run_module
+from toolwire.settings import LLMSettings, ServerSettings
+from toolwire.testing import ScriptedModel
+
+
+class SlowStartingModel(ScriptedModel):
+    """Starts when the test says so (or fails to)."""
+
+    def __init__(self, failure: Exception | None = None) -> None:
+        super().__init__()
+        self.failure = failure
+        self.release = threading.Event()
+        self.warm_ups = 0
+
+    async def warm_up(self) -> None:
+        self.warm_ups += 1
+        while not self.release.is_set():
+            await asyncio.sleep(0.01)
+        if self.failure is not None:
+            raise self.failure
+
+
+class FakeProvider:
+    """A plugin whose model provider, ``slow``, builds the model the test holds."""
+
+    def __init__(self, model: SlowStartingModel) -> None:
+        self.model = model
+
+    @hookimpl
+    def register_models(self, register: Any) -> None:
+        def build(settings: LLMSettings, environ: Any, profile: ModelProfile) -> ScriptedModel:
+            return self.model
+
+        register("slow", build)
+
+
+def load(tmp_path: Path, model: SlowStartingModel) -> App:
+    config = write_config(
+        tmp_path / "toolwire.yaml",
+        sessions={"store": "memory"},
+        domains=[{"name": "desk"}],
+        default_domain="desk",
+        llm={"provider": "slow"},
+    )
+    return App.load(config, plugins=[FakeProvider(model)], load_entry_points=False)
+
+
+def ready_after(client: TestClient, timeout_s: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ready = client.get("/readyz")
+        if ready.status_code != 503 or ready.json()["status"] != "starting":
+            return ready
+        assert time.monotonic() < deadline, "the model never finished starting"
+        time.sleep(0.02)
+
+
+def test_serve_starts_the_model_at_startup_and_is_ready_once_it_is_up(tmp_path: Path) -> None:
+    model = SlowStartingModel()
+    with TestClient(create_app(load(tmp_path, model), start_model=True)) as client:
+        assert client.get("/healthz").status_code == 200  # not blocked by the model's start
+        starting = client.get("/readyz")
+        assert model.warm_ups == 1  # before any question
+        model.release.set()
+        ready = ready_after(client)
+
+    assert (starting.status_code, starting.json()) == (
+        503,
+        {"status": "starting", "detail": "the model is starting"},
+    )
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["status"] == "ready"
+
+
+def test_a_model_that_fails_to_start_makes_the_server_unready_naming_an_error_id(
+    tmp_path: Path,
+) -> None:
+    model = SlowStartingModel(ModelError("local", "the embedded model server exited with code 2"))
+    model.release.set()
+    with (
+        capture_logs() as logs,
+        TestClient(create_app(load(tmp_path, model), start_model=True)) as client,
+    ):
+        ready = ready_after(client)
+        health = client.get("/healthz")
+
+    assert ready.status_code == 503
+    assert ready.json()["status"] == "unavailable"
+    (failed,) = [event for event in logs if event["event"] == "model_start_failed"]
+    assert ready.json()["detail"] == f"the model did not start (error id {failed['error_id']})"
+    assert "exited with code 2" in failed["detail"]
+    assert "exited" not in ready.text  # the reason is the operator's, in the log
+    assert health.status_code == 200
+
+
+def test_with_error_details_exposed_readiness_says_why_the_model_did_not_start(
+    tmp_path: Path,
+) -> None:
+    model = SlowStartingModel(ModelError("local", "the embedded model server exited with code 2"))
+    model.release.set()
+    settings = ServerSettings(expose_error_details=True)
+    with TestClient(create_app(load(tmp_path, model), settings, start_model=True)) as client:
+        ready = ready_after(client)
+
+    assert ready.json()["detail"] == (
+        "the model did not start: model call for 'local' failed: the embedded model server "
+        "exited with code 2"
+    )
+
+
+def test_without_start_model_the_model_waits_for_the_first_question(tmp_path: Path) -> None:
+    model = SlowStartingModel()
+    with TestClient(create_app(load(tmp_path, model))) as client:
+        ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert model.warm_ups == 0
+
+
+def test_a_server_stopped_while_the_model_starts_shuts_down(tmp_path: Path) -> None:
+    model = SlowStartingModel()  # never released
+    with TestClient(create_app(load(tmp_path, model), start_model=True)) as client:
+        assert client.get("/readyz").json()["status"] == "starting"
+    assert model.warm_ups == 1  # cancelled at shutdown, not waited for
+
+
+def test_toolwire_serve_starts_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    served: list[FastAPI] = []
+
+    async def serve_asgi(asgi: FastAPI, *args: object, **kwargs: object) -> None:
+        served.append(asgi)
+
+    monkeypatch.setattr(run_module, "serve_asgi", serve_asgi)
+    asyncio.run(run_module.serve(load(tmp_path, SlowStartingModel())))
+
+    with TestClient(served[0]) as client:
+        assert client.get("/readyz").json()["status"] == "starting"
