@@ -112,7 +112,8 @@ async def test_a_tool_run_keeps_its_control_state_apart_from_its_trace_record(
         "reason",
         "outcome",
         "detail",
-    }  # the trace shows no control state
+        "params",
+    }  # the trace shows what the tool ran with, but no control state
 
     root.run.pending_clarification.reply = "that one"
     second = await service.orchestrator(None).run_round(root)
