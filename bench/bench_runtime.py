@@ -113,6 +113,7 @@ async def run_config(name: str, pydocs: int, directory: Path) -> Measured:
     _with_options(options)
     app = App.load(config)
     server = local_server(app.config.llm, app.model_profile.context_window_tokens)
+    server.shares_running_server = False  # a `toolwire model serve` server has other options
     measured = Measured(name)
     print(f"\n== {name}: {' '.join(options) or '(the launcher as shipped)'} ==", flush=True)
     try:
