@@ -10,6 +10,7 @@ a model.
     .venv/bin/python bench/eval_pydocs.py --model --limit 10
     .venv/bin/python bench/eval_pydocs.py --model --deep-round --sample 8 \
         --subtask-results full,short                 # each question in both modes, in turn
+    .venv/bin/python bench/eval_pydocs.py --model --subtask-results full,relevance_off
 
 Each question names the document that answers it and a phrase the answering page contains, so
 an expectation survives a change of page size; the script checks every expectation is
@@ -127,6 +128,8 @@ class ModelRow:
     question: Question
     answer: Answer
     seconds: float
+    handed_on: bool = False
+    """The search handed on the answering page's text (its document, the phrase)."""
 
     @property
     def deep_rounds(self) -> int:
@@ -162,9 +165,11 @@ def summarize(rows: Sequence[ModelRow], failed: int = 0) -> list[str]:
     no_deep = sum(row.deep_rounds == 0 for row in rows)
     typed = sum(row.question.prompt_type == row.answer.trace.prompt_type for row in rows)
     phrase = sum(row.names_the_phrase for row in rows)
+    handed_on = sum(row.handed_on for row in rows)
     return [
         f"model path over {n} question(s), {failed} raised:",
         f"  answer names the documented phrase: {phrase}/{n} = {phrase / n:.0%}",
+        f"  answering page handed on by the search: {handed_on}/{n} = {handed_on / n:.0%}",
         f"  answered without deep fallback: {no_deep}/{n} = {no_deep / n:.0%}",
         f"  prompt type classified as labelled: {typed}/{n} = {typed / n:.0%}",
         f"  model calls per question: mean {statistics.mean(u.llm_calls for u in usages):.1f}, "
@@ -199,12 +204,29 @@ class FirstVerdictInsufficient:
         return verdict
 
 
+def _record_hand_ons(search: Any, handed: list[tuple[str, tuple[str, ...]]]) -> None:
+    """Every run of the search tool appends what it handed on: its text, its pages' documents."""
+    run = search.execute_with_result
+
+    async def recorded(params: Any, text: str) -> Any:
+        result = await run(params, text)
+        handed.append((result.text, tuple(page.doc_id for page in result.pages)))
+        return result
+
+    search.execute_with_result = recorded
+
+
 def sampled(count: int | None, limit: int | None) -> list[Question]:
     """``count`` questions spread evenly over the list (every type), else the first ``limit``."""
     if count:
         step = len(QUESTIONS) / count
         return [QUESTIONS[int(n * step)] for n in range(count)]
     return QUESTIONS[:limit] if limit else QUESTIONS
+
+
+RELEVANCE_OFF = "relevance_off"
+"""A mode: the search hands on its best passages unchecked, as above its cap (the gatekeeper
+and the answer read them anyway), instead of one relevance call over its candidates."""
 
 
 async def with_model(
@@ -218,14 +240,23 @@ async def with_model(
     if deep_round:
         orchestrator.llm = forced
     settings = orchestrator.settings
+    search = app.tool("docs_search", "pydocs")
+    handed: list[tuple[str, tuple[str, ...]]] = []
+    _record_hand_ons(search, handed)
     rows: dict[str, list[ModelRow]] = {mode: [] for mode in modes}
     failed = dict.fromkeys(modes, 0)
     try:
         for question in questions:
             for mode in modes:  # side by side: the machine's load falls on every mode alike
-                orchestrator.settings = settings.model_copy(update={"subtask_results": mode})
+                if mode == RELEVANCE_OFF:
+                    orchestrator.settings = settings
+                    search.get_max_brute_force_page_count = lambda: 0  # type: ignore[method-assign]
+                else:
+                    orchestrator.settings = settings.model_copy(update={"subtask_results": mode})
+                    vars(search).pop("get_max_brute_force_page_count", None)
                 forced.armed = deep_round
                 started = time.perf_counter()
+                handed.clear()
                 try:
                     answer = await asyncio.wait_for(
                         app.ask(question.text, domain="pydocs"), timeout_s
@@ -234,7 +265,11 @@ async def with_model(
                     failed[mode] += 1
                     print(f"  {mode:5} FAILED {question.text!r}: {type(error).__name__}: {error}")
                     continue
-                rows[mode].append(ModelRow(question, answer, time.perf_counter() - started))
+                found = any(
+                    question.phrase in text and question.doc_id in docs for text, docs in handed
+                )
+                seconds = time.perf_counter() - started
+                rows[mode].append(ModelRow(question, answer, seconds, found))
                 print(f"  {mode:5} {rows[mode][-1].line()}")
     finally:
         orchestrator.settings = settings
@@ -257,7 +292,8 @@ def main() -> None:
         "--subtask-results",
         default="",
         help="orchestrator.subtask_results modes to run each question in, comma-separated "
-        "(default: the configured one)",
+        f"(default: the configured one); {RELEVANCE_OFF}: the configured one, and the search's "
+        "passages handed on with no relevance call",
     )
     parser.add_argument(
         "--deep-round",
