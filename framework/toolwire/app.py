@@ -280,6 +280,8 @@ class App:
 
     def _conversation_service(self) -> ConversationService:
         if self._conversations is None:
+            if not self.domains:  # said before the model is created: it may be missing too
+                raise UnknownDomainError.none_installed(self.plugin_failures)
             from toolwire.orchestrator import ConversationService
 
             self._conversations = ConversationService(

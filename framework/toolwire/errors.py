@@ -146,6 +146,17 @@ class UnknownDomainError(ToolwireError):
         installed = ", ".join(sorted(known)) or "none"
         return cls(f"unknown domain {name!r}{cause}; installed domains: {installed}")
 
+    @classmethod
+    def none_installed(cls, failed_plugins: Sequence[str] = ()) -> UnknownDomainError:
+        """The error for a question while no domain is installed (naming the plugins that
+        failed to load, the likely cause)."""
+        cause = f" ({'; '.join(failed_plugins)}; see toolwire plugins)" if failed_plugins else ""
+        return cls(
+            f"no domain is installed, so no question can be answered{cause}: install a domain "
+            "plugin (pip install toolwire-<domain>) or declare a domain under domains: in "
+            "config/toolwire.yaml"
+        )
+
 
 class ModelError(ToolwireError):
     """A language-model call failed (transport, timeout, invalid output) after its retries."""

@@ -316,13 +316,7 @@ class ConversationService:
         if name is None and len(self.orchestrators) == 1:
             name = next(iter(self.orchestrators))
         if name is None and not self.orchestrators:
-            failed = "; ".join(self.failed_plugins)
-            raise UnknownDomainError(
-                "no domain is installed, so no question can be answered"
-                + (f" ({failed}; see toolwire plugins)" if failed else "")
-                + ": install a domain plugin (pip install toolwire-<domain>) or declare a domain "
-                "under domains: in config/toolwire.yaml"
-            )
+            raise UnknownDomainError.none_installed(self.failed_plugins)
         if name is None:
             installed = ", ".join(sorted(self.orchestrators))
             why = (
