@@ -5,13 +5,12 @@ Each configuration starts the embedded 1.5B model's server with its launcher opt
 with the 0.5B model as a draft or with n-grams of the prompt), warms it with one question that
 is not measured, then runs the README's two questions, pydocs evaluation questions and the
 pharma story end to end through ``App.ask_stream``, one configuration after the other in one
-run. Per configuration: median wall seconds and seconds to the first answer token, the
-server's prompt and generation speeds (tokens a second, from llama.cpp's own timings), and the
+run. Per configuration: median wall seconds and seconds to the first answer token, and the
 ratios to the first configuration; whether each answer's text is the same as the first
 configuration's (an option that changes the numbers may change an answer).
 
     flock /tmp/toolwire-model.lock .venv/bin/python bench/bench_runtime.py
-        [--configs baseline,flash,kv_q8,lookup,draft] [--pydocs 8]
+        [--configs no_lookup,shipped,flash,kv_q8,draft] [--pydocs 8]
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,13 +46,14 @@ def _draft_path() -> str:
 
 
 CONFIGS: dict[str, Callable[[], list[str]]] = {
-    "baseline": lambda: [],
-    "flash": lambda: ["--flash-attn", "on"],
-    "kv_q8": lambda: ["--flash-attn", "on", "--kv-type", "q8_0"],
-    "lookup": lambda: ["--lookup"],
+    "no_lookup": lambda: ["--no-lookup"],
+    "shipped": lambda: [],
+    "flash": lambda: ["--no-lookup", "--flash-attn", "on"],
+    "kv_q8": lambda: ["--no-lookup", "--flash-attn", "on", "--kv-type", "q8_0"],
     "draft": lambda: ["--draft", _draft_path()],
 }
-"""Launcher options by name (computed when the configuration runs)."""
+"""Launcher options by name (computed when the configuration runs); ``shipped`` is the launcher
+as toolwire starts it (n-gram lookup on), ``no_lookup`` the launcher before it."""
 
 
 @dataclass
@@ -63,8 +62,6 @@ class Measured:
     walls: list[float] = field(default_factory=list)
     first_tokens: list[float] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
-    prompt_tps: list[float] = field(default_factory=list)
-    predicted_tps: list[float] = field(default_factory=list)
 
 
 def _with_options(options: list[str]) -> None:
@@ -75,20 +72,6 @@ def _with_options(options: list[str]) -> None:
         return [*command(self, model_path, port), *options]
 
     LocalModelServer._command = extended  # type: ignore[method-assign]
-
-
-async def _server_speeds(base_url: str) -> tuple[float, float] | None:
-    """llama.cpp's prompt and generation tokens a second over the slot's last request."""
-    root = base_url.removesuffix("/v1")
-    async with httpx.AsyncClient(timeout=10) as client:
-        reply = await client.get(f"{root}/slots")
-    if reply.status_code != 200:
-        return None
-    slots: list[dict[str, Any]] = reply.json()
-    timings = slots[0].get("timings") if slots else None
-    if not timings:
-        return None
-    return float(timings.get("prompt_per_second", 0)), float(timings.get("predicted_per_second", 0))
 
 
 async def _ask(
@@ -117,7 +100,7 @@ async def run_config(name: str, pydocs: int, directory: Path) -> Measured:
     measured = Measured(name)
     print(f"\n== {name}: {' '.join(options) or '(the launcher as shipped)'} ==", flush=True)
     try:
-        base_url = await server.ensure_started()
+        await server.ensure_started()
         await _ask(app, "pydocs", "What does the pass statement do?", None)  # warm, unmeasured
         plan = [*README, *((f"pydocs {n}", "pydocs", q, False) for n, q in enumerate(
             PYDOCS_PICK[:pydocs], start=1)), *STORY]  # fmt: skip
@@ -129,10 +112,6 @@ async def run_config(name: str, pydocs: int, directory: Path) -> Measured:
             measured.texts.append(answer.text)
             if first == first:
                 measured.first_tokens.append(first)
-            speeds = await _server_speeds(base_url)
-            if speeds is not None:
-                measured.prompt_tps.append(speeds[0])
-                measured.predicted_tps.append(speeds[1])
             print(f"  {label:<18} wall={wall:6.1f}s first token={first:6.1f}s", flush=True)
     finally:
         await app.aclose()
@@ -153,7 +132,7 @@ def report(rows: list[Measured]) -> None:
     print("\n== Per configuration: medians, and ratios to the first ==")
     print(
         f"{'config':<10} {'wall s':>7} {'ratio':>6} {'1st token s':>11} {'ratio':>6} "
-        f"{'prompt tok/s':>12} {'gen tok/s':>9} {'same answers':>12}"
+        f"{'same answers':>12}"
     )
     for row in rows:
         same = sum(a == b for a, b in zip(row.texts, base.texts, strict=False))
@@ -162,8 +141,7 @@ def report(rows: list[Measured]) -> None:
             f"{_median(row.walls) / _median(base.walls):6.2f} "
             f"{_median(row.first_tokens):11.1f} "
             f"{_median(row.first_tokens) / _median(base.first_tokens):6.2f} "
-            f"{_median(row.prompt_tps):12.1f} {_median(row.predicted_tps):9.1f} "
-            f"{same:>5}/{len(row.texts)}"
+            f"{same:>7}/{len(row.texts)}"
         )
 
 
