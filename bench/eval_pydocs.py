@@ -10,7 +10,6 @@ a model.
     .venv/bin/python bench/eval_pydocs.py --model --limit 10
     .venv/bin/python bench/eval_pydocs.py --model --deep-round --sample 8 \
         --subtask-results full,short                 # each question in both modes, in turn
-    .venv/bin/python bench/eval_pydocs.py --model --subtask-results full,relevance_off
 
 Each question names the document that answers it and a phrase the answering page contains, so
 an expectation survives a change of page size; the script checks every expectation is
@@ -224,11 +223,6 @@ def sampled(count: int | None, limit: int | None) -> list[Question]:
     return QUESTIONS[:limit] if limit else QUESTIONS
 
 
-RELEVANCE_OFF = "relevance_off"
-"""A mode: the search hands on its best passages unchecked, as above its cap (the gatekeeper
-and the answer read them anyway), instead of one relevance call over its candidates."""
-
-
 async def with_model(
     questions: list[Question], timeout_s: float, modes: list[str], deep_round: bool
 ) -> None:
@@ -248,12 +242,7 @@ async def with_model(
     try:
         for question in questions:
             for mode in modes:  # side by side: the machine's load falls on every mode alike
-                if mode == RELEVANCE_OFF:
-                    orchestrator.settings = settings
-                    search.get_max_brute_force_page_count = lambda: 0  # type: ignore[method-assign]
-                else:
-                    orchestrator.settings = settings.model_copy(update={"subtask_results": mode})
-                    vars(search).pop("get_max_brute_force_page_count", None)
+                orchestrator.settings = settings.model_copy(update={"subtask_results": mode})
                 forced.armed = deep_round
                 started = time.perf_counter()
                 handed.clear()
@@ -292,8 +281,7 @@ def main() -> None:
         "--subtask-results",
         default="",
         help="orchestrator.subtask_results modes to run each question in, comma-separated "
-        f"(default: the configured one); {RELEVANCE_OFF}: the configured one, and the search's "
-        "passages handed on with no relevance call",
+        "(default: the configured one)",
     )
     parser.add_argument(
         "--deep-round",

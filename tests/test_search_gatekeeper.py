@@ -114,7 +114,7 @@ async def test_sufficient_context_needs_no_classification(app: App, model: Scrip
     (a domain without a fallback for some type used to classify every question first)."""
     model.on_gatekeeper(True)
     answer = await app.ask("What is a widget?")
-    assert model.purposes == [Purpose.RELEVANCE, Purpose.GATEKEEPER, Purpose.ANSWER]
+    assert model.purposes == [Purpose.GATEKEEPER, Purpose.ANSWER]
     assert answer.trace.prompt_type == ""
 
 
@@ -124,9 +124,7 @@ async def test_a_short_context_of_a_type_without_deep_fallback_ends_at_its_class
     model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["more"]))
     model.on_classify("definition")
     answer = await app.ask("What is a widget?")
-    assert model.purposes == [
-        Purpose.RELEVANCE, Purpose.GATEKEEPER, Purpose.CLASSIFICATION, Purpose.ANSWER
-    ]  # fmt: skip
+    assert model.purposes == [Purpose.GATEKEEPER, Purpose.CLASSIFICATION, Purpose.ANSWER]
     assert answer.trace.prompt_type == "definition" and answer.trace.sub_tasks == []
     [classified] = model.calls_for(Purpose.CLASSIFICATION)
     assert classified.inputs["text"] == "What is a widget?"
@@ -182,3 +180,46 @@ async def test_a_watched_deep_search_streams_its_round_and_the_gatekeepers_gap(
     subtasks = [e.task_no for e in events if isinstance(e, TaskStarted)]
     assert subtasks == ["1", "1.1.n"]  # 1.1.s was skipped: the neighbour page was enough
     assert isinstance(events[-1], Answered)
+
+
+async def test_the_rag_search_the_gatekeeper_judges_makes_no_relevance_call(
+    app: App, model: ScriptedModel
+) -> None:
+    """The gatekeeper reads the search's passages anyway: the search hands on its best ones and
+    leaves the judgement to it (issue 33), all of them, the page no relevance check kept too."""
+    model.on_gatekeeper(True)
+    answer = await app.ask("What is a widget?")
+    assert Purpose.RELEVANCE not in model.purposes
+    [gatekeeper] = model.calls_for(Purpose.GATEKEEPER)
+    assert "Gadgets are unrelated to widgets." in str(gatekeeper.inputs)
+    assert answer.kind == "answer"
+
+
+async def test_the_deep_searchs_own_searches_keep_their_relevance_calls(
+    app: App, model: ScriptedModel
+) -> None:
+    """Only the RAG tool's result is judged by the gatekeeper as it stands; a deep search's
+    targeted searches still check their pages."""
+    model.on_classify("how_to")
+    model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["timeout default"]), times=1)
+    model.on_gatekeeper(True)
+    await app.ask("How do I configure widgets?")
+    first_relevance = model.purposes.index(Purpose.RELEVANCE)
+    assert first_relevance > model.purposes.index(Purpose.GATEKEEPER)
+
+
+async def test_a_domain_without_a_deep_fallback_keeps_the_searchs_relevance_call(
+    toolwire_app_factory: Any, model: ScriptedModel, tmp_path: Path
+) -> None:
+    """No gatekeeper judges the context there, so the search checks its pages itself."""
+
+    class Plain(DocsPlugin):
+        @toolwire.hookimpl
+        def register_domains(self, register: Any) -> None:
+            register(toolwire.DomainSpec(name="docs", rag_tool="search"))
+
+    _Corpus.index = PageIndex.open(StaticPageSource("gate", PAGES), cache_dir=tmp_path)
+    config = "default_domain: docs\nsessions:\n  store: memory\n"
+    app = toolwire_app_factory(plugins=[Plain()], config=config, llm=model)
+    await app.ask("What is a widget?")
+    assert model.purposes == [Purpose.RELEVANCE, Purpose.ANSWER]

@@ -112,6 +112,10 @@ class RetrievalPlace:
     """The contexts retrieved before, in the order the answer reads them."""
     tool_name: str
     task_no: str
+    judged_after: bool = False
+    """A context gatekeeper judges this context once the tool has run (SPEC §3.8: it is the
+    domain's RAG tool, and a deep fallback exists for the task), reading what a relevance check
+    would read: a search then hands on its best passages and leaves the judgement to it."""
 
 
 class CallRecord(BaseModel):

@@ -521,6 +521,7 @@ class DomainOrchestrator:
             earlier=tuple(result for result in results if result.context.strip()),
             tool_name=tool.name,
             task_no=task.task_no,
+            judged_after=run.reason == "rag" and self._judged(task),
         )
         log.info("tool_activated", task_no=task.task_no, tool=run.tool_name, reason=run.reason)
         try:
@@ -624,7 +625,7 @@ class DomainOrchestrator:
             run.reason == "rag" and run.record.outcome != "error" for run in task.run.tool_runs
         ):
             return None
-        if all(tool is None for tool in self._fallback_candidates(task)):
+        if not self._judged(task):
             return None
         progress = task.run.deep_search
         while True:
@@ -676,6 +677,11 @@ class DomainOrchestrator:
                 stop = await self._run_pending(task)
             if stop is not None:
                 return stop
+
+    def _judged(self, task: TaskInfo) -> bool:
+        """Whether the gatekeeper will judge the task's retrieved context (some prompt type
+        of the task has a deep fallback; otherwise its verdict would change nothing)."""
+        return any(tool is not None for tool in self._fallback_candidates(task))
 
     def _fallback_candidates(self, task: TaskInfo) -> list[ChatbotTool[Any] | None]:
         """The deep fallback of the task's prompt type; while the task is not classified (the

@@ -13,6 +13,12 @@ The search runs in up to two stages (seed 6.10):
    checked in order, ``brute_force_batch`` pages a call, until ``result_page_count`` relevant
    pages are found.
 
+Where the orchestrator's context gatekeeper judges the search's result anyway (the domain's RAG
+tool on a task with a deep fallback: :attr:`toolwire.llm.base.RetrievalPlace.judged_after`), the
+keyword search makes no relevance call: its best ``result_page_count`` passages go on, and the
+gatekeeper reads them as a relevance check would have (a relevance call before it cost a call
+and dropped pages that answered; bench/embedded/LOG.md).
+
 ``get_max_brute_force_page_count()`` caps both for large domains (seed 6.10): with a value set,
 the unfiltered full scan never runs, and a keyword hit set larger than that gets no per-page model
 calls (its best BM25 pages are returned unchecked instead).
@@ -30,7 +36,7 @@ from typing import Any, ClassVar
 import structlog
 from pydantic import BaseModel, Field
 
-from toolwire.llm.base import LanguageModel
+from toolwire.llm.base import LanguageModel, current_retrieval_place
 from toolwire.search.index import PageIndex
 from toolwire.search.pages import Page, render_pages
 from toolwire.search.passages import passage
@@ -58,12 +64,21 @@ class SearchParams(BaseModel):
     )
 
 
+def _judged_after() -> bool:
+    """Whether a context gatekeeper judges what the running search returns."""
+    place = current_retrieval_place()
+    return place is not None and place.judged_after
+
+
 class SearchStrategy(StrEnum):
     """Which path a context search took; logged and returned for tests and benchmarks."""
 
     KEYWORD_CHECKED = "keyword_checked"
     KEYWORD_UNCHECKED = "keyword_unchecked"
     """The hit set exceeded the cap: best BM25 pages returned without model calls."""
+    KEYWORD_FOR_GATEKEEPER = "keyword_for_gatekeeper"
+    """A context gatekeeper judges what the search returns: best BM25 passages, no model call
+    of the search's own."""
     KEYWORD_UNVERIFIED = "keyword_unverified"
     """The model rejected every checked hit: the best BM25 page is kept, marked unverified."""
     BRUTE_FORCE = "brute_force"
@@ -197,6 +212,9 @@ class AbstractContextSearchTool(RemovedSettingsCheck, OrchestratorActivatedTool[
         if cap is not None and hit_count > cap:
             pages = hits[: self.result_page_count]
             return SearchOutcome(pages, SearchStrategy.KEYWORD_UNCHECKED, hit_count, 0)
+        if _judged_after():
+            pages = hits[: self.result_page_count]
+            return SearchOutcome(pages, SearchStrategy.KEYWORD_FOR_GATEKEEPER, hit_count, 0)
         candidates = hits[: self.candidate_page_count]
         pages = await relevant_pages(self.llm, question, candidates)
         if pages or not self.keep_best_unverified:

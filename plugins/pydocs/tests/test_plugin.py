@@ -74,13 +74,14 @@ def _script_search(model: ScriptedModel, kind: str, words: list[str], relevance:
 async def test_a_sufficient_context_needs_neither_classification_nor_parameters(
     app: App, model: ScriptedModel
 ) -> None:
-    """Three calls: the pages' relevance, the gatekeeper and the answer (the search looks for
-    the request itself; the type would only have chosen a deep fallback)."""
+    """Two calls: the gatekeeper, which judges the search's passages, and the answer (the
+    search looks for the request itself and leaves the judgement to the gatekeeper; the type
+    would only have chosen a deep fallback)."""
     _script_search(model, "definition", ["nonlocal"], _relevant_if("nonlocal"))
     model.on_gatekeeper(True).on_answer()
     answer = await app.ask("What does the nonlocal statement do?")
     assert answer.kind == "answer" and '"nonlocal" statement' in answer.text
-    assert model.purposes == [Purpose.RELEVANCE, Purpose.GATEKEEPER, Purpose.ANSWER]
+    assert model.purposes == [Purpose.GATEKEEPER, Purpose.ANSWER]
     assert [run.reason for run in answer.trace.tools] == ["rag"]
 
 
