@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -75,38 +77,32 @@ def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
         raise typer.Exit(1) from None
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    try:
-        with model_server_lock(server.directory):
-            found = look_up(server.directory, holding_lock=True)
-            if found.removed:
-                err.print(f"[dim]a stale record was removed: {literal(found.removed)}[/dim]")
-            running = found.running
-            if running is not None:
-                if not server.matches(running):
-                    _exit_with(
-                        f"a model server with other settings is running ({running.settings_text()}"
-                        f"; pid {running.pid}), and this configuration asks for "
-                        f"{server.settings_text()}: stop it first with: toolwire model stop"
-                    )
-                out.print(
-                    f"the embedded model {running.model} is already running at "
-                    f"{running.base_url} (pid {running.pid}, up {running.uptime()}); "
-                    "toolwire model stop stops it",
-                    markup=False,
+    with _failures_said(), model_server_lock(server.directory):
+        found = look_up(server.directory, holding_lock=True)
+        if found.removed:
+            err.print(f"[dim]a stale record was removed: {literal(found.removed)}[/dim]")
+        running = found.running
+        if running is not None:
+            if not server.matches(running):
+                _exit_with(
+                    f"a model server with other settings is running ({running.settings_text()}"
+                    f"; pid {running.pid}), and this configuration asks for "
+                    f"{server.settings_text()}: stop it first with: toolwire model stop"
                 )
-                return
-            err.print(
-                f"[dim]starting the embedded model ({literal(server.settings_text())}); it keeps "
-                "running after this command[/dim]"
+            out.print(
+                f"the embedded model {running.model} is already running at "
+                f"{running.base_url} (pid {running.pid}, up {running.uptime()}); "
+                "toolwire model stop stops it",
+                markup=False,
             )
-            view = LiveView(out, err, stream_text=False)
-            with view, observing(view.show):
-                record = asyncio.run(server.serve())
-    except (ConfigError, PluginError) as error:  # the model's parts, as toolwire ask says it
-        report_error(error)
-        raise typer.Exit(1) from None
-    except (ToolwireError, OSError) as error:
-        _exit_with(_reason(error))
+            return
+        err.print(
+            f"[dim]starting the embedded model ({literal(server.settings_text())}); it keeps "
+            "running after this command[/dim]"
+        )
+        view = LiveView(out, err, stream_text=False)
+        with view, observing(view.show):
+            record = asyncio.run(server.serve())
     out.print(
         f"the embedded model {record.model} is running at {record.base_url} (pid {record.pid}): "
         "toolwire ask, chat, serve and mcp serve with this configuration use it; "
@@ -156,20 +152,14 @@ def stop() -> None:
 
     directory = model_cache_dir()
     out = Console(highlight=False, soft_wrap=True)
-    try:
-        with model_server_lock(directory):
-            found = look_up(directory, holding_lock=True)
-            running = found.running
-            if running is None:
-                removed = f"; a stale record was removed: {found.removed}" if found.removed else ""
-                out.print(f"{NOT_RUNNING}{removed}", markup=False)
-                return
-            stop_served(running, directory)
-    except (ConfigError, PluginError) as error:  # the model's parts, as toolwire ask says it
-        report_error(error)
-        raise typer.Exit(1) from None
-    except (ToolwireError, OSError) as error:
-        _exit_with(_reason(error))
+    with _failures_said(), model_server_lock(directory):
+        found = look_up(directory, holding_lock=True)
+        running = found.running
+        if running is None:
+            removed = f"; a stale record was removed: {found.removed}" if found.removed else ""
+            out.print(f"{NOT_RUNNING}{removed}", markup=False)
+            return
+        stop_served(running, directory)
     out.print(
         f"stopped the embedded model {running.model} (pid {running.pid}, up {running.uptime()})",
         markup=False,
@@ -193,6 +183,19 @@ def _configured(ctx: typer.Context, config: Path | None) -> str | None:
     except (ConfigError, PluginError):
         return None
     return settings_text(settings.local_model, window, settings.local_threads)
+
+
+@contextmanager
+def _failures_said() -> Iterator[None]:
+    """A failure of the block as one line and exit 1: a configuration problem (the model's
+    parts) as toolwire ask says it, a failed start or stop with what failed."""
+    try:
+        yield
+    except (ConfigError, PluginError) as error:
+        report_error(error)
+        raise typer.Exit(1) from None
+    except (ToolwireError, OSError) as error:
+        _exit_with(_reason(error))
 
 
 def _reason(error: ToolwireError | OSError) -> str:
