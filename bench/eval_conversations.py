@@ -227,11 +227,32 @@ class Tally:
         ]
 
 
+class Stopwatch:
+    """A turn's seconds: the wall time, plus the recorded latency of every reply the recording
+    gave instead of the model (a message sent again, in this run or an earlier one, costs what
+    the model took for it, not nothing)."""
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+
+    def _replayed_ms(self) -> float:
+        return float(self.transport.recorded_ms) if self.transport is not None else 0.0
+
+    def start(self) -> None:
+        self._started = time.perf_counter()
+        self._replayed = self._replayed_ms()
+
+    def seconds(self) -> float:
+        replayed = (self._replayed_ms() - self._replayed) / 1000
+        return time.perf_counter() - self._started + replayed
+
+
 async def run_mode(
     app: App,
     conversations: dict[str, list[LabelledConversation]],
     domains: dict[str, Domain],
     mode: str,
+    clock: Stopwatch,
 ) -> Tally:
     tally = Tally(mode)
     for name, listed in conversations.items():
@@ -239,15 +260,14 @@ async def run_mode(
             session: str | None = None
             for number, turn in enumerate(conversation.turns, start=1):
                 where = f"{conversation.id} turn {number} ({turn.role}) {turn.message!r}"
-                started = time.perf_counter()
+                clock.start()
                 try:
                     answer = await app.ask(turn.message, name, session)
                 except Exception as error:  # a failed turn counts as wrong; the run goes on
-                    seconds = time.perf_counter() - started
-                    tally.turns.append(TurnResult(name, turn.role, False, None, seconds))
+                    tally.turns.append(TurnResult(name, turn.role, False, None, clock.seconds()))
                     tally.misses.append(f"{where}: raised {type(error).__name__}: {error}")
                     continue  # in history mode the conversation goes on as it was stored
-                seconds = time.perf_counter() - started
+                seconds = clock.seconds()
                 why = misjudged(turn, answer, domains[name])
                 tally.turns.append(TurnResult(name, turn.role, not why, answer, seconds))
                 if why:
@@ -426,7 +446,7 @@ async def main() -> None:
             await warm_up(app.llm)
         tallies = []
         for mode in modes:
-            tally = await run_mode(app, conversations, domains, mode)
+            tally = await run_mode(app, conversations, domains, mode, Stopwatch(transport))
             report(tally, names)
             tallies.append(tally)
         summary(tallies)
