@@ -119,7 +119,7 @@ def fake_model(request: FakeRequest) -> FakeReply:
 
 MODES = {
     name: SelectionSettings(steps=list(PIPELINES[name]))
-    for name in ("core", "words", "call", "call_confirm", "english", "confirm_all")
+    for name in ("core", "core_args", "words", "call", "call_confirm", "english", "confirm_all")
 }
 """The default first (``core``: retrieve, choose, confirm), then the other pipelines of
 ``scoring.PIPELINES``; ``confirm_all`` asks every candidate's question (no choice)."""
