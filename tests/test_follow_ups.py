@@ -16,7 +16,7 @@ from toolwire.llm import OpenAIGateway, Purpose
 from toolwire.llm.compression import CompressedContext
 from toolwire.llm.history import current_history
 from toolwire.orchestrator import ConversationService
-from toolwire.orchestrator.follow_up import StandaloneTask
+from toolwire.orchestrator.follow_up import MAX_REWRITE_CHARS, StandaloneTask
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore
 from toolwire.settings import LLMSettings, SessionSettings
@@ -92,7 +92,8 @@ async def test_a_bad_rewrite_is_never_used_and_the_trace_says_why() -> None:
         (ModelError("decomposition", "down"), "the follow-up rewrite failed"),
         ({"task": ""}, "it was empty"),
         ({"task": "Excedrin dose"}, "it dropped Excedrin PM"),
-        ({"task": "Take 400 mg. " * 40}, "characters long"),
+        ({"task": "Take 400 mg. " * 20}, "characters long"),
+        ({"task": ("What about aspirin? " * 20)[:MAX_REWRITE_CHARS]}, "ran to its limit of 400"),
     ]
     for response, says in cases:
         model, seen = model_with(response)
@@ -199,3 +200,10 @@ async def test_a_later_turns_requests_carry_the_history_in_standard_roles_after_
         assert request.messages[1:3] == earlier
         assert request.messages[3]["role"] == "user"
     assert later[-1].messages[3]["content"].count("<task>") >= 1
+
+
+def test_the_rewrite_asks_for_no_more_than_its_limit() -> None:
+    """The limit is in the schema the request sends, so a server with structured output stops
+    a looping rewrite there (a grammar), in one call."""
+    task = StandaloneTask.model_json_schema()["properties"]["task"]
+    assert task["maxLength"] == MAX_REWRITE_CHARS == 400

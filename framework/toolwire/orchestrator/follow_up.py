@@ -37,11 +37,20 @@ FOLLOW_UP_INSTRUCTION = (
 MAX_GROWTH_CHARS = 200
 """How much longer than the message a rewrite may be (more means it answered or wandered)."""
 
+MAX_REWRITE_CHARS = 400
+"""The longest rewrite the model may write (the schema's ``maxLength``, which a server with
+structured output makes a grammar): a small model that falls into a loop ("What about aspirin?
+What about ibuprofen? …") is stopped there in one call, instead of writing to its completion
+limit twice (the call and its corrective retry). A rewrite that reaches it is not used."""
+
 
 class StandaloneTask(BaseModel):
     """The user's latest task, rewritten to stand on its own."""
 
-    task: str = Field(description="The task, understandable without the conversation")
+    task: str = Field(
+        description="The task, understandable without the conversation",
+        max_length=MAX_REWRITE_CHARS,
+    )
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,7 @@ async def resolve_follow_up(llm: LanguageModel, message: str, attempts: int) -> 
     except ModelError as error:
         return _as_sent(message, f"the follow-up rewrite failed: {error}")
     text = " ".join(output.task.split())
-    problem = _refused(message, text)
+    problem = _refused(message, text, looped=len(output.task) >= MAX_REWRITE_CHARS)
     if problem is not None:
         return _as_sent(message, f"the follow-up rewrite was not used: {problem}")
     rewritten = text != " ".join(message.split())
@@ -77,7 +86,9 @@ async def resolve_follow_up(llm: LanguageModel, message: str, attempts: int) -> 
     return Resolved(text if rewritten else message, rewritten)
 
 
-def _refused(message: str, text: str) -> str | None:
+def _refused(message: str, text: str, *, looped: bool) -> str | None:
+    if looped:
+        return f"it ran to its limit of {MAX_REWRITE_CHARS} characters"
     if not text:
         return "it was empty"
     if len(text) > len(message) + MAX_GROWTH_CHARS:
