@@ -160,12 +160,13 @@ async def test_a_failed_compression_keeps_the_turns_and_says_so() -> None:
     assert stored.summaries == [] and [t.number for t in stored.turns] == [1, 2, 3, 4]
 
 
-async def test_a_later_turns_requests_carry_the_history_in_standard_roles_after_the_prefix() -> (
+async def test_the_rewrite_and_the_answer_read_the_history_in_standard_roles_after_the_prefix() -> (
     None
 ):
-    """On the exact requests a server receives: the system message first, byte-identical, then
-    the earlier turns as user and assistant messages, then the call's own message; the second
-    turn's requests begin with everything the first turn's history had."""
+    """On the exact requests a server receives: the rewrite and the answer send the system
+    message first, then the earlier turns as user and assistant messages, then the call's own
+    message; every other call of the later turn reads the rewritten task alone, as a first
+    turn's would (the earlier turns there dragged the old topic into new requests)."""
 
     def reply(request: FakeRequest) -> FakeReply:
         fields = (request.output_schema or {}).get("properties", {})
@@ -193,12 +194,18 @@ async def test_a_later_turns_requests_carry_the_history_in_standard_roles_after_
         {"role": "assistant", "content": first.text},
     ]
     later = server.chat_requests[turn_one:]
-    assert len(later) == len(second.model_calls) >= 2
-    for request in later:
+    purposes = [call.purpose for call in second.model_calls]
+    assert len(later) == len(purposes) and purposes[0] == "decomposition"  # the rewrite
+    assert purposes[-1] == "answer" and len(purposes) > 2
+    for purpose, request in zip(purposes, later, strict=True):
         assert request.messages[0]["role"] == "system"
         assert request.messages[0]["content"].startswith("You are the language model")
-        assert request.messages[1:3] == earlier
-        assert request.messages[3]["role"] == "user"
+        if purpose in ("decomposition", "answer"):
+            assert request.messages[1:3] == earlier
+            assert request.messages[3]["role"] == "user"
+        else:
+            assert all(message not in request.messages for message in earlier), purpose
+            assert "What is the dose of ibuprofen?" in json.dumps(request.messages), purpose
     assert later[-1].messages[3]["content"].count("<task>") >= 1
 
 

@@ -1,10 +1,14 @@
-"""The earlier turns of the conversation, in every model call of a turn (seed 004).
+"""The earlier turns of the conversation, in the model calls of a turn that read them (seed 004).
 
-The conversation service opens :func:`conversation_history` around a turn; every call the turn
-makes (the orchestrator's, coordinators' and tools' alike) then sends the earlier turns in
-standard chat roles right after its system message, before its own message. The fixed system
-message stays first and the history only grows at its end, so consecutive calls and consecutive
-turns share their prefix.
+The conversation service opens :func:`conversation_history` around a turn: the turn *has* its
+earlier turns. Two calls *read* them, each inside :func:`reading_history`: the follow-up rewrite,
+which makes the message stand on its own, and the answer, which must not contradict what was
+said. Those calls send the earlier turns in standard chat roles right after their system
+message, before their own message; the fixed system message stays first and the history only
+grows at its end, so consecutive turns share their prefix. Every other call of the turn
+(routing, coordinators, the tool selection, parameters, the gatekeeper) reads the task as the
+rewrite left it, as a first turn's would: the earlier turns there only dragged the old topic into
+a new request (bench/conversations/LOG.md).
 """
 
 from __future__ import annotations
@@ -16,16 +20,28 @@ from contextvars import ContextVar
 from toolwire.llm.transport import Message
 
 _history: ContextVar[tuple[Message, ...]] = ContextVar("toolwire_history", default=())
+_reading: ContextVar[bool] = ContextVar("toolwire_reading_history", default=False)
 
 
 @contextmanager
 def conversation_history(messages: Sequence[Message]) -> Iterator[None]:
-    """Inside the block, every model call carries ``messages`` after its system message."""
+    """Inside the block, the turn's earlier turns are ``messages`` (read by the calls made
+    inside :func:`reading_history`)."""
     token = _history.set(tuple(messages))
     try:
         yield
     finally:
         _history.reset(token)
+
+
+@contextmanager
+def reading_history() -> Iterator[None]:
+    """Inside the block, every model call carries the turn's earlier turns."""
+    token = _reading.set(True)
+    try:
+        yield
+    finally:
+        _reading.reset(token)
 
 
 def current_history() -> tuple[Message, ...]:
@@ -35,9 +51,9 @@ def current_history() -> tuple[Message, ...]:
 
 def with_history(messages: list[Message]) -> list[Message]:
     """``messages`` with the earlier turns inserted after the leading system message (at the
-    start when there is none: a call that sends the task alone)."""
+    start when there is none: a call that sends the task alone), for a call that reads them."""
     history = _history.get()
-    if not history:
+    if not history or not _reading.get():
         return messages
     if messages and messages[0]["role"] == "system":
         return [messages[0], *history, *messages[1:]]

@@ -50,6 +50,7 @@ from toolwire.llm.base import (
     retrieval_place,
 )
 from toolwire.llm.context_limits import ContextIssue, collect_context_issues
+from toolwire.llm.history import reading_history
 from toolwire.llm.status_bar import status_bar
 from toolwire.logging import bound
 from toolwire.orchestrator.activation import DomainTools, choose_tools, classify
@@ -740,12 +741,13 @@ class DomainOrchestrator:
             contexts = await answer_contexts(root, self.llm, self.settings.subtask_results)
             calls_before = len(current_calls())
             try:
-                composed = await call_model(
-                    Purpose.ANSWER.value,
-                    self.settings.model_attempts,
-                    lambda: self.llm.answer(root.question(), contexts),
-                    is_valid=lambda answer: bool(answer.strip()),
-                )
+                with reading_history():  # the answer must not contradict earlier turns
+                    composed = await call_model(
+                        Purpose.ANSWER.value,
+                        self.settings.model_attempts,
+                        lambda: self.llm.answer(root.question(), contexts),
+                        is_valid=lambda answer: bool(answer.strip()),
+                    )
             except ModelError as error:
                 if not guaranteed:
                     raise

@@ -4,7 +4,8 @@ A later turn's message often points back ("and what is its usual dose?", "the sa
 aspirin", "no, I meant Excedrin PM"). Coordinators, the tool selection and the tools read the
 task's text alone (SPEC §3), so toolwire first rewrites such a message to stand on its own, in one
 model call that reads the earlier turns in standard roles after the fixed prefix; the task then
-runs as if the user had sent the rewrite. A message that needs nothing from before is copied
+runs as if the user had sent the rewrite (the other calls of the turn read the rewrite, not the
+earlier turns: :mod:`toolwire.llm.history`). A message that needs nothing from before is copied
 unchanged. A rewrite that fails, is empty, drops an identifier of the message, or grows far
 longer than the message is not used: the message is read as it was sent, and the turn's record
 says why.
@@ -21,6 +22,7 @@ from toolwire.errors import ModelError
 from toolwire.llm.attempts import call_model
 from toolwire.llm.base import LanguageModel, Purpose
 from toolwire.llm.compression import identifiers
+from toolwire.llm.history import reading_history
 
 log = structlog.get_logger(__name__)
 
@@ -65,16 +67,17 @@ class Resolved:
 async def resolve_follow_up(llm: LanguageModel, message: str, attempts: int) -> Resolved:
     """``message`` made to stand on its own (the earlier turns are the open history)."""
     try:
-        output = await call_model(
-            Purpose.DECOMPOSITION.value,
-            attempts,
-            lambda: llm.extract(
-                StandaloneTask,
-                message,
-                instruction=FOLLOW_UP_INSTRUCTION,
-                purpose=Purpose.DECOMPOSITION,
-            ),
-        )
+        with reading_history():
+            output = await call_model(
+                Purpose.DECOMPOSITION.value,
+                attempts,
+                lambda: llm.extract(
+                    StandaloneTask,
+                    message,
+                    instruction=FOLLOW_UP_INSTRUCTION,
+                    purpose=Purpose.DECOMPOSITION,
+                ),
+            )
     except ModelError as error:
         return _as_sent(message, f"the follow-up rewrite failed: {error}")
     text = " ".join(output.task.split())
