@@ -8,6 +8,7 @@ guaranteed interaction text, its severity, the source and the disclaimer, verbat
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from toolwire_pharma import MedicineData
@@ -36,17 +37,21 @@ def test_ask_on_the_embedded_model(tmp_path: Path, question: str, expected: str)
     assert [run["outcome"] for run in analysis] == ["guaranteed"]
 
 
+def _runs(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every tool run of an answer's task tree."""
+    return [*trace["tools"], *(run for sub in trace["sub_tasks"] for run in _runs(sub))]
+
+
 @pytest.mark.local_model
 def test_a_follow_up_on_the_embedded_model(tmp_path: Path) -> None:
     """Two turns of one conversation on the real path: the second continues the first (its id,
-    turn 2), every call of it read turn 1, and it is answered. Whether the 1.5B model resolves
-    "it" to Nurofen is a figure of bench/eval_conversations.py, not a test: on 2026-12-03 it
-    copied the message unchanged, and the turn then runs on the message as sent."""
+    turn 2, reading turn 1), its rewrite resolves "the same" to a dose question about the new
+    product, and the dosage tool runs for that product, not the old one."""
     first = ask_embedded_model(
         "What is the usual dose of Nurofen?", domain="pharma", plugins="pharma", cwd=tmp_path
     )
     second = ask_embedded_model(
-        "Can I take it together with Coumadin?",
+        "And the same for Coumadin?",
         domain="pharma",
         plugins="pharma",
         cwd=tmp_path,
@@ -54,6 +59,8 @@ def test_a_follow_up_on_the_embedded_model(tmp_path: Path) -> None:
     )
     assert second["session_id"] == first["session_id"] and second["turn"] == 2
     assert second["context"]["turns_read"] == [1]
-    assert second["kind"] in ("answer", "clarification") and second["text"]
     standalone = second["context"]["standalone"]
-    assert standalone is None or "Coumadin" in standalone  # a rewrite keeps the message's names
+    assert standalone is not None and "Coumadin" in standalone and "dose" in standalone.lower()
+    dosage = [run for run in _runs(second["trace"]) if run["tool_name"] == "pharma.dosage_info"]
+    assert [run["params"]["product"] for run in dosage] == ["Coumadin"]
+    assert second["kind"] == "answer" and second["text"]
