@@ -214,3 +214,18 @@ def test_the_rewrite_asks_for_no_more_than_its_limit() -> None:
     a looping rewrite there (a grammar), in one call."""
     task = StandaloneTask.model_json_schema()["properties"]["task"]
     assert task["maxLength"] == MAX_REWRITE_CHARS == 400
+
+
+async def test_a_rewrite_past_its_limit_without_a_grammar_is_refused_in_one_call() -> None:
+    """Without a grammar the model can write past the schema's ``maxLength``: the reply still
+    parses (no corrective retry of a 1,000-character loop) and is not used."""
+    model, seen = model_with({"task": "What about aspirin? " * 60})
+    chat = service(model)
+    first = await chat.ask("Is Coumadin safe with aspirin?")
+    second = await chat.ask("what about ibuprofen?", session_id=first.session_id)
+
+    rewrites = [call for call in second.model_calls if call.purpose == "decomposition"]
+    assert len(rewrites) == 1 and rewrites[0].ok
+    assert second.context is not None and second.context.standalone is None
+    assert "ran to its limit of 400" in second.context.notes[0]
+    assert seen[-1] == "what about ibuprofen?"

@@ -6,7 +6,7 @@ which makes the message stand on its own, and the answer, which must not contrad
 said. Those calls send the earlier turns in standard chat roles right after their system
 message, before their own message; the fixed system message stays first and the history only
 grows at its end, so consecutive turns share their prefix. Every other call of the turn
-(routing, coordinators, the tool selection, parameters, the gatekeeper) reads the task as the
+(coordinators, the tool selection, parameters, the gatekeeper) reads the task as the
 rewrite left it, as a first turn's would: the earlier turns there only dragged the old topic into
 a new request (bench/conversations/LOG.md).
 """
@@ -45,15 +45,16 @@ def reading_history() -> Iterator[None]:
 
 
 def current_history() -> tuple[Message, ...]:
-    """The earlier turns' messages of the turn being answered (empty outside one)."""
-    return _history.get()
+    """The earlier turns a model call made here sends: the turn's, inside
+    :func:`reading_history`; none in any other call, or outside a turn."""
+    return _history.get() if _reading.get() else ()
 
 
 def with_history(messages: list[Message]) -> list[Message]:
     """``messages`` with the earlier turns inserted after the leading system message (at the
     start when there is none: a call that sends the task alone), for a call that reads them."""
-    history = _history.get()
-    if not history or not _reading.get():
+    history = current_history()
+    if not history:
         return messages
     if messages and messages[0]["role"] == "system":
         return [messages[0], *history, *messages[1:]]

@@ -43,7 +43,9 @@ MAX_REWRITE_CHARS = 400
 """The longest rewrite the model may write (the schema's ``maxLength``, which a server with
 structured output makes a grammar): a small model that falls into a loop ("What about aspirin?
 What about ibuprofen? …") is stopped there in one call, instead of writing to its completion
-limit twice (the call and its corrective retry). A rewrite that reaches it is not used."""
+limit twice (the call and its corrective retry). A rewrite that reaches it is not used. The
+limit is the schema's only, not a validation rule: from a server without a grammar a longer
+reply still parses, and is refused in that one call rather than retried as invalid output."""
 
 
 class StandaloneTask(BaseModel):
@@ -51,7 +53,7 @@ class StandaloneTask(BaseModel):
 
     task: str = Field(
         description="The task, understandable without the conversation",
-        max_length=MAX_REWRITE_CHARS,
+        json_schema_extra={"maxLength": MAX_REWRITE_CHARS},
     )
 
 
