@@ -96,7 +96,7 @@ async def test_a_failing_arguments_call_is_recorded_and_the_tools_still_run() ->
     assert answer.text.startswith("base 2.0")
     assert answer.failures == [
         "task 1: arguments: the arguments call failed; the tools' parameters are extracted as "
-        "usual: model call for 'parameters' failed: timeout (after 1 attempt(s))"
+        "usual: model call for 'choice' failed: timeout (after 1 attempt(s))"
     ]
 
 

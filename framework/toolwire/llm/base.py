@@ -286,7 +286,8 @@ class LanguageModel(Protocol):
     ) -> list[FunctionChoice]:
         """The options the model calls when they are offered as functions (the provider's
         native tool calling, each with its ``parameters``), in the order called, with the
-        arguments it wrote. One call (``Purpose.CHOICE``); the ``call`` selection step's.
+        arguments it wrote. One call (``Purpose.CHOICE``); the ``call`` and ``arguments``
+        selection steps'.
         """
         ...
 

@@ -7,7 +7,9 @@ takes from native function calling what it does well (filling a function's argum
 schema, the format the model was trained on) and leaves the choice and the refusal to the steps
 before it. The step never changes which tools run: a tool the model does not call, or whose
 arguments do not fit, has its parameters extracted as usual, and so does every tool of a task
-whose parameters do not come from its prompt alone.
+whose parameters do not come from its prompt alone. It needs a model with native function
+calling (the model profile's ``function_calling``): without it the call is a constrained choice
+of names, which carries nothing.
 """
 
 from __future__ import annotations
@@ -28,14 +30,16 @@ class CallArguments:
     async def run(self, state: SelectionState, record: StepRecord) -> None:
         if not state.parameters_from_task:
             return
-        tools = [
-            tool for tool in state.selected or [] if tool.qualified_name not in state.parameters
+        tools = [  # a tool without parameters has nothing to carry
+            tool
+            for tool in state.selected or []
+            if tool.parameter_names and tool.qualified_name not in state.parameters
         ]
         if not tools:
             return
         by_short_name = {tool.short_name: tool for tool in tools}
         calls = await state.ask(
-            Purpose.PARAMETERS,
+            Purpose.CHOICE,  # the purpose choose_functions records its call under
             lambda: state.llm.choose_functions(
                 state.task_prompt, [tool.option() for tool in tools]
             ),
