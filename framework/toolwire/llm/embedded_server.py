@@ -45,7 +45,14 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="speculative decoding from n-grams of the prompt, no draft model (on: the same "
         "answers, a few per cent faster where an answer quotes its context; bench/embedded/LOG.md)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.kv_type != "f16" and args.flash_attn == "off":
+        # llama.cpp refuses it too, but only after loading the model, as it creates the context.
+        parser.error(
+            f"--kv-type {args.kv_type} needs flash attention (a quantised V cache), and "
+            "--flash-attn off turns it off: name --flash-attn on or auto, or --kv-type f16"
+        )
+    return args
 
 
 FLASH_ATTENTION = {"auto": -1, "off": 0, "on": 1}
@@ -83,8 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # parameter extractions share the rules and the instruction), and a longer match saved from
     # an earlier question (the same tool's extraction, everything up to the task) stays unused.
     params.slot_prompt_similarity = 0.0
-    params.flash_attn_type = xllamacpp.llama_flash_attn_type(FLASH_ATTENTION[args.flash_attn])
-    params.cache_type_k = params.cache_type_v = xllamacpp.ggml_type(KV_TYPES[args.kv_type])
+    _attention(xllamacpp, params, args)
     _speculation(xllamacpp, params, args, threads)
     params.verbosity = 1  # errors and warnings only: the parent keeps the tail for start failures
     sampling = params.sampling
@@ -107,6 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.sigwait(stop_signals)
     # llama.cpp's threads are not joined: the process ends here, the OS frees the model.
     os._exit(0)
+
+
+def _attention(xllamacpp: Any, params: Any, args: argparse.Namespace) -> None:
+    """Flash attention and the KV cache's element type (K and V alike), as named."""
+    params.flash_attn_type = xllamacpp.llama_flash_attn_type(FLASH_ATTENTION[args.flash_attn])
+    params.cache_type_k = params.cache_type_v = xllamacpp.ggml_type(KV_TYPES[args.kv_type])
 
 
 def _speculation(xllamacpp: Any, params: Any, args: argparse.Namespace, threads: int) -> None:
