@@ -64,6 +64,16 @@ class SearchParams(BaseModel):
     )
 
 
+def _handed_on_unchecked(hit_count: int, cap: int | None) -> SearchStrategy | None:
+    """Why the best passages go on without a relevance call (None: they get one): too many
+    hits to check, or the context gatekeeper judges them after the search."""
+    if cap is not None and hit_count > cap:
+        return SearchStrategy.KEYWORD_UNCHECKED
+    if _judged_after():
+        return SearchStrategy.KEYWORD_FOR_GATEKEEPER
+    return None
+
+
 def _judged_after() -> bool:
     """Whether a context gatekeeper judges what the running search returns."""
     place = current_retrieval_place()
@@ -209,12 +219,9 @@ class AbstractContextSearchTool(RemovedSettingsCheck, OrchestratorActivatedTool[
     ) -> SearchOutcome:
         limit = max(self.candidate_page_count, self.result_page_count)
         hits = [self._passage(hit.page, query) for hit in index.search(query, limit=limit)]
-        if cap is not None and hit_count > cap:
-            pages = hits[: self.result_page_count]
-            return SearchOutcome(pages, SearchStrategy.KEYWORD_UNCHECKED, hit_count, 0)
-        if _judged_after():
-            pages = hits[: self.result_page_count]
-            return SearchOutcome(pages, SearchStrategy.KEYWORD_FOR_GATEKEEPER, hit_count, 0)
+        unchecked = _handed_on_unchecked(hit_count, cap)
+        if unchecked is not None:
+            return SearchOutcome(hits[: self.result_page_count], unchecked, hit_count, 0)
         candidates = hits[: self.candidate_page_count]
         pages = await relevant_pages(self.llm, question, candidates)
         if pages or not self.keep_best_unverified:
