@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,11 @@ from structlog.testing import capture_logs
 
 from server_support.processes import write_config
 from toolwire import App
+from toolwire.context_buffer import PromptAndContext
 from toolwire.errors import ModelError
+from toolwire.events import ModelCallFinished, emit
 from toolwire.hookspecs import hookimpl
+from toolwire.llm.base import CallRecord
 from toolwire.llm.profiles import ModelProfile
 from toolwire.server import create_app
 from toolwire.server import run as run_module
@@ -41,6 +45,19 @@ class SlowStartingModel(ScriptedModel):
             await asyncio.sleep(0.01)
         if self.failure is not None:
             raise self.failure
+
+
+class DownUntilFixed(SlowStartingModel):
+    """Its answer calls fail as those of a model that does not run, until ``fixed``."""
+
+    fixed = False
+
+    async def answer(self, question: str, contexts: Sequence[PromptAndContext]) -> str:
+        if not self.fixed:
+            record = CallRecord(purpose="answer", model="", ok=False, error="connection refused")
+            emit(ModelCallFinished(record=record))
+            raise ModelError("answer", "connection refused")
+        return await super().answer(question, contexts)
 
 
 class FakeProvider:
@@ -114,6 +131,34 @@ def test_a_model_that_fails_to_start_makes_the_server_unready_naming_an_error_id
     assert "exited with code 2" in failed["detail"]
     assert "exited" not in ready.text  # the reason is the operator's, in the log
     assert health.status_code == 200
+
+
+def test_readiness_recovers_once_a_question_starts_the_model_after_a_failed_start(
+    tmp_path: Path,
+) -> None:
+    model = DownUntilFixed(ModelError("local", "the embedded model server exited with code 2"))
+    model.release.set()
+    model.on_answer("hello to you")
+    with (
+        capture_logs() as logs,
+        TestClient(create_app(load(tmp_path, model), start_model=True)) as client,
+    ):
+        failed = ready_after(client)
+        unanswered = client.post("/v1/ask", json={"message": "hello"})
+        still_failed = client.get("/readyz")
+        model.fixed = True
+        answered = client.post("/v1/ask", json={"message": "hello"})
+        recovered = client.get("/readyz")
+
+    assert failed.json()["status"] == "unavailable"
+    assert unanswered.status_code == 502  # a question whose model call failed proves nothing
+    assert still_failed.json() == failed.json()
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["text"] == "hello to you"
+    assert (recovered.status_code, recovered.json()["status"]) == (200, "ready")
+    (start_failed,) = [event for event in logs if event["event"] == "model_start_failed"]
+    (recovery,) = [event for event in logs if event["event"] == "model_recovered"]
+    assert recovery["failed_start_error_id"] == start_failed["error_id"]
 
 
 def test_with_error_details_exposed_readiness_says_why_the_model_did_not_start(

@@ -24,6 +24,7 @@ from toolwire.app import App
 from toolwire.catalogue import ToolRecord, tool_records
 from toolwire.disclosure import disclosed_answer, new_error_id
 from toolwire.errors import PLUGIN_FAILURES, ToolwireError, UnknownSessionError
+from toolwire.events import Event, ModelCallFinished, Observer
 from toolwire.llm.guard import ModelRequestsBlockedError
 from toolwire.orchestrator import Answer
 from toolwire.redaction import redact
@@ -105,7 +106,8 @@ class ServerState:
     model_start: asyncio.Task[None] | None = None
     """The model's start at startup (``create_app(start_model=True)``), while it runs."""
     model_failure: tuple[str, str] | None = None
-    """Why the model's start at startup failed, and the error id it was logged under."""
+    """Why the model's start at startup failed, and the error id it was logged under; cleared
+    once a model call succeeds (a question started the model on demand)."""
 
     def ready_app(self) -> App:
         if self.app is None:
@@ -131,7 +133,8 @@ def create_app(
     close; one built here is closed at shutdown. ``start_model`` (``toolwire serve``): start and
     warm the model at startup (``App.start_model``) in the background; ``/healthz`` answers
     meanwhile, ``/readyz`` says ``starting`` until the model is up (``unavailable`` if its
-    start failed), and a question asked meanwhile waits for it.
+    start failed, until a question's model call succeeds), and a question asked meanwhile waits
+    for it.
     """
     state = ServerState(app=app, settings=settings, config_path=config_path)
 
@@ -203,7 +206,8 @@ def create_app(
 
 async def _start_model(app: App, state: ServerState) -> None:
     """Start and warm the model (the lifespan's background task); a failure is logged under an
-    error id and makes the server unready, with the id."""
+    error id and makes the server unready, with the id, until a question's model call succeeds
+    (each question starts the model on demand, as it would without ``start_model``)."""
     started = time.perf_counter()
     try:
         await app.start_model()
@@ -212,10 +216,24 @@ async def _start_model(app: App, state: ServerState) -> None:
         error_id = new_error_id()
         log.error("model_start_failed", detail=reason, error_id=error_id)
         state.model_failure = (reason, error_id)
+        app.add_observer(lambda: _recovery_observer(state))
     else:
         log.info("model_ready", seconds=round(time.perf_counter() - started, 2))
     finally:
         state.model_start = None
+
+
+def _recovery_observer(state: ServerState) -> Observer:
+    """The observer of one question, after the model failed to start at startup: a model call
+    that succeeded means the model runs now, so the failure no longer makes ``/readyz`` 503."""
+
+    def observe(event: Event) -> None:
+        failure = state.model_failure
+        if failure is not None and isinstance(event, ModelCallFinished) and event.record.ok:
+            state.model_failure = None
+            log.info("model_recovered", failed_start_error_id=failure[1])
+
+    return observe
 
 
 def _state(request: Request) -> ServerState:
