@@ -69,12 +69,9 @@ def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
             f"{provider!r} model provider (llm.provider, TOOLWIRE_LLM_BASE_URL or an API key): "
             "nothing to serve"
         )
-    try:
+    with _failures_said():
         server = detached_server(settings, app.model_profile.context_window_tokens)
         server.check_installed()
-    except (ConfigError, PluginError) as error:
-        report_error(error)
-        raise typer.Exit(1) from None
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     with _failures_said(), model_server_lock(server.directory):
