@@ -116,7 +116,7 @@ def status(ctx: typer.Context, config: ConfigOption = None) -> None:
     when one runs, 1 when none does (a stale record is removed).
     """
     from toolwire.llm.local import model_cache_dir
-    from toolwire.llm.served_model import log_path, look_up
+    from toolwire.llm.served_model import log_path, look_up, settings_text
 
     directory = model_cache_dir()
     found = look_up(directory)
@@ -132,10 +132,10 @@ def status(ctx: typer.Context, config: ConfigOption = None) -> None:
         markup=False,
     )
     wanted = _configured(ctx, config)
-    if wanted is not None and wanted != running.settings_text():
+    if wanted is not None and not running.matches(*wanted):
         out.print(
-            f"this configuration does not use it: it asks for {wanted} (toolwire model stop, "
-            "then toolwire model serve, serves that)",
+            f"this configuration does not use it: it asks for {settings_text(*wanted)} (toolwire "
+            "model stop, then toolwire model serve, serves that)",
             markup=False,
         )
 
@@ -163,13 +163,13 @@ def stop() -> None:
     )
 
 
-def _configured(ctx: typer.Context, config: Path | None) -> str | None:
-    """The embedded server this configuration would start, described (None: it uses another
-    provider, or cannot be loaded; ``status`` reports the running server all the same)."""
+def _configured(ctx: typer.Context, config: Path | None) -> tuple[str, int, int | None] | None:
+    """The model, window and threads of the embedded server this configuration would start,
+    as ``ServedModel.matches`` takes them (None: it uses another provider, or cannot be loaded;
+    ``status`` reports the running server all the same)."""
     from toolwire.app import App
     from toolwire.llm.factory import provider_name, resolve_settings
     from toolwire.llm.providers import EMBEDDED
-    from toolwire.llm.served_model import settings_text
 
     try:
         app = App.load(config_option(ctx, config), mcp_listing=McpListing.NONE)
@@ -179,7 +179,7 @@ def _configured(ctx: typer.Context, config: Path | None) -> str | None:
         window = app.model_profile.context_window_tokens
     except (ConfigError, PluginError):
         return None
-    return settings_text(settings.local_model, window, settings.local_threads)
+    return settings.local_model, window, settings.local_threads
 
 
 @contextmanager
