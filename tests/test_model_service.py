@@ -350,6 +350,32 @@ def test_a_stale_record_is_removed_never_trusted(cli: CliRunner, cache: Path, st
     assert not (cache / RECORD_FILE).exists()
 
 
+def test_a_record_is_said_removed_only_when_it_was(cli: CliRunner, cache: Path) -> None:
+    cache.mkdir(parents=True)
+    path = cache / RECORD_FILE
+    path.write_bytes(b"\xff not a record")
+    unreadable = cli.invoke(cli_app, ["model", "status"])
+    assert path.exists()
+
+    gone = ServedModel(model=MODEL, window=WINDOW, threads=0, cache_mib=512, port=free_port(),
+                       pid=gone_pid(), started_at=time.time())  # fmt: skip
+    path.write_text(gone.model_dump_json())
+    with model_server_lock(cache):  # another command is starting or stopping the server
+        locked_out = cli.invoke(cli_app, ["model", "status"])
+    assert path.exists()
+
+    assert (unreadable.exit_code, unreadable.stdout) == (
+        1,
+        "no model server is running (toolwire model serve starts one); a record cannot be read "
+        f"(left as it is): {path}: 'utf-8' codec can't decode byte 0xff in position 0: invalid "
+        "start byte\n",
+    )
+    assert (locked_out.exit_code, locked_out.stdout) == (
+        1,
+        "no model server is running (toolwire model serve starts one)\n",
+    )
+
+
 def test_a_start_that_fails_names_what_failed_and_leaves_nothing(
     cli: CliRunner, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

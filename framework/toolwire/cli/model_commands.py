@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -25,6 +25,9 @@ from toolwire.events import observing
 from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.mcp.discovery import McpListing
 from toolwire.printable import printable
+
+if TYPE_CHECKING:
+    from toolwire.llm.served_model import Lookup
 
 model_app = typer.Typer(
     name="model",
@@ -78,6 +81,8 @@ def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
         found = look_up(server.directory, holding_lock=True)
         if found.removed:
             err.print(f"[dim]a stale record was removed: {literal(found.removed)}[/dim]")
+        if found.unreadable:
+            err.print(f"[dim]a record cannot be read: {literal(found.unreadable)}[/dim]")
         running = found.running
         if running is not None:
             if not server.matches(running):
@@ -123,8 +128,7 @@ def status(ctx: typer.Context, config: ConfigOption = None) -> None:
     out = Console(highlight=False, soft_wrap=True)
     running = found.running
     if running is None:
-        removed = f"; a stale record was removed: {found.removed}" if found.removed else ""
-        out.print(f"{NOT_RUNNING}{removed}", markup=False)
+        out.print(_nothing_running(found), markup=False)
         raise typer.Exit(1)
     out.print(
         f"running: the embedded model {running.model} at {running.base_url}, pid {running.pid}, "
@@ -153,14 +157,22 @@ def stop() -> None:
         found = look_up(directory, holding_lock=True)
         running = found.running
         if running is None:
-            removed = f"; a stale record was removed: {found.removed}" if found.removed else ""
-            out.print(f"{NOT_RUNNING}{removed}", markup=False)
+            out.print(_nothing_running(found), markup=False)
             return
         stop_served(running, directory)
     out.print(
         f"stopped the embedded model {running.model} (pid {running.pid}, up {running.uptime()})",
         markup=False,
     )
+
+
+def _nothing_running(found: Lookup) -> str:
+    """That no server runs, and what became of a record that said otherwise."""
+    if found.removed:
+        return f"{NOT_RUNNING}; a stale record was removed: {found.removed}"
+    if found.unreadable:
+        return f"{NOT_RUNNING}; a record cannot be read (left as it is): {found.unreadable}"
+    return NOT_RUNNING
 
 
 def _configured(ctx: typer.Context, config: Path | None) -> tuple[str, int, int | None] | None:

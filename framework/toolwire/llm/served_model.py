@@ -186,11 +186,14 @@ class Lookup:
 
     running: ServedModel | None
     removed: str | None = None
-    """Why a stale record was removed (None: there was none, or it is running)."""
+    """Why a stale record was removed (None: none was; a command holding the lock kept it)."""
+    unreadable: str | None = None
+    """The record that cannot be read, and why (it is left as it is)."""
 
 
 def look_up(directory: Path, *, holding_lock: bool = False) -> Lookup:
-    """The recorded server if it runs and answers; a stale or unreadable record is removed.
+    """The recorded server if it runs and answers; a stale record is removed, one that cannot
+    be read is left as it is (it cannot be told from a record being written).
 
     ``holding_lock``: the caller holds :func:`model_server_lock`. Without it the record is
     removed only when no command holds the lock (one may be writing a new record)."""
@@ -200,7 +203,9 @@ def look_up(directory: Path, *, holding_lock: bool = False) -> Lookup:
     except FileNotFoundError:
         return Lookup(None)
     except (OSError, UnicodeDecodeError) as error:
-        return Lookup(None, f"it cannot be read ({error})")
+        detail = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        log.warning("local_model_record_unreadable", path=str(path), detail=detail)
+        return Lookup(None, unreadable=f"{path}: {detail}")
     try:
         record = ServedModel.model_validate_json(text)
     except ValidationError:
@@ -209,27 +214,31 @@ def look_up(directory: Path, *, holding_lock: bool = False) -> Lookup:
         reason = record.stale_reason()
         if reason is None:
             return Lookup(record)
-    _remove_stale(path, text, holding_lock=holding_lock)
-    log.warning("local_model_record_stale", path=str(path), reason=reason)
-    return Lookup(None, reason)
+    removed = _remove_stale(path, text, holding_lock=holding_lock)
+    log.warning("local_model_record_stale", path=str(path), reason=reason, removed=removed)
+    return Lookup(None, reason if removed else None)
 
 
-def _remove_stale(path: Path, text: str, *, holding_lock: bool) -> None:
-    """Remove the record if it still says ``text`` (another command may have replaced it)."""
+def _remove_stale(path: Path, text: str, *, holding_lock: bool) -> bool:
+    """Remove the record if it still says ``text`` (another command may have replaced it);
+    whether it was removed."""
 
-    def remove() -> None:
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            if path.read_text(encoding="utf-8") == text:
-                path.unlink()
+    def remove() -> bool:
+        try:
+            if path.read_text(encoding="utf-8") != text:
+                return False
+            path.unlink()
+        except (OSError, UnicodeDecodeError):
+            return False
+        return True
 
     if holding_lock:
-        remove()
-        return
+        return remove()
     try:
         with model_server_lock(path.parent):
-            remove()
+            return remove()
     except (ModelServerBusyError, OSError):
-        pass  # a command is starting or stopping the server: the record is its to write
+        return False  # a command is starting or stopping the server: the record is its to write
 
 
 async def matching_server(
