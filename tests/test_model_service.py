@@ -7,6 +7,7 @@ load a model. ``TOOLWIRE_CACHE_DIR`` points every test at a cache of its own.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -42,6 +43,7 @@ from toolwire.llm.prompts import RULES
 from toolwire.llm.served_model import (
     RECORD_FILE,
     ServedModel,
+    matching_server,
     model_server_lock,
     process_alive,
 )
@@ -314,39 +316,70 @@ def gone_pid() -> int:
     return finished.pid
 
 
-@pytest.mark.parametrize("stale", ["gone", "silent", "garbage"])
+@pytest.mark.parametrize("stale", ["gone", "garbage"])
 def test_a_stale_record_is_removed_never_trusted(cli: CliRunner, cache: Path, stale: str) -> None:
-    port = free_port()
-    silent: subprocess.Popen[bytes] | None = None
     if stale == "garbage":
         text, reason = "{not json", "it is not a record of a model server"
     else:
-        if stale == "gone":
-            pid = gone_pid()
-            reason = f"its process {pid} is gone"
-        else:  # a process that names the port and does not answer on it
-            sleeper = "import time; time.sleep(60)"
-            silent = subprocess.Popen([sys.executable, "-c", sleeper, str(port)])
-            pid = silent.pid
-            reason = f"its process {pid} does not answer on http://127.0.0.1:{port}/health"
-        record = ServedModel(model=MODEL, window=WINDOW, threads=0, cache_mib=512, port=port,
+        pid = gone_pid()
+        reason = f"its process {pid} is gone"
+        record = ServedModel(model=MODEL, window=WINDOW, threads=0, cache_mib=512, port=free_port(),
                              pid=pid, started_at=time.time())  # fmt: skip
         text = record.model_dump_json()
     cache.mkdir(parents=True)
     (cache / RECORD_FILE).write_text(text)
-    try:
-        status = cli.invoke(cli_app, ["model", "status"])
-        assert silent is None or silent.poll() is None  # never signalled on a record's word
-    finally:
-        if silent is not None:
-            silent.kill()
-            silent.wait()
+
+    status = cli.invoke(cli_app, ["model", "status"])
 
     assert status.exit_code == 1
     assert status.stdout == (
         "no model server is running (toolwire model serve starts one); a stale record was "
         f"removed: {reason}\n"
     )
+    assert not (cache / RECORD_FILE).exists()
+
+
+def test_a_recorded_server_that_does_not_answer_yet_is_kept_not_used_and_stop_ends_it(
+    cli: CliRunner, cache: Path, isolated: Path
+) -> None:
+    port = free_port()  # a process that names the port and does not answer on it (a busy machine)
+    silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(port)])
+    record = ServedModel(model=MODEL, window=WINDOW, threads=0, cache_mib=512, port=port,
+                         pid=silent.pid, started_at=time.time())  # fmt: skip
+    cache.mkdir(parents=True)
+    (cache / RECORD_FILE).write_text(record.model_dump_json())
+    try:
+        status = cli.invoke(cli_app, ["model", "status"])
+        served = cli.invoke(cli_app, ["model", "serve"])
+        shared = asyncio.run(matching_server(MODEL, WINDOW, None, None, directory=cache))
+        assert silent.poll() is None  # never signalled on a record's word
+        assert (cache / RECORD_FILE).exists()
+        stopped = cli.invoke(cli_app, ["model", "stop"])
+        ended = not process_alive(silent.pid)  # ended and reaped by stop
+    finally:
+        silent.kill()
+        silent.wait()
+
+    health = f"it did not answer on http://127.0.0.1:{port}/health within 2 s (it may still be "
+    health += "loading the model, or the machine is busy), and no command uses it until it does"
+    assert status.exit_code == 0, status.output
+    assert status.stdout.startswith(
+        f"running, not answering yet: the embedded model {MODEL} at {record.base_url}, pid "
+        f"{silent.pid}, up "
+    )
+    assert status.stdout.endswith(f"\n{health}; toolwire model stop stops it\n")
+    refusal = served.stderr.splitlines()[-1]  # after the log's local_model_server_not_answering
+    assert served.exit_code == 1
+    assert refusal.startswith(f"the embedded model {MODEL} is running (pid {silent.pid}, up ")
+    assert refusal.endswith(
+        f"), not answering yet: {health}; toolwire model status says when it answers, toolwire "
+        "model stop stops it"
+    )
+    assert warm_ups(isolated / "requests.jsonl") == []  # no second model was started
+    assert shared is None
+    assert stopped.exit_code == 0, stopped.output
+    assert stopped.stdout.startswith(f"stopped the embedded model {MODEL} (pid {silent.pid}, up ")
+    assert ended
     assert not (cache / RECORD_FILE).exists()
 
 

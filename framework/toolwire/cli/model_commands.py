@@ -27,7 +27,7 @@ from toolwire.mcp.discovery import McpListing
 from toolwire.printable import printable
 
 if TYPE_CHECKING:
-    from toolwire.llm.served_model import Lookup
+    from toolwire.llm.served_model import Lookup, ServedModel
 
 model_app = typer.Typer(
     name="model",
@@ -91,6 +91,12 @@ def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
                     f"; pid {running.pid}), and this configuration asks for "
                     f"{server.settings_text()}: stop it first with: toolwire model stop"
                 )
+            if not found.answering:
+                _exit_with(
+                    f"the embedded model {running.model} is running (pid {running.pid}, up "
+                    f"{running.uptime()}), not answering yet: {_not_answering(running)}; "
+                    "toolwire model status says when it answers, toolwire model stop stops it"
+                )
             out.print(
                 f"the embedded model {running.model} is already running at "
                 f"{running.base_url} (pid {running.pid}, up {running.uptime()}); "
@@ -118,7 +124,8 @@ def status(ctx: typer.Context, config: ConfigOption = None) -> None:
     """Say whether a 'toolwire model serve' server is running.
 
     Prints its address, model, pid and uptime, and whether this configuration uses it. Exits 0
-    when one runs, 1 when none does (a stale record is removed).
+    when one runs (answering or not: one that does not answer yet is said so), 1 when none does
+    (a stale record is removed).
     """
     from toolwire.llm.local import model_cache_dir
     from toolwire.llm.served_model import log_path, look_up, settings_text
@@ -130,11 +137,14 @@ def status(ctx: typer.Context, config: ConfigOption = None) -> None:
     if running is None:
         out.print(_nothing_running(found), markup=False)
         raise typer.Exit(1)
+    state = "running" if found.answering else "running, not answering yet"
     out.print(
-        f"running: the embedded model {running.model} at {running.base_url}, pid {running.pid}, "
+        f"{state}: the embedded model {running.model} at {running.base_url}, pid {running.pid}, "
         f"up {running.uptime()} ({running.settings_text()}; log: {log_path(directory)})",
         markup=False,
     )
+    if not found.answering:
+        out.print(f"{_not_answering(running)}; toolwire model stop stops it", markup=False)
     wanted = _configured(ctx, config)
     if wanted is not None and not running.matches(*wanted):
         out.print(
@@ -173,6 +183,16 @@ def _nothing_running(found: Lookup) -> str:
     if found.unreadable:
         return f"{NOT_RUNNING}; a record cannot be read (left as it is): {found.unreadable}"
     return NOT_RUNNING
+
+
+def _not_answering(running: ServedModel) -> str:
+    """Why a server that runs is not used."""
+    from toolwire.llm.served_model import HEALTH_TIMEOUT_S
+
+    return (
+        f"it did not answer on {running.health_url} within {HEALTH_TIMEOUT_S:g} s (it may still "
+        "be loading the model, or the machine is busy), and no command uses it until it does"
+    )
 
 
 def _configured(ctx: typer.Context, config: Path | None) -> tuple[str, int, int | None] | None:

@@ -7,9 +7,11 @@ window, threads, port, pid, start time). Every
 :class:`~toolwire.llm.local.LocalModelServer` of the embedded provider asks
 :func:`matching_server` before it starts a process of its own: a recorded server with its model,
 window and threads whose process is alive and answers is used instead. A record whose process is
-gone, is not the recorded server (a reused pid), or does not answer on ``/health`` is removed
-(``local_model_record_stale`` in the log), never trusted. The commands that change the record
-hold ``model-server.lock`` while they do (:func:`model_server_lock`).
+gone or is not the recorded server (a reused pid) is removed (``local_model_record_stale`` in the
+log), never trusted. One whose process runs but does not answer on ``/health`` in time (still
+loading, or a busy machine) is kept and not used (``local_model_server_not_answering``): the
+process is still the record's, for ``toolwire model stop`` to end. The commands that change the
+record hold ``model-server.lock`` while they do (:func:`model_server_lock`).
 
 This module imports nothing of the embedded runtime: the model's server imports it.
 """
@@ -37,7 +39,8 @@ RECORD_FILE = "model-server.json"
 LOG_FILE = "model-server.log"
 LOCK_FILE = "model-server.lock"
 HEALTH_TIMEOUT_S = 2.0
-"""How long a recorded server may take to answer ``/health`` before its record is stale."""
+"""How long a recorded server may take to answer ``/health`` before it counts as not answering
+(not used, its record kept)."""
 
 
 class ModelServerBusyError(ToolwireError):
@@ -69,6 +72,10 @@ class ServedModel(BaseModel):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def health_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/health"
+
     def matches(self, model: str, window: int, threads: int | None) -> bool:
         """Whether a server with these settings may be used in place of this one."""
         return (self.model, self.window, self.threads) == (model, window, threads or 0)
@@ -79,19 +86,21 @@ class ServedModel(BaseModel):
         return process_alive(self.pid) and _names_port(self.pid, self.port)
 
     def stale_reason(self) -> str | None:
-        """Why this record cannot be trusted (None: the server runs and answers)."""
+        """Why this record names no running server (None: its process runs and is the recorded
+        server; whether it answers is :meth:`answers`)."""
         if not process_alive(self.pid):
             return f"its process {self.pid} is gone"
         if not _names_port(self.pid, self.port):
             return f"process {self.pid} is no longer the model server"
-        health = self.base_url.removesuffix("/v1") + "/health"
-        try:
-            answered = httpx.get(health, timeout=HEALTH_TIMEOUT_S).status_code == 200
-        except httpx.HTTPError:
-            answered = False
-        if not answered:
-            return f"its process {self.pid} does not answer on {health}"
         return None
+
+    def answers(self) -> bool:
+        """It answers ``/health`` within :data:`HEALTH_TIMEOUT_S` (llama.cpp says 503 there
+        while it loads the model)."""
+        try:
+            return httpx.get(self.health_url, timeout=HEALTH_TIMEOUT_S).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def uptime(self) -> str:
         return duration(time.time() - self.started_at)
@@ -185,6 +194,9 @@ class Lookup:
     """What the record says: the running server, or none (and why a record was removed)."""
 
     running: ServedModel | None
+    """The recorded server, its process alive (whether it can be used: ``answering``)."""
+    answering: bool = False
+    """``running`` answered ``/health``; False: it runs, but cannot be used yet."""
     removed: str | None = None
     """Why a stale record was removed (None: none was; a command holding the lock kept it)."""
     unreadable: str | None = None
@@ -192,8 +204,9 @@ class Lookup:
 
 
 def look_up(directory: Path, *, holding_lock: bool = False) -> Lookup:
-    """The recorded server if it runs and answers; a stale record is removed, one that cannot
-    be read is left as it is (it cannot be told from a record being written).
+    """The recorded server if its process runs, and whether it answers; a stale record is
+    removed, one that cannot be read is left as it is (it cannot be told from a record being
+    written).
 
     ``holding_lock``: the caller holds :func:`model_server_lock`. Without it the record is
     removed only when no command holds the lock (one may be writing a new record)."""
@@ -213,10 +226,15 @@ def look_up(directory: Path, *, holding_lock: bool = False) -> Lookup:
     else:
         reason = record.stale_reason()
         if reason is None:
-            return Lookup(record)
+            answering = record.answers()
+            if not answering:
+                log.warning(
+                    "local_model_server_not_answering", pid=record.pid, url=record.health_url
+                )
+            return Lookup(record, answering=answering)
     removed = _remove_stale(path, text, holding_lock=holding_lock)
     log.warning("local_model_record_stale", path=str(path), reason=reason, removed=removed)
-    return Lookup(None, reason if removed else None)
+    return Lookup(None, removed=reason if removed else None)
 
 
 def _remove_stale(path: Path, text: str, *, holding_lock: bool) -> bool:
@@ -249,9 +267,9 @@ async def matching_server(
     *,
     directory: Path,
 ) -> ServedModel | None:
-    """A running ``toolwire model serve`` server with these settings recorded in ``directory``,
-    else None. ``known``: the one this client used so far, kept while its process runs (no file
-    read, no request). Never raises: a record that cannot be read is no server."""
+    """A running ``toolwire model serve`` server with these settings recorded in ``directory``
+    that answers, else None. ``known``: the one this client used so far, kept while its process
+    runs (no file read, no request). Never raises: a record that cannot be read is no server."""
     if known is not None and known.alive():
         return known
     try:
@@ -260,7 +278,7 @@ async def matching_server(
         log.warning("local_model_record_unreadable", detail=str(error))
         return None
     running = found.running
-    if running is None or not running.matches(model, window, threads):
+    if running is None or not found.answering or not running.matches(model, window, threads):
         return None
     log.info("local_model_server_shared", base_url=running.base_url, pid=running.pid)
     return running
