@@ -119,3 +119,24 @@ async def test_no_call_when_the_parameters_do_not_come_from_the_task_alone() -> 
     assert selection.record.activated == ["demo.triangle_area"]
     assert selection.parameters == {}
     assert Purpose.CHOICE not in model.purposes  # a lone candidate: no choice, no arguments call
+
+
+async def test_a_tool_without_parameters_is_not_offered_and_alone_makes_no_call() -> None:
+    model = ScriptedModel().on_choose(["echo"], times=1).on_suitability(["echo"]).on_answer()
+
+    answer = await conversation(model).ask("Say something back")
+
+    assert len(model.calls_for(Purpose.CHOICE)) == 1  # the choice; no arguments call follows
+    assert selection_of(answer).activated == ["demo.echo"]
+
+
+async def test_beside_a_tool_without_parameters_only_the_one_with_them_is_offered() -> None:
+    model = ScriptedModel().on_choose(["triangle_area", "echo"], times=1)
+    model.on_suitability(["triangle_area", "echo"]).on_choose({"triangle_area": {"base": 2}})
+    model.on_answer()
+
+    answer = await conversation(model).ask(TASK)
+
+    offered = model.calls_for(Purpose.CHOICE)[-1]
+    assert offered.inputs["calls"] is True and offered.inputs["options"] == ["triangle_area"]
+    assert sorted(selection_of(answer).activated) == ["demo.echo", "demo.triangle_area"]
