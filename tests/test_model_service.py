@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 from typer.testing import CliRunner
 
 from toolwire import App
@@ -381,6 +382,28 @@ def test_a_recorded_server_that_does_not_answer_yet_is_kept_not_used_and_stop_en
     assert stopped.stdout.startswith(f"stopped the embedded model {MODEL} (pid {silent.pid}, up ")
     assert ended
     assert not (cache / RECORD_FILE).exists()
+
+
+def test_no_health_request_where_the_answer_decides_nothing(cache: Path, cli: CliRunner) -> None:
+    """A server with other settings is not asked whether it answers (it is not used either
+    way), nor is the server ``model stop`` ends."""
+    port = free_port()  # names the port and never answers: each /health asked costs 2 s
+    silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(port)])
+    record = ServedModel(model=MODEL, window=WINDOW, threads=0, cache_mib=512, port=port,
+                         pid=silent.pid, started_at=time.time())  # fmt: skip
+    cache.mkdir(parents=True)
+    (cache / RECORD_FILE).write_text(record.model_dump_json())
+    try:
+        with capture_logs() as logs:
+            other = asyncio.run(matching_server(MODEL, WINDOW * 2, None, None, directory=cache))
+            stopped = cli.invoke(cli_app, ["model", "stop"])
+    finally:
+        silent.kill()
+        silent.wait()
+
+    assert other is None
+    assert stopped.exit_code == 0, stopped.output
+    assert [entry for entry in logs if entry["event"] == "local_model_server_not_answering"] == []
 
 
 def test_a_record_is_said_removed_only_when_it_was(cli: CliRunner, cache: Path) -> None:

@@ -91,7 +91,7 @@ def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
                     f"; pid {running.pid}), and this configuration asks for "
                     f"{server.settings_text()}: stop it first with: toolwire model stop"
                 )
-            if not found.answering:
+            if not running.answers():
                 _exit_with(
                     f"the embedded model {running.model} is running (pid {running.pid}, up "
                     f"{running.uptime()}), not answering yet: {_not_answering(running)}; "
@@ -137,13 +137,14 @@ def status(ctx: typer.Context, config: ConfigOption = None) -> None:
     if running is None:
         out.print(_nothing_running(found), markup=False)
         raise typer.Exit(1)
-    state = "running" if found.answering else "running, not answering yet"
+    answering = running.answers()
+    state = "running" if answering else "running, not answering yet"
     out.print(
         f"{state}: the embedded model {running.model} at {running.base_url}, pid {running.pid}, "
         f"up {running.uptime()} ({running.settings_text()}; log: {log_path(directory)})",
         markup=False,
     )
-    if not found.answering:
+    if not answering:
         out.print(f"{_not_answering(running)}; toolwire model stop stops it", markup=False)
     wanted = _configured(ctx, config)
     if wanted is not None and not running.matches(*wanted):

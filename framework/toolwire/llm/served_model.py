@@ -96,11 +96,15 @@ class ServedModel(BaseModel):
 
     def answers(self) -> bool:
         """It answers ``/health`` within :data:`HEALTH_TIMEOUT_S` (llama.cpp says 503 there
-        while it loads the model)."""
+        while it loads the model); asked only where the answer decides something (not by
+        ``model stop``, nor for a server with other settings)."""
         try:
-            return httpx.get(self.health_url, timeout=HEALTH_TIMEOUT_S).status_code == 200
+            answered = httpx.get(self.health_url, timeout=HEALTH_TIMEOUT_S).status_code == 200
         except httpx.HTTPError:
-            return False
+            answered = False
+        if not answered:
+            log.warning("local_model_server_not_answering", pid=self.pid, url=self.health_url)
+        return answered
 
     def uptime(self) -> str:
         return duration(time.time() - self.started_at)
@@ -194,9 +198,7 @@ class Lookup:
     """What the record says: the running server, or none (and why a record was removed)."""
 
     running: ServedModel | None
-    """The recorded server, its process alive (whether it can be used: ``answering``)."""
-    answering: bool = False
-    """``running`` answered ``/health``; False: it runs, but cannot be used yet."""
+    """The recorded server, its process alive (whether it answers: :meth:`ServedModel.answers`)."""
     removed: str | None = None
     """Why a stale record was removed (None: none was; a command holding the lock kept it)."""
     unreadable: str | None = None
@@ -204,9 +206,8 @@ class Lookup:
 
 
 def look_up(directory: Path, *, holding_lock: bool = False) -> Lookup:
-    """The recorded server if its process runs, and whether it answers; a stale record is
-    removed, one that cannot be read is left as it is (it cannot be told from a record being
-    written).
+    """The recorded server if its process runs; a stale record is removed, one that cannot be
+    read is left as it is (it cannot be told from a record being written).
 
     ``holding_lock``: the caller holds :func:`model_server_lock`. Without it the record is
     removed only when no command holds the lock (one may be writing a new record)."""
@@ -226,12 +227,7 @@ def look_up(directory: Path, *, holding_lock: bool = False) -> Lookup:
     else:
         reason = record.stale_reason()
         if reason is None:
-            answering = record.answers()
-            if not answering:
-                log.warning(
-                    "local_model_server_not_answering", pid=record.pid, url=record.health_url
-                )
-            return Lookup(record, answering=answering)
+            return Lookup(record)
     removed = _remove_stale(path, text, holding_lock=holding_lock)
     log.warning("local_model_record_stale", path=str(path), reason=reason, removed=removed)
     return Lookup(None, removed=reason if removed else None)
@@ -278,7 +274,7 @@ async def matching_server(
         log.warning("local_model_record_unreadable", detail=str(error))
         return None
     running = found.running
-    if running is None or not found.answering or not running.matches(model, window, threads):
+    if running is None or not running.matches(model, window, threads) or not running.answers():
         return None
     log.info("local_model_server_shared", base_url=running.base_url, pid=running.pid)
     return running
