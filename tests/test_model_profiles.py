@@ -124,13 +124,25 @@ def test_the_app_resolves_its_profile_without_starting_the_model(
          "llm.profile: unknown model profile 'embeded'; did you mean 'embedded'?"),
         ("  profile:\n    base: general\n    structured_outptu: tools\n", 5,
          "llm.profile: unknown trait 'structured_outptu'; did you mean 'structured_output'?"),
+        ("  profile:\n    completion_limits: {anwser: 5}\n", 4,
+         "llm.profile: unknown completion limit 'completion_limits.anwser'; did you mean "
+         "'answer'? the completion limits are classification, suitability, choice, routing, "
+         "choice_per_option, choice_function_call, parameters, decomposition, gatekeeper, "
+         "relevance, answer, answer_without_context, compression"),
         ("  profile:\n    completion_limits:\n      answer: -3\n", 5,
          "llm.profile.completion_limits.answer: Input should be greater than 0"),
         ("  max_part_tokens: 9000\n", 3,
          "llm.max_part_tokens (9000) must be less than the model profile's "
          "context_window_tokens (8192)"),
     ],
-    ids=["unknown-name", "unknown-base", "unknown-trait", "bad-limit", "part-past-window"],
+    ids=[
+        "unknown-name",
+        "unknown-base",
+        "unknown-trait",
+        "unknown-limit",
+        "bad-limit",
+        "part-past-window",
+    ],
 )  # fmt: skip
 def test_a_profile_mistake_is_a_config_error_at_its_line(
     isolated: Path, write_file: WriteFile, llm: str, line: int, says: str

@@ -13,6 +13,8 @@ from toolwire.llm import Purpose
 from toolwire.orchestrator import ConversationService
 from toolwire.orchestrator.streaming import Answered
 from toolwire.registry import DomainSpec
+from toolwire.selection.routing import DomainRouter
+from toolwire.selection.selectable import SelectableTool
 from toolwire.sessions import MemorySessionStore
 from toolwire.settings import OrchestratorSettings, RoutingSettings
 from toolwire.testing import ScriptedModel, registry_of
@@ -242,3 +244,31 @@ async def test_a_watched_question_streams_its_routing_before_its_tasks() -> None
     assert [event.routing for event in routed] == [final.answer.routing]
     first_task = next(e for e in events if isinstance(e, TaskStarted))
     assert events.index(routed[0]) < events.index(first_task)
+
+
+async def test_a_domain_with_many_matching_tools_does_not_hide_the_runner_up() -> None:
+    """Each tool is a document of its domain: the weather domain's eight matching tools must
+    not crowd the travel domain out of the scores, or its close score counts as none and the
+    words decide alone."""
+
+    def tools(domain: str, count: int, about: str) -> list[SelectableTool]:
+        made = [EchoTool(f"{domain}_{i}", about=about) for i in range(count)]
+        return [SelectableTool.of(f"{domain}.{tool.name}", tool) for tool in made]
+
+    router = DomainRouter.build(
+        {name: DomainSpec(name=name) for name in ("weather", "travel")},
+        {
+            "weather": tools("weather", 8, "Rain forecast for a city"),
+            "travel": [
+                *tools("trip", 1, "Rain forecast for a city trip"),
+                *tools("hotel", 10, "Books a hotel room"),
+            ],
+        },
+    )
+    model = ScriptedModel().on_route("weather")
+
+    decision = await router.route("rain forecast city", model, 1)
+
+    assert [score.domain for score in decision.record.scores] == ["weather", "travel"]
+    assert decision.record.decided_by == "model"
+    assert model.calls_for(Purpose.ROUTING)

@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 from orchestration_kit import EchoTool, domain, selection_of
 from toolwire import OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.errors import ModelError
-from toolwire.llm import Purpose
+from toolwire.llm import ChatModel, ChatReply, ChatRequest, Purpose
+from toolwire.llm.profiles import ModelProfile
 from toolwire.selection.pipeline import ToolSelector
 from toolwire.selection.selectable import ToolCatalogue
 from toolwire.selection.steps import builtin_steps
@@ -140,3 +141,38 @@ async def test_beside_a_tool_without_parameters_only_the_one_with_them_is_offere
     offered = model.calls_for(Purpose.CHOICE)[-1]
     assert offered.inputs["calls"] is True and offered.inputs["options"] == ["triangle_area"]
     assert sorted(selection_of(answer).activated) == ["demo.echo", "demo.triangle_area"]
+
+
+class YesTransport:
+    """A server that answers every request yes, and offers functions."""
+
+    supports_functions = True
+
+    def __init__(self) -> None:
+        self.requests: list[ChatRequest] = []
+
+    async def send(self, request: ChatRequest) -> ChatReply:
+        self.requests.append(request)
+        return ChatReply(text='{"answer": "yes"}', model="yes")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_model_that_offers_no_functions_makes_no_arguments_call() -> None:
+    """Without function calling the call would be a choice of names: it carries nothing."""
+    transport = YesTransport()
+    model = ChatModel(transport, profile=ModelProfile(function_calling=False))
+    catalogue = ToolCatalogue.build([("demo.triangle_area", TriangleArea(), ())])
+    selector = ToolSelector(catalogue, builtin_steps(SelectionSettings(steps=STEPS)))
+
+    selection = await selector.select(TASK, model, attempts=1)
+
+    assert [request.purpose for request in transport.requests] == ["suitability"]
+    assert selection.record.activated == ["demo.triangle_area"]
+    step = selection.record.step("arguments")
+    assert step is not None and step.failure is None
+    assert step.note == (
+        "skipped: the model is offered no functions (the profile's function_calling, or its "
+        "server), so a call would carry no arguments"
+    )

@@ -151,6 +151,22 @@ async def test_a_second_choice_naming_a_tool_already_asked_ignores_it() -> None:
     assert selection.activated == ["demo.volume"]
 
 
+async def test_without_confirm_the_second_choice_leaves_out_the_tool_chosen() -> None:
+    """Before ``confirm`` the chosen tool has no answer: the second choice must still leave it
+    out, or the same tool would run twice."""
+    catalogue = ToolCatalogue.build([(f"demo.{tool.name}", tool, ()) for tool in tools()])
+    settings = SelectionSettings(steps=["retrieve", "choose", "english.several_requests"])
+    model = ScriptedModel().on_choose(["volume"]).on_suitability(["volume"])
+
+    selection = await ToolSelector(catalogue, builtin_steps(settings)).select(
+        SEVERAL, model, attempts=1
+    )
+
+    assert choices(model)[1] == ["circumference", "area"]
+    assert selection.record.activated == ["demo.volume"]
+    assert selection.record.ignored == ["volume"]
+
+
 async def test_the_one_candidate_left_is_asked_without_a_choice() -> None:
     volume, circumference = EchoTool("volume", "v"), EchoTool("circumference", "c")
     model = ScriptedModel().on_choose(["volume"]).on_suitability(["volume", "circumference"])

@@ -17,14 +17,14 @@ from labelled import load_labelled, selectable_tools, selection_app  # noqa: E40
 from replay_model import replayed_model  # noqa: E402
 from scoring import PIPELINES, evaluate_modes  # noqa: E402
 
-from toolwire.selection.steps import DEFAULT_STEPS  # noqa: E402
+from toolwire.llm.profiles import DEFAULT_SELECTION_STEPS  # noqa: E402
 
 SAMPLE = 40
 RECORDING = REPLAY_FOLDER / "labelled-dev-qwen2.5-coder-1.5b.jsonl"
 
 
 async def test_the_default_steps_select_on_the_labelled_sample_as_recorded() -> None:
-    assert PIPELINES["core"] == DEFAULT_STEPS  # the pipeline replayed is the default
+    assert PIPELINES["core"] == DEFAULT_SELECTION_STEPS  # the pipeline replayed is the default
     messages = load_labelled(SETS["labelled"], split="dev")
     messages = [messages[i * len(messages) // SAMPLE] for i in range(SAMPLE)]
     llm, transport = replayed_model(RECORDING, replay_only=True)

@@ -16,8 +16,10 @@ from orchestration_kit import NoParams
 from test_extension_hooks import guide_example
 from toolwire import App, ConfigError, OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.llm import Purpose
-from toolwire.selection.state import SelectionState
+from toolwire.selection.state import Candidate, SelectionState
+from toolwire.selection.steps import builtin_steps
 from toolwire.selection.trace import StepRecord
+from toolwire.settings import SelectionSettings
 from toolwire.testing import ScriptedModel
 
 
@@ -68,11 +70,12 @@ async def test_a_plugins_step_listed_in_yaml_runs_after_the_built_in_ones(
 ) -> None:
     config = write_file(
         "toolwire.yaml",
-        "orchestrator:\n  selection:\n"
-        "    steps: [retrieve, choose, confirm, office.one_booking]\n",
+        "orchestrator:\n  selection:\n    steps: [retrieve, choose, confirm, office.one_booking]\n",
     )
-    model = ScriptedModel().on_choose(["book_room", "book_desk"]).on_suitability(
-        ["office.book_room", "office.book_desk"]
+    model = (
+        ScriptedModel()
+        .on_choose(["book_room", "book_desk"])
+        .on_suitability(["office.book_room", "office.book_desk"])
     )
     model.on_answer("booked")
     app = load(config, model, guide_example("A selection step", "toolwire_office_steps"))
@@ -203,3 +206,79 @@ def test_the_model_profile_names_the_default_steps(isolated: Path, write_file: W
         ("retrieve", "decisive_words", "choose", "confirm"),
     ]
     assert overridden.orchestrators["office"].selector.step_names == ("retrieve", "call", "confirm")
+
+
+@pytest.mark.parametrize("steps", ["[choose, confirm]", "[]"])
+def test_a_step_list_that_puts_no_candidates_is_a_config_error(
+    isolated: Path, write_file: WriteFile, steps: str
+) -> None:
+    """Only ``retrieve`` puts candidates: without it every step finds none and the selection
+    quietly selects nothing; an empty list is no exception (it is not the profile's steps)."""
+    config = write_file("toolwire.yaml", f"orchestrator:\n  selection:\n    steps: {steps}\n")
+    with pytest.raises(ConfigError) as raised:
+        load(config, ScriptedModel())
+    [problem] = raised.value.problems
+    assert problem.message == (
+        f"orchestrator.selection.steps: no step of {steps} puts candidates "
+        "in the selection, so no tool would ever be selected; start the list with retrieve (or "
+        "leave the setting out: the model profile's steps)"
+    )
+
+
+def test_a_profiles_step_list_that_puts_no_candidates_is_a_config_error(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    config = write_file("toolwire.yaml", "llm:\n  profile: {selection_steps: [choose]}\n")
+    with pytest.raises(ConfigError) as raised:
+        load(config, ScriptedModel())
+    [problem] = raised.value.problems
+    assert problem.message == (
+        "llm.profile: no step of the model profile's selection_steps [choose] puts candidates "
+        "in the selection, so no tool would ever be selected; start that list with retrieve, "
+        "or name the steps in orchestrator.selection.steps"
+    )
+
+
+class AllTools:
+    """A plugin's own retrieval: every tool of the domain is a candidate."""
+
+    name = "office.all_tools"
+    provides_candidates = True
+
+    async def run(self, state: SelectionState, record: StepRecord) -> None:
+        state.candidates = [Candidate(tool, 0.0) for tool in state.catalogue.tools]
+
+
+async def test_a_plugins_step_that_provides_candidates_may_replace_retrieve(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    module = types.ModuleType("toolwire_all_tools")
+
+    @toolwire.hookimpl
+    def register_selection_steps(register: Any) -> None:
+        register("office.all_tools", lambda settings: AllTools())
+
+    module.register_selection_steps = register_selection_steps  # type: ignore[attr-defined]
+    config = write_file(
+        "toolwire.yaml", "orchestrator:\n  selection:\n    steps: [office.all_tools, choose]\n"
+    )
+    model = ScriptedModel().on_choose(["book_desk"]).on_answer("booked")
+    app = load(config, model, module)
+
+    answer = await app.ask("Book a desk")
+
+    assert answer.trace.selection is not None
+    assert answer.trace.selection.activated == ["office.book_desk"]
+    await app.aclose()
+
+
+def test_an_unknown_step_of_an_orchestrator_without_an_app_is_named_once() -> None:
+    with pytest.raises(ConfigError) as raised:
+        builtin_steps(SelectionSettings(steps=["chose"]))
+    [problem] = raised.value.problems
+    assert problem.message == (
+        "orchestrator.selection.steps: unknown selection step 'chose'; did you mean 'choose'? "
+        "registered: arguments, call, choose, confirm, decisive_words, english.leading_action, "
+        "english.several_requests, retrieve (a plugin adds one with the "
+        "register_selection_steps hook, docs/plugins.md)"
+    )

@@ -403,7 +403,7 @@ def _selection_steps(app: App) -> tuple[SelectionStep, ...] | None:
 
     settings = app.config.orchestrator.selection
     factories = {name: step.value for name, step in app.selection_steps.items()}
-    return make_steps(settings.steps or app.model_profile.selection_steps, factories, settings)
+    return make_steps(factories, settings, app.model_profile.selection_steps)
 
 
 def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]:

@@ -24,8 +24,8 @@ EMBEDDED_PROFILE = ModelProfile(
     # server gets ``general``'s limits
     models=("qwen2.5-coder-0.5b*", "qwen2.5-coder-1.5b*"),
     structured_output="json_schema",
-    # About 17 tokens a second on two cores (the 1.5B model): an answer of 384 tokens takes
-    # ~23 s where the general 1,024 took a minute, past the call timeout.
+    # a laptop CPU writes slowly: at the general limits a long answer runs past the call
+    # timeout, so the answers that may run long are capped lower
     completion_limits=CompletionLimits(
         classification=128, decomposition=256, gatekeeper=128, answer=384, compression=512
     ),

@@ -116,6 +116,13 @@ class ChatModel:
             reserved_tokens=self.profile.completion_limits.compression + PROMPT_ALLOWANCE_TOKENS,
         )
 
+    @property
+    def offers_functions(self) -> bool:
+        """Whether :meth:`choose_functions` offers functions: False when the profile's
+        ``function_calling`` is off, the transport has none or the server refused them, and the
+        call is a constrained choice of names that carries no arguments."""
+        return self._offers_functions
+
     # -- the purposes ---------------------------------------------------------------------------
 
     async def suitability(

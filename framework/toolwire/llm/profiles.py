@@ -24,7 +24,9 @@ GENERAL = "general"
 """The profile of a model no profile names."""
 
 DEFAULT_SELECTION_STEPS = ("retrieve", "choose", "confirm")
-"""Retrieve candidates, choose by name, confirm on each chosen tool's own question."""
+"""Retrieve candidates, choose by name, confirm on each chosen tool's own question: the steps of
+a profile that names none, and of an orchestrator built without an app (which resolves no
+profile; docs/models.md, "Choosing the selection steps")."""
 
 StructuredOutput = Literal["auto", "json_schema", "tools", "json_object"]
 
@@ -154,9 +156,12 @@ def resolve_profile(
         loc = tuple(first["loc"])
         where = ".".join(str(part) for part in loc)
         if first["type"] == "extra_forbidden":
-            traits = ", ".join(ModelProfile.model_fields)
-            hint = did_you_mean(str(loc[-1]), _allowed_at(loc))
-            message = f"llm.profile: unknown trait {where!r}; {hint}the traits are {traits}"
+            allowed = _allowed_at(loc)
+            what = "completion limit" if len(loc) > 1 else "trait"
+            hint = did_you_mean(str(loc[-1]), allowed)
+            message = (
+                f"llm.profile: unknown {what} {where!r}; {hint}the {what}s are {', '.join(allowed)}"
+            )
         else:
             message = f"llm.profile.{where}: {first['msg']}"
         raise ProfileError(message, loc) from None

@@ -1,7 +1,7 @@
 """A small in-memory BM25 index over keyed documents with weighted fields (SQLite FTS5).
 
 Tool selection and domain routing retrieve candidates with it: built once when an orchestrator is
-built, queried once per task in well under a millisecond for a thousand documents. The query
+built, queried once per task (in memory, with no model call, so its cost is negligible). The query
 side is the page index's (:func:`toolwire.search.index.query_terms`: lower case, stopwords
 dropped, each term quoted), and the tokenizer stems (``porter``), so "converting" finds "convert".
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 
 from toolwire.search.index import match_expression, query_terms
@@ -59,26 +60,29 @@ class LexicalIndex:
         self._connection.executemany(f"INSERT INTO docs ({columns}) VALUES ({placeholders})", rows)
         self._sql = (
             f"SELECT rowid, bm25(docs, {', '.join('?' for _ in self.fields)}) AS rank "
-            "FROM docs WHERE docs MATCH ? ORDER BY rank, rowid LIMIT ?"
+            "FROM docs WHERE docs MATCH ? ORDER BY rank, rowid"
         )
 
     def __len__(self) -> int:
         return len(self._keys)
 
     def search(self, query: str, *, limit: int) -> list[Hit]:
-        """The best ``limit`` keys matching any term of ``query``, best first (each key once)."""
+        """The best ``limit`` keys matching any term of ``query``, best first (each key once, by
+        its best document).
+
+        The rows are read best first until ``limit`` different keys are found, not a fixed
+        number of rows: a key with many matching documents (a domain's tools) would otherwise
+        fill them, and a runner-up left out would count as no match at all."""
         terms = query_terms(query)
         if not terms or limit <= 0:
             return []
-        with self._lock:
-            rows = self._connection.execute(
-                self._sql, (*self._weights, match_expression(terms), limit * 4)
-            ).fetchall()
         best: dict[str, float] = {}
-        for rowid, rank in rows:
-            key = self._keys[rowid - 1]
-            best.setdefault(key, -float(rank))
-        return [Hit(key, score) for key, score in list(best.items())[:limit]]
+        with self._lock, closing(self._connection.cursor()) as rows:
+            for rowid, rank in rows.execute(self._sql, (*self._weights, match_expression(terms))):
+                best.setdefault(self._keys[rowid - 1], -float(rank))
+                if len(best) == limit:
+                    break
+        return [Hit(key, score) for key, score in best.items()]
 
     def shared_terms(self, query: str, *keys: str) -> list[int]:
         """For each of ``keys``, how many different terms of ``query`` some document of it

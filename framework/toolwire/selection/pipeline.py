@@ -16,7 +16,13 @@ from pydantic import BaseModel
 from toolwire.errors import PLUGIN_FAILURES, ConfigError, Problem, describe, did_you_mean
 from toolwire.llm.base import LanguageModel
 from toolwire.selection.selectable import ToolCatalogue
-from toolwire.selection.state import SelectionState, SelectionStep, StepFactory, StepFailed
+from toolwire.selection.state import (
+    SelectionState,
+    SelectionStep,
+    StepFactory,
+    StepFailed,
+    provides_candidates,
+)
 from toolwire.selection.trace import SelectionRecord, StepRecord
 from toolwire.settings import SelectionSettings
 
@@ -93,19 +99,39 @@ def unknown_step(name: str, registered: Iterable[str]) -> str:
     )
 
 
+def no_candidates(names: Sequence[str], *, from_profile: bool) -> str:
+    """The message for a step list none of whose steps puts candidates in the selection."""
+    listed = f"[{', '.join(names)}]"
+    if from_profile:
+        return (
+            f"llm.profile: no step of the model profile's selection_steps {listed} puts "
+            "candidates in the selection, so no tool would ever be selected; start that list "
+            "with retrieve, or name the steps in orchestrator.selection.steps"
+        )
+    return (
+        f"orchestrator.selection.steps: no step of {listed} puts candidates in the selection, "
+        "so no tool would ever be selected; start the list with retrieve (or leave the setting "
+        "out: the model profile's steps)"
+    )
+
+
 def make_steps(
-    names: Sequence[str],
     registered: Mapping[str, StepFactory],
     settings: SelectionSettings,
+    profile_steps: Sequence[str],
 ) -> tuple[SelectionStep, ...]:
-    """The steps ``names`` lists, built from their registered factories (an unknown name is a
-    ``ConfigError`` naming the closest registered one and every name registered)."""
+    """The steps ``settings.steps`` lists (None: ``profile_steps``, the model profile's), built
+    from their registered factories. ``ConfigError`` for an unknown name (naming the closest
+    registered one and every name registered) and for a list none of whose steps puts
+    candidates (:func:`~toolwire.selection.state.provides_candidates`): every later step works
+    on the candidates, so the selection would quietly select nothing. An empty list is such a
+    list, not the profile's steps."""
+    names = settings.steps if settings.steps is not None else profile_steps
     unknown = [name for name in names if name not in registered]
     if unknown:
-        raise ConfigError(
-            [
-                Problem(f"orchestrator.selection.steps: {unknown_step(name, registered)}")
-                for name in unknown
-            ]
-        )
-    return tuple(registered[name](settings) for name in names)
+        raise ConfigError([Problem(unknown_step(name, registered)) for name in unknown])
+    steps = tuple(registered[name](settings) for name in names)
+    if not any(provides_candidates(step) for step in steps):
+        message = no_candidates(names, from_profile=settings.steps is None)
+        raise ConfigError([Problem(message)])
+    return steps

@@ -30,7 +30,8 @@ FIELD_WEIGHTS = {
     "parameters": 1.0,
     "examples": 2.0,
 }
-"""BM25 weight of a match in each part of a tool's text (docs/models.md gives the figures)."""
+"""BM25 weight of a match in each part of a tool's text: a word of its name, what it does, its
+question or an example says more about the tool than a word of a parameter's description."""
 
 
 @dataclass(frozen=True)

@@ -144,12 +144,22 @@ def _answers(name: str, reply: Mapping[str, bool]) -> bool:
 class SelectionStep(Protocol):
     """One named step of a selection. ``run`` reads and changes the state and writes what it
     decided into ``record`` (its verdicts per tool, a note); a :class:`StepFailed` it raises is
-    recorded as the step's failure and the next step runs."""
+    recorded as the step's failure and the next step runs.
+
+    A step that puts candidates in the state (``retrieve``, a plugin's own retrieval) says so
+    with a class attribute ``provides_candidates = True`` (:func:`provides_candidates`): every
+    other step works on the candidates, so a step list without such a step is refused."""
 
     @property
     def name(self) -> str: ...
 
     async def run(self, state: SelectionState, record: StepRecord) -> None: ...
+
+
+def provides_candidates(step: SelectionStep) -> bool:
+    """Whether ``step`` declares that it puts candidates in the state (an optional attribute,
+    so a step written before it, which puts none, needs no change)."""
+    return getattr(step, "provides_candidates", False) is True
 
 
 StepFactory = Callable[[SelectionSettings], SelectionStep]

@@ -2,10 +2,10 @@
 its volume, and how long is its equator?") of which one tool was confirmed gets a second choice.
 
 Read from the task's English words (:data:`SEVERAL_REQUESTS`), with no model call: a small model
-names one tool for such a task far more often than two; asked again without the tools it has
-answered for, it names the second request's. The first tool the second choice names is asked
-its own question (a single one left is asked without a choice). A failed call leaves the
-confirmed tool to run alone.
+names one tool for such a task far more often than two; asked again without the tool selected
+and the tools it has answered for, it names the second request's. The first tool the second
+choice names is asked its own question (a single one left is asked without a choice). A failed
+call leaves the confirmed tool to run alone.
 """
 
 from __future__ import annotations
@@ -48,8 +48,10 @@ class SeveralRequests:
         selected = state.selected or []
         if len(selected) != 1 or not reads_as_several(state.task_prompt):
             return
-        answers = state.record.answers
-        rest = [tool for tool in state.candidate_tools if tool.qualified_name not in answers]
+        # neither a tool answered for nor the one selected: without a confirm before this step
+        # the selected tool has no answer, and the second choice could name it again
+        done = {*state.record.answers, selected[0].qualified_name}
+        rest = [tool for tool in state.candidate_tools if tool.qualified_name not in done]
         if not rest:
             return
         record.note = "read as several requests"

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 
 from toolwire.hookspecs import hookimpl
+from toolwire.llm.profiles import DEFAULT_SELECTION_STEPS
 from toolwire.selection.state import SelectionStep, StepFactory, fixed
 from toolwire.selection.steps.arguments import CallArguments
 from toolwire.selection.steps.call import CallFunctions
@@ -34,18 +35,15 @@ def register_selection_steps(register: Callable[[str, StepFactory], None]) -> No
     register("arguments", fixed(CallArguments()))
 
 
-DEFAULT_STEPS = ("retrieve", "choose", "confirm")
-"""The steps of a profile that names none: retrieve, choose by name, confirm on the tool's own
-question (docs/models.md, "Choosing the selection steps")."""
-
-
 def builtin_steps(settings: SelectionSettings) -> tuple[SelectionStep, ...]:
-    """``settings.steps`` (or :data:`DEFAULT_STEPS`) from toolwire's own steps alone: for an
-    orchestrator built without an app (the app builds them from every plugin's steps)."""
+    """``settings.steps`` (None: :data:`~toolwire.llm.profiles.DEFAULT_SELECTION_STEPS`, the
+    steps of a profile that names none) from toolwire's own steps alone: for an orchestrator
+    built without an app, which resolves no model profile (the app builds them from every
+    plugin's steps and its model's profile)."""
     from toolwire.selection import english
     from toolwire.selection.pipeline import make_steps
 
     registered: dict[str, StepFactory] = {}
     for pack in (sys.modules[__name__], english):
         pack.register_selection_steps(registered.__setitem__)
-    return make_steps(settings.steps or DEFAULT_STEPS, registered, settings)
+    return make_steps(registered, settings, DEFAULT_SELECTION_STEPS)

@@ -8,18 +8,18 @@ schema, the format the model was trained on) and leaves the choice and the refus
 before it. The step never changes which tools run: a tool the model does not call, or whose
 arguments do not fit, has its parameters extracted as usual, and so does every tool of a task
 whose parameters do not come from its prompt alone. It needs a model with native function
-calling (the model profile's ``function_calling``): without it the call is a constrained choice
-of names, which carries nothing.
+calling (the model profile's ``function_calling``): without it the call would be a constrained
+choice of names, which carries nothing, so the step makes none and its record says why (a model
+without ``offers_functions``, as a plugin's may be, is taken to offer them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from toolwire.llm.base import Purpose
 from toolwire.selection.state import SelectionState
-from toolwire.selection.steps.call import carry_arguments
+from toolwire.selection.steps.call import carry_arguments, first_calls
 from toolwire.selection.trace import StepRecord
 
 
@@ -37,7 +37,12 @@ class CallArguments:
         ]
         if not tools:
             return
-        by_short_name = {tool.short_name: tool for tool in tools}
+        if not getattr(state.llm, "offers_functions", True):
+            record.note = (
+                "skipped: the model is offered no functions (the profile's function_calling, or "
+                "its server), so a call would carry no arguments"
+            )
+            return
         calls = await state.ask(
             Purpose.CHOICE,  # the purpose choose_functions records its call under
             lambda: state.llm.choose_functions(
@@ -45,10 +50,7 @@ class CallArguments:
             ),
             "the arguments call failed; the tools' parameters are extracted as usual",
         )
-        arguments: dict[str, dict[str, Any] | None] = {}
-        for call in calls:
-            if call.name in by_short_name:
-                arguments.setdefault(call.name, call.arguments)  # a name's first call counts
+        arguments = first_calls(calls)
         for tool in tools:
             given = arguments.get(tool.short_name)
             if given is not None and carry_arguments(tool, given, state):

@@ -12,12 +12,14 @@ A provider without tool calling gets a constrained choice (names, no arguments).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from toolwire.errors import PLUGIN_FAILURES, describe
+from toolwire.llm.base import FunctionChoice
 from toolwire.selection.selectable import SelectableTool
 from toolwire.selection.state import SelectionState
 from toolwire.selection.trace import StepRecord
@@ -37,8 +39,7 @@ class CallFunctions:
 
         async def names_called() -> list[str]:
             calls = await state.llm.choose_functions(state.task_prompt, options)
-            for call in calls:
-                arguments.setdefault(call.name, call.arguments)  # a name's first call counts
+            arguments.update(first_calls(calls))
             return [call.name for call in calls]
 
         called = await state.model_selects(names_called, "the function call failed, no tool called")
@@ -50,6 +51,15 @@ class CallFunctions:
             record.verdicts[tool.qualified_name] = verdict
         if not called:
             record.note = "no function called"
+
+
+def first_calls(calls: Iterable[FunctionChoice]) -> dict[str, dict[str, Any] | None]:
+    """The arguments of each function called, by name; one called more than once keeps its
+    first call's (its tool runs once, with one set of parameters)."""
+    arguments: dict[str, dict[str, Any] | None] = {}
+    for call in calls:
+        arguments.setdefault(call.name, call.arguments)
+    return arguments
 
 
 def carry_arguments(

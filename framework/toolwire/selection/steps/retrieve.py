@@ -11,6 +11,7 @@ together. Its cost does not grow with the number of tools in the domain.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from toolwire.selection.state import Candidate, SelectionState
 from toolwire.selection.trace import RetrievedTool, StepRecord
@@ -20,6 +21,7 @@ from toolwire.selection.trace import RetrievedTool, StepRecord
 class Retrieve:
     top_k: int
     name: str = "retrieve"
+    provides_candidates: ClassVar[bool] = True
 
     async def run(self, state: SelectionState, record: StepRecord) -> None:
         catalogue = state.catalogue
