@@ -1,5 +1,5 @@
 """A conversation is the unit (issue 32 item 1): every answer carries the conversation's id, a
-message sent with it is the next turn, and the turns before reach that turn's model calls. The
+message sent with it is the next turn, and the turns before reach that turn's answer. The
 conversation lives in the session store (so another store instance on the same file, or another
 replica on the same Redis, takes the next turn), within its bounds and time-to-live, bound to its
 caller; a damaged stored conversation is a clear error that costs nothing else."""
@@ -15,17 +15,18 @@ from typing import Any
 
 import pytest
 
-from orchestration_kit import Query, QueryTool
+from orchestration_kit import AskingTool, Query, QueryTool
 from server_support.redis_server import running_redis
 from toolwire import SessionError, UnknownSessionError
 from toolwire.context_buffer import PromptAndContext
+from toolwire.conversation import TurnContext
 from toolwire.events import RoundFinished
-from toolwire.llm import Purpose
 from toolwire.llm.history import current_history
 from toolwire.orchestrator import Answer, ConversationService
 from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.orchestrator.streaming import Answered
 from toolwire.registry import DomainSpec
+from toolwire.server.problems import toolwire_error_status
 from toolwire.sessions import (
     MemorySessionStore,
     SessionStore,
@@ -325,9 +326,12 @@ async def test_a_conversation_stays_in_its_domain() -> None:
     model, _ = scripted()
     chat = service(model, MemorySessionStore())
     first = await chat.ask("Do you sell kettles?")
+    before = await chat.store.load(first.session_id)
     with pytest.raises(SessionError, match="belongs to domain 'shop', not 'garden'"):
         await chat.ask("and in red?", domain="garden", session_id=first.session_id)
-    assert model.calls_for(Purpose.ANSWER)  # the first turn was answered
+
+    after = await chat.store.load(first.session_id)  # the refused turn left it as it was
+    assert (after.version, after.conversation.turns) == (before.version, before.conversation.turns)
 
 
 async def test_a_streamed_turns_events_say_which_turn_they_belong_to() -> None:
@@ -339,3 +343,62 @@ async def test_a_streamed_turns_events_say_which_turn_they_belong_to() -> None:
     [finished] = [event for event in events if isinstance(event, RoundFinished)]
     assert finished.turn == 2
     assert isinstance(events[-1], Answered) and events[-1].answer.turn == 2
+
+
+def asking() -> tuple[ConversationService, list[list[dict[str, str]]]]:
+    """A finder that finds on every round and an asker that asks a clarifying question first;
+    each answer records the history it read."""
+    seen: list[list[dict[str, str]]] = []
+
+    def answer(question: str, contexts: list[PromptAndContext]) -> str:
+        seen.append([dict(message) for message in current_history()])
+        return "ok"
+
+    model = ScriptedModel().on_suitability({"finder": True, "asker": True}).on_answer(answer)
+    model.on_extract(Query, {"query": "kettle"}).on_extract(StandaloneTask, copied)
+    chat = conversation_for(DOMAIN, QueryTool("finder"), AskingTool("asker"), model=model)
+    return chat, seen
+
+
+async def test_the_reply_turn_stores_only_what_its_own_round_found() -> None:
+    chat, _ = asking()
+    first = await chat.ask("Do you sell kettles?")
+    second = await chat.ask("the red one", session_id=first.session_id)
+
+    assert (first.kind, second.kind) == ("clarification", "answer")
+    stored = (await chat.store.load(first.session_id)).conversation
+    # the finder's result came with the question: stored with that turn, not again with the reply
+    assert [[(f.tool_name, f.text) for f in turn.findings] for turn in stored.turns] == [
+        [("finder", "finder:kettle")],
+        [("asker", "asker resolved kettle")],
+    ]
+
+
+async def test_the_reply_to_a_clarifying_question_says_which_turns_its_answer_read() -> None:
+    chat, seen = asking()
+    first = await chat.ask("Do you sell kettles?")
+    second = await chat.ask("the red one", session_id=first.session_id)
+
+    assert first.context is None  # a first turn reads nothing before it
+    assert seen[-1] == history_of(("Do you sell kettles?", first.text))
+    assert second.context == TurnContext(turns_read=[1])  # not rewritten: it resumed the task
+
+
+async def test_a_conversation_that_expires_during_its_turn_is_unknown_not_a_conflict() -> None:
+    """The same error as for the next message with the expired id (HTTP 404), not a conflict
+    whose "send the message again" would only meet that 404."""
+    clock = _Clock()
+
+    def answer(question: str, contexts: list[PromptAndContext]) -> str:
+        clock.now += 61  # the turn outlives the conversation's time-to-live
+        return "ok"
+
+    model = ScriptedModel().on_suitability({"finder": True}).on_extract(StandaloneTask, copied)
+    model.on_extract(Query, {"query": "kettle"}).on_answer(answer)
+    chat = service(model, MemorySessionStore(ttl_s=60, clock=clock))
+    first = await chat.ask("Do you sell kettles?")
+
+    with pytest.raises(UnknownSessionError) as caught:
+        await chat.ask("and in red?", session_id=first.session_id)
+    assert caught.value.session_id == first.session_id
+    assert toolwire_error_status(caught.value)[:2] == (404, "unknown_session")

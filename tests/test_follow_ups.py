@@ -1,8 +1,8 @@
 """Follow-ups resolved and the history kept as seed 004 says (issue 32 items 2 and 3): a later
 turn's message is rewritten to stand on its own before anything reads it, a message that needs no
 rewrite runs as sent, a bad rewrite is never used; old turns are compressed once into a marked,
-stored summary that later turns read as it is, identifiers verbatim; the history every call
-reads only grows at its end."""
+stored summary that later turns read as it is, identifiers verbatim, and forgotten whole within
+the budget; the history the rewrite and the answer read only grows at its end."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from typing import Any
 
 from orchestration_kit import Query, QueryTool
 from toolwire import ModelError
-from toolwire.conversation import SUMMARY_MARKER
+from toolwire.conversation import SUMMARY_MARKER, TurnSummary
 from toolwire.llm import OpenAIGateway, Purpose
 from toolwire.llm.compression import CompressedContext
 from toolwire.llm.history import current_history
 from toolwire.orchestrator import ConversationService
 from toolwire.orchestrator.follow_up import MAX_REWRITE_CHARS, StandaloneTask
+from toolwire.orchestrator.turn_compression import history_tokens
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore
 from toolwire.settings import LLMSettings, SessionSettings
@@ -106,12 +107,29 @@ async def test_a_bad_rewrite_is_never_used_and_the_trace_says_why() -> None:
         assert second.kind == "answer"
 
 
+async def test_a_message_too_long_for_a_rewrite_runs_as_sent_without_a_rewrite_call() -> None:
+    """Even a faithful copy of such a message would reach the rewrite's limit and be refused as
+    a loop: the call is not made, and the note says why the message ran as sent."""
+    model, seen = model_with(lambda text, instruction: {"task": text})  # a faithful copy
+    chat = service(model)
+    first = await chat.ask("Is Coumadin safe with aspirin?")
+    message = " ".join(["Is ibuprofen safe when taken with food?"] * 10) + "!"
+    assert len(message) == MAX_REWRITE_CHARS  # the shortest message too long for a rewrite
+    second = await chat.ask(message, session_id=first.session_id)
+
+    assert [call.purpose for call in second.model_calls].count("decomposition") == 0
+    assert second.context is not None and second.context.standalone is None
+    assert "too long for a rewrite" in second.context.notes[0], second.context.notes
+    assert seen[-1] == message and second.trace.task_prompt == message
+
+
 async def test_old_turns_are_compressed_once_marked_stored_and_reused() -> None:
     compressions: list[str] = []
 
     def summary(text: str, instruction: str) -> dict[str, str]:
         compressions.append(str(text))
-        return {"summary": "The user asked about doses."}  # drops the SKU: put back verbatim
+        # drops the SKUs: put back verbatim
+        return {"summary": "The user asked about the doses of several products. " * 6}
 
     histories: list[list[dict[str, str]]] = []
     model = ScriptedModel().on_suitability({"dosage": True})
@@ -121,34 +139,60 @@ async def test_old_turns_are_compressed_once_marked_stored_and_reused() -> None:
 
     def answer(question: str, contexts: list[Any]) -> str:
         histories.append([dict(m) for m in current_history()])
-        return f"Answer about {question}, see product SKU-{len(histories)}1234. " + "x" * 600
+        return f"Answer about {question}, see product SKU-{len(histories)}1234. " + "x" * 200
 
     model.on_answer(answer)
-    chat = service(model, history_tokens=400)
-    first = await chat.ask("dose one?")
-    for message in ("dose two?", "dose three?", "dose four?", "dose five?"):
-        last = await chat.ask(message, session_id=first.session_id)
+    budget, turns = 400, 16
+    chat = service(model, history_tokens=budget)
+    first = await chat.ask("dose 1?")
+    made: dict[int, TurnSummary] = {}
+    for number in range(2, turns + 1):
+        last = await chat.ask(f"dose {number}?", session_id=first.session_id)
+        stored = (await chat.store.load(first.session_id)).conversation
+        made.update((summary.first, summary) for summary in stored.summaries)
+        # what the next turn reads is within the budget, but for the turn just added
+        assert history_tokens(stored.model_copy(update={"turns": stored.turns[:-1]})) <= budget
+        spans = sum(summary.last - summary.first + 1 for summary in stored.summaries)
+        assert stored.forgotten + spans + len(stored.turns) == number
 
-    stored = (await chat.store.load(first.session_id)).conversation
-    assert len(compressions) == len(stored.summaries) >= 1
+    # a compression only once enough new turns have gathered, never on every turn
+    assert 1 <= len(compressions) == len(made) <= turns // 4
     assert not any(SUMMARY_MARKER in text for text in compressions)  # never compressed again
-    kept = stored.summaries[0]
-    assert kept.text.startswith(f"{SUMMARY_MARKER} turns 1-")
-    assert "SKU-11234" in kept.text  # an identifier the model dropped, kept verbatim
-    assert stored.turns[-1].number == 5 and len(stored.turns) >= 2
-    # every later turn reads the stored summary first, as it was written
+    assert made[1].text.startswith(f"{SUMMARY_MARKER} turns 1-")
+    assert "SKU-11234" in made[1].text  # an identifier the model dropped, kept verbatim
+    assert stored.turns[-1].number == turns and len(stored.turns) >= 2
+    assert stored.forgotten > 0  # the oldest summary was forgotten whole, not compressed again
+    # every later turn reads a stored summary first, as it was written
     after = [h for h in histories if h and h[0]["content"].startswith(SUMMARY_MARKER)]
-    assert after and all(h[0]["content"] == kept.text for h in after)
+    assert after and all(h[0]["content"] in {s.text for s in made.values()} for h in after)
     assert last.context is not None
     assert last.context.summaries_read == [f"{x.first}-{x.last}" for x in stored.summaries]
     assert last.context.turns_read == [turn.number for turn in stored.turns[:-1]]
+
+
+async def test_turns_too_long_for_the_budget_are_forgotten_without_a_compression() -> None:
+    """When the latest turns alone pass the budget a summary has no room beside them: the
+    older turns go without a compression call, and the history keeps the latest turns."""
+    model = ScriptedModel().on_suitability({"dosage": True}).on_extract(Query, {"query": "x"})
+    model.on_extract(StandaloneTask, lambda text, instruction: {"task": text})
+    model.on_extract(CompressedContext, {"summary": "doses"}, purpose=Purpose.COMPRESSION)
+    model.on_answer("y" * 1200)
+    chat = service(model, history_tokens=256)
+    first = await chat.ask("dose 1?")
+    for number in range(2, 9):
+        last = await chat.ask(f"dose {number}?", session_id=first.session_id)
+
+    stored = (await chat.store.load(first.session_id)).conversation
+    assert model.calls_for(Purpose.COMPRESSION) == []
+    assert [turn.number for turn in stored.turns] == [6, 7, 8] and stored.forgotten == 5
+    assert last.context is not None and last.context.turns_read == [6, 7]
 
 
 async def test_a_failed_compression_keeps_the_turns_and_says_so() -> None:
     model = ScriptedModel().on_suitability({"dosage": True}).on_extract(Query, {"query": "x"})
     model.on_extract(StandaloneTask, lambda text, instruction: {"task": text})
     model.on_extract(CompressedContext, None, purpose=Purpose.COMPRESSION)  # garbage
-    model.on_answer("y" * 900)
+    model.on_answer("y" * 450)  # two turns fit the budget, three do not
     chat = service(model, history_tokens=300)
     first = await chat.ask("dose one?")
     await chat.ask("dose two?", session_id=first.session_id)

@@ -9,7 +9,9 @@ its task tree in ``pending``.
 The model reads the turns before in standard chat roles, right after the fixed system message
 (:func:`history_messages`): the history only grows at its end, so each turn's prompts begin with
 the previous turn's, and a server's prompt cache evaluates that part once. Old turns compressed
-once become a :class:`TurnSummary`, marked and kept, never compressed again.
+once become a :class:`TurnSummary`, marked and kept, never compressed again: when the history
+passes its budget the oldest summary is forgotten whole
+(:mod:`toolwire.orchestrator.turn_compression`).
 
 Bounds (``sessions.max_turns``, ``sessions.max_bytes``) drop the oldest turns' findings, then the
 oldest turns themselves; the task waiting for a reply is never dropped. The idle time-to-live is
@@ -81,7 +83,8 @@ class TurnContext(BaseModel):
     """What a turn took from the turns before it (``Answer.context``, shown in the trace)."""
 
     turns_read: list[int] = Field(default_factory=list)
-    """The earlier turns every model call of this turn read verbatim, oldest first."""
+    """The earlier turns read verbatim, oldest first, by the calls of this turn that read the
+    history: the follow-up rewrite and the answer (every other call reads the task alone)."""
     summaries_read: list[str] = Field(default_factory=list)
     """The compressed summaries read in place of older turns (``"1-6"``: turns 1 to 6)."""
     standalone: str | None = None
@@ -103,7 +106,8 @@ class Conversation(BaseModel):
     turns: list[Turn] = Field(default_factory=list)
     summaries: list[TurnSummary] = Field(default_factory=list)
     forgotten: int = 0
-    """Turns dropped by the bounds, oldest first (their numbers are not reused)."""
+    """Turns dropped, oldest first, by the bounds or by the history's budget
+    (``sessions.history_tokens``); their numbers are not reused."""
     pending: TaskInfo | None = None
     """The task tree waiting for the reply to its clarifying question."""
 

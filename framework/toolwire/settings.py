@@ -108,7 +108,9 @@ class SelectionSettings(Section):
     steps: list[str] | None = None
     """The selection steps, in order, by registered name (``retrieve``, ``choose``, ``call``,
     ``confirm``, ``decisive_words``, the English pack's ``english.several_requests`` and
-    ``english.leading_action``, and any a plugin registers). None: the model profile's."""
+    ``english.leading_action``, and any a plugin registers). None: the model profile's. A list
+    with no step that puts candidates (``retrieve``), the empty list included, is a
+    ``ConfigError``: the other steps work on the candidates, so it would select nothing."""
     top_k: int = Field(default=8, ge=1)
     """How many candidates ``retrieve`` puts to the model (a smaller domain: all its tools)."""
 
@@ -179,8 +181,9 @@ class SessionSettings(Section):
     max_turns: int = Field(default=50, ge=1)
     """Turns a conversation keeps verbatim (older ones are compressed once, or forgotten)."""
     history_tokens: int = Field(default=2048, ge=256)
-    """How many tokens of earlier turns every call of a turn may read before the old ones are
-    compressed once into a summary (the embedded model's window is 8,192)."""
+    """How many tokens of earlier turns a turn's follow-up rewrite and answer may read (its
+    other calls read none): past it the old turns are compressed once into a summary, and the
+    oldest summaries forgotten (the embedded model's window is 8,192)."""
     max_bytes: int = Field(default=262_144, ge=4096)
     """The most a conversation takes in the store: the oldest turns' tool findings go first,
     then the oldest turns; a task waiting for a reply is always kept."""

@@ -8,7 +8,8 @@ runs as if the user had sent the rewrite (the other calls of the turn read the r
 earlier turns: :mod:`toolwire.llm.history`). A message that needs nothing from before is copied
 unchanged. A rewrite that fails, is empty, drops an identifier of the message, or grows far
 longer than the message is not used: the message is read as it was sent, and the turn's record
-says why.
+says why. A message as long as the rewrite's limit is not sent for a rewrite at all: even a
+faithful copy of it would reach the limit, and be refused as a loop.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ structured output makes a grammar): a small model that falls into a loop ("What 
 What about ibuprofen? …") is stopped there in one call, instead of writing to its completion
 limit twice (the call and its corrective retry). A rewrite that reaches it is not used. The
 limit is the schema's only, not a validation rule: from a server without a grammar a longer
-reply still parses, and is refused in that one call rather than retried as invalid output."""
+reply still parses, and is refused in that one call rather than retried as invalid output. A
+message of this length or more runs as sent without a rewrite call: its copy would reach the
+limit too."""
 
 
 class StandaloneTask(BaseModel):
@@ -68,6 +71,12 @@ class Resolved:
 
 async def resolve_follow_up(llm: LanguageModel, message: str, attempts: int) -> Resolved:
     """``message`` made to stand on its own (the earlier turns are the open history)."""
+    if len(message) >= MAX_REWRITE_CHARS:
+        return _as_sent(
+            message,
+            f"the follow-up rewrite was skipped: the message is {len(message)} characters long, "
+            f"too long for a rewrite (at most {MAX_REWRITE_CHARS - 1})",
+        )
     try:
         with reading_history():
             output = await call_model(

@@ -15,12 +15,7 @@ from toolwire.conversation import (
     history_messages,
     turn_findings,
 )
-from toolwire.errors import (
-    SessionConflictError,
-    SessionError,
-    UnknownDomainError,
-    UnknownSessionError,
-)
+from toolwire.errors import SessionError, UnknownDomainError, UnknownSessionError
 from toolwire.events import (
     Event,
     Observer,
@@ -62,8 +57,9 @@ class ConversationService:
     ``orchestrator.routing``), else of the default domain, or the only one. Every answer carries
     the conversation's id; a message sent with it is the conversation's next turn, in the domain
     it started in: the reply to a waiting clarifying question resumes the stored tree exactly
-    where it stopped, any other message is a new task that every model call reads after the
-    earlier turns (:mod:`toolwire.conversation`). The conversation is kept in the session store,
+    where it stopped, any other message is a new task, first rewritten to stand on its own. The
+    rewrite and the answer read the earlier turns; every other model call reads the task alone
+    (:mod:`toolwire.llm.history`). The conversation is kept in the session store,
     within ``sessions.max_turns`` and ``sessions.max_bytes``, for ``sessions.ttl_s`` after its
     last turn.
     """
@@ -94,10 +90,9 @@ class ConversationService:
         self.llm = llm
         self.settings = settings or OrchestratorSettings()
         built = dict(orchestrators or {})  # built beforehand: App.load builds every domain's
-        settings = settings or OrchestratorSettings()
-        runner = PluginRunner.of(settings)  # one set of tool threads for the domains built here
+        runner = PluginRunner.of(self.settings)  # one set of tool threads for the domains here
         self.orchestrators: dict[str, DomainOrchestrator] = {
-            name: DomainOrchestrator(spec, registry, tools, llm, settings, runner)
+            name: DomainOrchestrator(spec, registry, tools, llm, self.settings, runner)
             for name, spec in domains.items()
             if name not in built
         }
@@ -197,25 +192,28 @@ class ConversationService:
             else:
                 orchestrator = self.orchestrator(stored.domain)
                 conversation = stored.conversation
+                if conversation.pending is not None:  # the reply to its clarifying question
+                    _give_reply(conversation.pending, message, stored.session_id)
             context: TurnContext | None = None
-            if conversation.has_history and conversation.pending is None:
-                conversation, context = await self._compacted(conversation, message)
+            if conversation.has_history:
+                if conversation.pending is not None:  # a reply: its answer reads them as they are
+                    context = TurnContext.of(conversation)
+                else:
+                    conversation, context = await self._compacted(conversation, message)
             with conversation_history(history_messages(conversation)):
-                root = await self._turn_task(
-                    orchestrator, conversation, message, session_id, context
-                )
+                root = await self._turn_task(orchestrator, conversation, message, context)
+                earlier = {id(r) for r in subtree_results(root)}  # stored with an earlier turn
                 if routing is not None and routing.failure:
                     root.run.failures.append(routing.failure)
                 result = await orchestrator.run_round(root, preselected=preselected)
+            found = [r for r in subtree_results(root) if id(r) not in earlier]
             turn = Turn(
                 number=number,
                 message=message,
                 standalone=context.standalone if context is not None else None,
                 kind=result.kind,
                 answer=result.text,
-                findings=turn_findings(
-                    [(r.tool_name, r.context, r.guaranteed) for r in subtree_results(root)]
-                ),
+                findings=turn_findings([(r.tool_name, r.context, r.guaranteed) for r in found]),
             )
             kept = self._kept(conversation, turn, root if result.kind == "clarification" else None)
             stored = await self._store(stored, orchestrator.domain.name, kept, caller)
@@ -264,15 +262,12 @@ class ConversationService:
         orchestrator: DomainOrchestrator,
         conversation: Conversation,
         message: str,
-        session_id: str | None,
         context: TurnContext | None,
     ) -> TaskInfo:
         """The task tree this turn runs: the waiting one with the reply set, or a new task (for
         a later turn, of the message made to stand on its own, noted in ``context``)."""
-        if conversation.pending is not None and session_id is not None:
-            root = conversation.pending
-            _give_reply(root, message, session_id)
-            return root
+        if conversation.pending is not None:
+            return conversation.pending
         if context is None:
             return await orchestrator.new_task(message)
         with orchestrator.fixed_text():
@@ -345,14 +340,10 @@ class ConversationService:
 
     async def _save_turn(self, stored: StoredSession, conversation: Conversation) -> StoredSession:
         """Apply a turn with optimistic concurrency: of two replicas continuing the same
-        conversation only the first save succeeds; the other gets ``SessionConflictError`` (also
-        when the conversation is gone meanwhile), and the store keeps what the first one left."""
-        try:
-            return await self.store.save(stored.model_copy(update={"conversation": conversation}))
-        except UnknownSessionError:
-            raise SessionConflictError(
-                stored.session_id, stored.version, stored.version + 1
-            ) from None
+        conversation only the first save succeeds; the other gets ``SessionConflictError``, and
+        the store keeps what the first one left. A conversation that expired or was deleted
+        during the turn is ``UnknownSessionError``, as its id would be for the next message."""
+        return await self.store.save(stored.model_copy(update={"conversation": conversation}))
 
 
 def _give_reply(root: TaskInfo, reply: str, session_id: str) -> None:
