@@ -9,7 +9,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
+import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -42,6 +44,8 @@ from toolwire.llm.local import (
     assemble_model,
     local_model_spec,
 )
+from toolwire.llm.model_service import write_record
+from toolwire.llm.served_model import ServedModel
 from toolwire.settings import LLMSettings
 
 SPEC = LocalModelSpec(
@@ -187,7 +191,7 @@ def test_a_cache_directory_that_cannot_be_written_is_a_model_error_naming_it(
         assemble_model(spec, blocker / "models")
 
     assert raised.value.detail == (
-        f"cannot write the embedded model 'test-model' into {blocker / 'models'}: Not a "
+        f"cannot read or write the embedded model 'test-model' in {blocker / 'models'}: Not a "
         f"directory; it needs {len(whole):,} bytes free there: make room, or set "
         "TOOLWIRE_CACHE_DIR to a writable directory with room (docs/models.md)"
     )
@@ -214,6 +218,71 @@ def test_a_disk_that_fills_up_during_assembly_is_a_model_error_and_leaves_nothin
         assemble_model(spec, cache)
 
     assert list(cache.iterdir()) == []  # the partial file is gone
+
+
+def unreadable(path: Path) -> str:
+    """``_file_sha256`` of a file this user may not read (root reads every file: simulated)."""
+    raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+
+def test_a_cached_model_that_cannot_be_read_is_a_model_error_naming_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model without its marker is hashed again; an unreadable one (a cache filled by another
+    user) ended toolwire ask with a PermissionError traceback."""
+    whole = fake_parts(tmp_path, monkeypatch)
+    spec = replace(SPEC, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    cache = tmp_path / "cache"
+    assemble_model(spec, cache)
+    (cache / (spec.file + ".sha256")).unlink()
+    monkeypatch.setattr(local_module, "_file_sha256", unreadable)
+
+    with pytest.raises(ModelError) as raised:
+        assemble_model(spec, cache)
+
+    assert raised.value.detail.startswith(
+        f"cannot read or write the embedded model 'test-model' in {cache}: Permission denied; "
+    )
+
+
+def test_a_cached_model_that_cannot_be_read_after_a_failed_start_is_a_model_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = fake_parts(tmp_path, monkeypatch)
+    spec = replace(SPEC, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    cached = assemble_model(spec, tmp_path / "cache")
+    monkeypatch.setattr(local_module, "_file_sha256", unreadable)
+
+    with pytest.raises(ModelError) as raised:
+        local_module._discard_if_damaged(spec, cached)
+
+    assert raised.value.detail.startswith(
+        f"cannot read or write the embedded model 'test-model' in {cached.parent}: Permission "
+        "denied; "
+    )
+    assert cached.exists()
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600)])
+def test_the_cached_model_its_marker_and_the_record_are_readable_as_the_umask_allows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, umask: int, mode: int
+) -> None:
+    """They were written owner-only whatever the umask: a cache filled while building a
+    container image as root could not be read by the user who ran it."""
+    whole = fake_parts(tmp_path, monkeypatch)
+    spec = replace(SPEC, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    cache = tmp_path / "cache"
+    record = ServedModel(model=spec.name, window=8192, threads=0, cache_mib=512, port=1, pid=1,
+                         started_at=0.0)  # fmt: skip
+    previous = os.umask(umask)
+    try:
+        assemble_model(spec, cache)
+        write_record(record, cache)
+    finally:
+        os.umask(previous)
+
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in cache.iterdir()}
+    assert modes == {spec.file: mode, spec.file + ".sha256": mode, "model-server.json": mode}
 
 
 def parts_must_not_be_read(spec: LocalModelSpec) -> list[Path]:

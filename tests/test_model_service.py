@@ -28,7 +28,7 @@ from toolwire.cli import app as cli_app
 from toolwire.cli import ask_commands
 from toolwire.errors import ConfigError
 from toolwire.events import ModelProgress, emit
-from toolwire.llm import ModelRequestsBlockedError, model_service
+from toolwire.llm import ModelRequestsBlockedError, model_service, served_model
 from toolwire.llm import local as local_module
 from toolwire.llm.builtin_profiles import EMBEDDED_PROFILE
 from toolwire.llm.embedded_model import EmbeddedModel
@@ -257,22 +257,24 @@ from toolwire.cli import app
 from toolwire.llm import model_service
 
 requests = Path(sys.argv[1])
+script = sys.argv[2] if len(sys.argv) > 2 else None
 stand_in = test_model_service.StandInDetached
-model_service.detached_server = lambda settings, window: stand_in(requests)
+model_service.detached_server = lambda settings, window: stand_in(requests, script=script)
 sys.exit(CliRunner().invoke(app, ["model", "serve"]).exit_code)
 """
+
+
+def serve_and_exit_environment() -> dict[str, str]:
+    """The environment of a process that runs ``SERVE_AND_EXIT`` (it imports this module)."""
+    tests = str(Path(__file__).parent)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
 
 
 def test_the_served_model_outlives_the_process_that_started_it(
     cli: CliRunner, cache: Path, isolated: Path
 ) -> None:
-    tests = Path(__file__).parent
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
-    }
     command = [sys.executable, "-c", SERVE_AND_EXIT, str(isolated / "requests.jsonl")]
-    subprocess.run(command, env=env, cwd=isolated, check=True, timeout=60)
+    subprocess.run(command, env=serve_and_exit_environment(), cwd=isolated, check=True, timeout=60)
     record = ServedModel.model_validate_json((cache / RECORD_FILE).read_text())
     try:
         assert process_alive(record.pid)  # its parent has ended
@@ -282,6 +284,42 @@ def test_the_served_model_outlives_the_process_that_started_it(
         stopped = cli.invoke(cli_app, ["model", "stop"])
     assert stopped.exit_code == 0, stopped.output
     assert not process_alive(record.pid)
+
+
+LOADING = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
+"""A server that never answers: one still loading its model. It writes its pid to its log."""
+
+
+def test_a_serve_ended_while_the_model_loads_leaves_a_record_that_stop_ends(
+    cli: CliRunner, cache: Path, isolated: Path
+) -> None:
+    """A closed terminal, ``timeout`` or a cancelled CI job ends the command without its
+    clean-up, and the server, in a session of its own, keeps loading. It was recorded only once
+    warm: status said that none ran, stop could not end it, and a second serve started another."""
+    command = [sys.executable, "-c", SERVE_AND_EXIT, str(isolated / "requests.jsonl"), LOADING]
+    serving = subprocess.Popen(command, env=serve_and_exit_environment(), cwd=isolated)
+    output = cache / "model-server.log"
+    deadline = time.monotonic() + 60
+    while not (output.exists() and output.read_text().strip()):
+        assert serving.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    pid = int(output.read_text())
+    try:
+        serving.send_signal(signal.SIGTERM)
+        assert serving.wait(timeout=30) == -signal.SIGTERM
+        status = cli.invoke(cli_app, ["model", "status"])
+        stopped = cli.invoke(cli_app, ["model", "stop"])
+        ended = not process_alive(pid)
+    finally:
+        kill(pid)
+
+    assert status.exit_code == 0, status.output
+    assert status.stdout.startswith(f"running, not answering yet: the embedded model {MODEL} at ")
+    assert f", pid {pid}, up " in status.stdout
+    assert stopped.exit_code == 0, stopped.output
+    assert stopped.stdout.startswith(f"stopped the embedded model {MODEL} (pid {pid}, up ")
+    assert ended
+    assert not (cache / RECORD_FILE).exists()
 
 
 def test_a_server_with_other_settings_is_named_not_replaced(
@@ -428,8 +466,85 @@ def test_a_record_is_said_removed_only_when_it_was(cli: CliRunner, cache: Path) 
     )
     assert (locked_out.exit_code, locked_out.stdout) == (
         1,
+        "no model server is running yet: another toolwire model command is starting or "
+        f"stopping one (it holds {cache / 'model-server.lock'}); wait for it to finish, then "
+        "run: toolwire model status\n",
+    )
+
+
+def test_status_while_another_command_starts_the_server_says_so(
+    cli: CliRunner, cache: Path
+) -> None:
+    """Before, it said that none ran and that serve starts one, and serve then said busy."""
+    with model_server_lock(cache):  # a serve assembling the model, before its process starts
+        starting = cli.invoke(cli_app, ["model", "status"])
+    idle = cli.invoke(cli_app, ["model", "status"])
+
+    assert (starting.exit_code, starting.stdout) == (
+        1,
+        "no model server is running yet: another toolwire model command is starting or "
+        f"stopping one (it holds {cache / 'model-server.lock'}); wait for it to finish, then "
+        "run: toolwire model status\n",
+    )
+    assert (idle.exit_code, idle.stdout) == (
+        1,
         "no model server is running (toolwire model serve starts one)\n",
     )
+
+
+def test_status_says_on_stderr_when_the_configuration_cannot_be_loaded(
+    cli: CliRunner, cache: Path
+) -> None:
+    served = cli.invoke(cli_app, ["model", "serve"])
+    assert served.exit_code == 0, served.output
+    record = ServedModel.model_validate_json((cache / RECORD_FILE).read_text())
+    try:
+        status = cli.invoke(cli_app, ["model", "status", "-c", "missing.yaml"])
+    finally:
+        cli.invoke(cli_app, ["model", "stop"])
+
+    assert status.exit_code == 0, status.output
+    assert status.stdout.startswith(f"running: the embedded model {MODEL} at {record.base_url}")
+    assert status.stderr == (
+        "cannot tell whether this configuration uses it: missing.yaml: cannot read "
+        "configuration: No such file or directory\n"
+    )
+
+
+def test_without_proc_stop_signals_only_a_recorded_process_that_answers(
+    cli: CliRunner, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where no /proc tells whose a pid is (macOS), a stale record's pid reused by another
+    program was sent SIGTERM, then SIGKILL."""
+    monkeypatch.setattr(served_model, "PROC", tmp_path / "no-proc")
+    port = free_port()
+    unrelated = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    record = ServedModel(model=MODEL, window=WINDOW, threads=0, cache_mib=512, port=port,
+                         pid=unrelated.pid, started_at=time.time())  # fmt: skip
+    cache.mkdir(parents=True)
+    (cache / RECORD_FILE).write_text(record.model_dump_json())
+    try:
+        refused = cli.invoke(cli_app, ["model", "stop"])
+        spared = unrelated.poll() is None
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+    served = cli.invoke(cli_app, ["model", "serve"])
+    assert served.exit_code == 0, served.output
+    answering = ServedModel.model_validate_json((cache / RECORD_FILE).read_text())
+    stopped = cli.invoke(cli_app, ["model", "stop"])
+
+    assert refused.exit_code == 0, refused.output
+    assert refused.stdout == (
+        "no model server is running (toolwire model serve starts one); a stale record was "
+        f"removed: process {unrelated.pid} cannot be told to be the model server (its command "
+        f"line cannot be read) and does not answer on http://127.0.0.1:{port}/health: it is not "
+        "signalled\n"
+    )
+    assert spared
+    assert stopped.exit_code == 0, stopped.output
+    assert stopped.stdout.startswith(f"stopped the embedded model {MODEL} (pid {answering.pid}")
+    assert not process_alive(answering.pid)
 
 
 def test_a_start_that_fails_names_what_failed_and_leaves_nothing(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolwire.errors import ConfigError
+from toolwire.llm.local import model_cache_dir
 from toolwire.search import (
     Page,
     PageIndex,
@@ -114,6 +115,30 @@ def test_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_
     assert default_cache_dir() == tmp_path / "index"
     index = PageIndex.open(StaticPageSource("demo", _pages()))
     assert index.path == tmp_path / "index" / "demo.sqlite3"
+
+
+@pytest.mark.parametrize(
+    ("environment", "root"),
+    [
+        ({"TOOLWIRE_CACHE_DIR": "~/tw", "XDG_CACHE_HOME": "~/xdg"}, "home/tw"),
+        ({"XDG_CACHE_HOME": "~/xdg"}, "home/xdg/toolwire"),
+        ({}, "home/.cache/toolwire"),
+    ],
+    ids=["toolwire", "xdg", "default"],
+)
+def test_the_index_and_the_model_share_one_cache_root(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, environment: dict[str, str], root: str
+) -> None:
+    """The index read the environment on its own: ``~`` stayed a directory named ``~`` under
+    the working directory, and XDG_CACHE_HOME was ignored."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in ("TOOLWIRE_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+
+    assert default_cache_dir() == tmp_path / root / "index"
+    assert model_cache_dir() == tmp_path / root / "models"
 
 
 def test_bm25_ranks_more_and_title_matches_first(tmp_path: Path) -> None:

@@ -41,6 +41,10 @@ ConfigOption = Annotated[
 ]
 
 NOT_RUNNING = "no model server is running (toolwire model serve starts one)"
+BUSY = (
+    "no model server is running yet: another toolwire model command is starting or stopping "
+    "one (it holds {lock}); wait for it to finish, then run: toolwire model status"
+)
 
 
 @hookimpl
@@ -125,17 +129,21 @@ def status(ctx: typer.Context, config: ConfigOption = None) -> None:
 
     Prints its address, model, pid and uptime, and whether this configuration uses it. Exits 0
     when one runs (answering or not: one that does not answer yet is said so), 1 when none does
-    (a stale record is removed).
+    (a stale record is removed; another toolwire model command starting or stopping one is
+    said so).
     """
     from toolwire.llm.local import model_cache_dir
-    from toolwire.llm.served_model import log_path, look_up, settings_text
+    from toolwire.llm.served_model import LOCK_FILE, lock_held, log_path, look_up, settings_text
 
     directory = model_cache_dir()
     found = look_up(directory)
     out = Console(highlight=False, soft_wrap=True)
     running = found.running
     if running is None:
-        out.print(_nothing_running(found), markup=False)
+        if lock_held(directory):
+            out.print(BUSY.format(lock=directory / LOCK_FILE), markup=False)
+        else:
+            out.print(_nothing_running(found), markup=False)
         raise typer.Exit(1)
     answering = running.answers()
     state = "running" if answering else "running, not answering yet"
@@ -165,7 +173,7 @@ def stop() -> None:
     directory = model_cache_dir()
     out = Console(highlight=False, soft_wrap=True)
     with _failures_said(), model_server_lock(directory):
-        found = look_up(directory, holding_lock=True)
+        found = look_up(directory, holding_lock=True, to_stop=True)
         running = found.running
         if running is None:
             out.print(_nothing_running(found), markup=False)
@@ -198,8 +206,8 @@ def _not_answering(running: ServedModel) -> str:
 
 def _configured(ctx: typer.Context, config: Path | None) -> tuple[str, int, int | None] | None:
     """The model, window and threads of the embedded server this configuration would start,
-    as ``ServedModel.matches`` takes them (None: it uses another provider, or cannot be loaded;
-    ``status`` reports the running server all the same)."""
+    as ``ServedModel.matches`` takes them (None: it uses another provider, or cannot be loaded:
+    said in one line on stderr, as ``status`` reports the running server all the same)."""
     from toolwire.app import App
     from toolwire.llm.factory import provider_name, resolve_settings
     from toolwire.llm.providers import EMBEDDED
@@ -210,7 +218,9 @@ def _configured(ctx: typer.Context, config: Path | None) -> tuple[str, int, int 
         if provider_name(settings, os.environ) != EMBEDDED:
             return None
         window = app.model_profile.context_window_tokens
-    except (ConfigError, PluginError):
+    except (ConfigError, PluginError) as error:
+        problems = "; ".join(str(error).splitlines())
+        _say(f"cannot tell whether this configuration uses it: {problems}")
         return None
     return settings.local_model, window, settings.local_threads
 
@@ -233,7 +243,12 @@ def _reason(error: ToolwireError | OSError) -> str:
     return error.detail if isinstance(error, ModelError) else str(error)
 
 
+def _say(message: str) -> None:
+    """One plain line on stderr."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(printable(message), markup=False)
+
+
 def _exit_with(message: str) -> NoReturn:
     """One plain line on stderr, exit 1."""
-    Console(stderr=True, highlight=False, soft_wrap=True).print(printable(message), markup=False)
+    _say(message)
     raise typer.Exit(1)

@@ -18,6 +18,7 @@ import hashlib
 import importlib.resources
 import importlib.util
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import httpx
 import structlog
 
+from toolwire.cache_root import cache_root
 from toolwire.errors import ConfigError, ModelError
 from toolwire.events import ModelProgress, emit
 from toolwire.settings import LLMSettings
@@ -95,13 +97,8 @@ _CHUNK = 1 << 20
 
 
 def model_cache_dir() -> Path:
-    """``$TOOLWIRE_CACHE_DIR/models``, else ``$XDG_CACHE_HOME/toolwire/models`` or ~/.cache."""
-    explicit = os.environ.get("TOOLWIRE_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser() / "models"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "toolwire" / "models"
+    """``models`` in toolwire's cache directory (:func:`toolwire.cache_root.cache_root`)."""
+    return cache_root() / "models"
 
 
 def local_model_spec(name: str) -> LocalModelSpec:
@@ -164,16 +161,21 @@ def _has_model_size(spec: LocalModelSpec, target: Path) -> bool:
 def _replacing(target: Path) -> Iterator[BinaryIO]:
     """A new file in ``target``'s directory that takes ``target``'s place, synced to disk, when
     the block ends without error, and is removed otherwise: ``target`` is never seen half
-    written (a crash leaves the old file, or none, and at most a ``*.tmp`` beside it)."""
-    fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    written (a crash leaves the old file, or none, and at most a ``*.tmp`` beside it).
+
+    Created with the permissions of any new file (``0o666`` less the umask), not ``mkstemp``'s
+    owner-only ones: a cache filled by another user (a container image built as root) stays
+    readable for the user who runs toolwire."""
+    tmp = target.with_name(f"{target.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as out:
             yield out
             out.flush()
             os.fsync(out.fileno())
-        os.replace(tmp_name, target)
+        os.replace(tmp, target)
     except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -200,13 +202,13 @@ def assemble_model(
     if _has_model_size(spec, target):
         if _marked_verified(spec, target):
             return target
-        if _file_sha256(target) == spec.sha256:
-            log.info("local_model_verified_again", model=spec.name, path=str(target))
-            try:
+        try:
+            if _file_sha256(target) == spec.sha256:
+                log.info("local_model_verified_again", model=spec.name, path=str(target))
                 _mark_verified(spec, target)
-            except OSError as error:
-                raise _cannot_assemble(spec, directory, error) from error
-            return target
+                return target
+        except OSError as error:
+            raise _cannot_assemble(spec, directory, error) from error
     parts = part_paths(spec)
     log.info("local_model_assembling", model=spec.name, bytes=spec.size, parts=len(parts))
     started = time.perf_counter()
@@ -250,12 +252,16 @@ def _discard_if_damaged(spec: LocalModelSpec, path: Path) -> str | None:
     """After a failed start: hash the cached model again (seconds, only then). A file damaged
     since it was verified (same size, other bytes) is removed with its marker (the marker first,
     so that no crash leaves it vouching for the file), so that the next call assembles it again
-    instead of failing the same way for ever; says so, else None."""
-    found = _file_sha256(path)
-    if found == spec.sha256:
-        return None
-    _verified_marker(path).unlink(missing_ok=True)
-    path.unlink(missing_ok=True)
+    instead of failing the same way for ever; says so, else None. A file that cannot be read
+    or removed is a ModelError naming the cache directory: most likely why the server failed."""
+    try:
+        found = _file_sha256(path)
+        if found == spec.sha256:
+            return None
+        _verified_marker(path).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+    except OSError as error:
+        raise _cannot_assemble(spec, path.parent, error) from error
     log.warning("local_model_damaged", model=spec.name, path=str(path))
     return (
         f"The cached model {path} was damaged (sha256 {found}, expected "
@@ -264,11 +270,12 @@ def _discard_if_damaged(spec: LocalModelSpec, path: Path) -> str | None:
 
 
 def _cannot_assemble(spec: LocalModelSpec, directory: Path, error: OSError) -> ModelError:
-    """The cache directory cannot take the model (not writable, not a directory, full): what
-    failed, how much room the model needs, and where else to put it."""
+    """The cache directory cannot take the model (not writable, not a directory, full) or
+    the cached model cannot be read: what failed, how much room the model needs, and where else
+    to put it."""
     return ModelError(
         "local",
-        f"cannot write the embedded model {spec.name!r} into {directory}: "
+        f"cannot read or write the embedded model {spec.name!r} in {directory}: "
         f"{error.strerror or error}; it needs {spec.size:,} bytes free there: make room, "
         "or set TOOLWIRE_CACHE_DIR to a writable directory with room (docs/models.md)",
     )

@@ -3,10 +3,10 @@ the warm-up that has a new server read toolwire's fixed text before the first qu
 
 ``toolwire model serve`` starts the embedded model's server (:class:`DetachedModelServer`: the same
 launcher as :class:`~toolwire.llm.local.LocalModelServer`, in a session of its own so that it
-outlives the command), waits until it answers and has read toolwire's fixed system text
-(:func:`warm_up`), and records it in the model cache directory (``model-server.json``, written
-atomically; :mod:`toolwire.llm.served_model` reads it), its output in ``model-server.log``.
-``toolwire model stop`` ends it (:func:`stop_served`) and removes both.
+outlives the command), records it in the model cache directory as soon as its process runs
+(``model-server.json``, written atomically; :mod:`toolwire.llm.served_model` reads it), its
+output in ``model-server.log``, and waits until it answers and has read toolwire's fixed system
+text (:func:`warm_up`). ``toolwire model stop`` ends it (:func:`stop_served`) and removes both.
 """
 
 from __future__ import annotations
@@ -131,12 +131,47 @@ class DetachedModelServer(LocalModelServer):
             startup_timeout_s=startup_timeout_s,
         )
         self.directory = directory or model_cache_dir()
+        self.record: ServedModel | None = None
+        """The record written for the process it started (:meth:`_wait_until_healthy`)."""
 
     def settings_text(self) -> str:
         return settings_text(self.spec.name, self._n_ctx, self._threads)
 
     def matches(self, record: ServedModel) -> bool:
         return record.matches(self.spec.name, self._n_ctx, self._threads)
+
+    async def _wait_until_healthy(self, process: subprocess.Popen[bytes], base_url: str) -> None:
+        """Record the server before waiting for it: the process lives in a session of its own,
+        so a command ended while the model loads (SIGTERM, a closed terminal, SIGKILL) cannot
+        stop it, and leaves it recorded, for ``status`` to show and ``stop`` to end, instead of
+        running unknown to every command. The caller holds the lock; :meth:`_stop` removes the
+        record of a start that fails."""
+        self.record = ServedModel(
+            model=self.spec.name,
+            window=self._n_ctx,
+            threads=self._threads or 0,
+            cache_mib=self._cache_mib,
+            port=urlsplit(base_url).port or 0,
+            pid=process.pid,
+            started_at=time.time(),
+        )
+        try:
+            write_record(self.record, self.directory)
+        except OSError as error:
+            raise ModelError(
+                "local",
+                f"cannot record the model server in {record_path(self.directory)}: "
+                f"{error.strerror or error}",
+            ) from error
+        await super()._wait_until_healthy(process, base_url)
+
+    def _stop(self) -> None:
+        """Stop the process this command started, then remove its record (a command killed in
+        between leaves a record whose process is gone: stale, removed by the next look)."""
+        started = self._process is not None
+        super()._stop()
+        if started:
+            record_path(self.directory).unlink(missing_ok=True)
 
     def _spawn(self, command: list[str]) -> subprocess.Popen[bytes]:
         path = log_path(self.directory)
@@ -153,32 +188,15 @@ class DetachedModelServer(LocalModelServer):
         return self._process
 
     async def serve(self) -> ServedModel:
-        """Start the server (assembling the model first if needed), warm it up, record it, and
-        leave it running. A start that fails, or is interrupted, leaves no process behind."""
+        """Start the server (assembling the model first if needed; recorded as soon as its
+        process runs), warm it up, and leave it running. A start that fails, or is interrupted
+        (Ctrl-C), leaves no process and no record behind."""
         try:
             base_url = await self.ensure_started()
-            process = self._process
-            if process is None:  # ensure_started always spawns here; a guard for the types
+            process, record = self._process, self.record
+            if process is None or record is None:  # ensure_started spawns here; for the types
                 raise ModelError("local", "the embedded model server did not start")
             await warm_up(base_url, self.spec.name)
-            port = urlsplit(base_url).port or 0
-            record = ServedModel(
-                model=self.spec.name,
-                window=self._n_ctx,
-                threads=self._threads or 0,
-                cache_mib=self._cache_mib,
-                port=port,
-                pid=process.pid,
-                started_at=time.time(),
-            )
-            try:
-                write_record(record, self.directory)
-            except OSError as error:
-                raise ModelError(
-                    "local",
-                    f"cannot record the model server in {record_path(self.directory)}: "
-                    f"{error.strerror or error}",
-                ) from error
         except BaseException:
             self._stop()
             raise

@@ -10,8 +10,10 @@ window and threads whose process is alive and answers is used instead. A record 
 gone or is not the recorded server (a reused pid) is removed (``local_model_record_stale`` in the
 log), never trusted. One whose process runs but does not answer on ``/health`` in time (still
 loading, or a busy machine) is kept and not used (``local_model_server_not_answering``): the
-process is still the record's, for ``toolwire model stop`` to end. The commands that change the
-record hold ``model-server.lock`` while they do (:func:`model_server_lock`).
+process is still the record's, for ``toolwire model stop`` to end. Where there is no /proc to
+read a command line from (macOS), ``toolwire model stop`` signals only a recorded process that
+answers: a pid reused by another program is never ended on a record's word. The commands that
+change the record hold ``model-server.lock`` while they do (:func:`model_server_lock`).
 
 This module imports nothing of the embedded runtime: the model's server imports it.
 """
@@ -38,6 +40,8 @@ log = structlog.get_logger(__name__)
 RECORD_FILE = "model-server.json"
 LOG_FILE = "model-server.log"
 LOCK_FILE = "model-server.lock"
+PROC = Path("/proc")
+"""Where Linux shows each process's state and command line (absent on macOS)."""
 HEALTH_TIMEOUT_S = 2.0
 """How long a recorded server may take to answer ``/health`` before it counts as not answering
 (not used, its record kept)."""
@@ -66,7 +70,7 @@ class ServedModel(BaseModel):
     port: int
     pid: int
     started_at: float
-    """When it was ready, in seconds since the epoch."""
+    """When its process started, in seconds since the epoch."""
 
     @property
     def base_url(self) -> str:
@@ -81,17 +85,27 @@ class ServedModel(BaseModel):
         return (self.model, self.window, self.threads) == (model, window, threads or 0)
 
     def alive(self) -> bool:
-        """Its process still runs and is the recorded server (cheap, no request: a client
-        checks it before each call)."""
-        return process_alive(self.pid) and _names_port(self.pid, self.port)
+        """Its process still runs and is not known to be another program (cheap, no request: a
+        client checks it before each call, and a wrong guess costs it one failed call)."""
+        return process_alive(self.pid) and _names_port(self.pid, self.port) is not False
 
-    def stale_reason(self) -> str | None:
+    def stale_reason(self, *, to_stop: bool = False) -> str | None:
         """Why this record names no running server (None: its process runs and is the recorded
-        server; whether it answers is :meth:`answers`)."""
+        server; whether it answers is :meth:`answers`).
+
+        ``to_stop``: the caller signals the process. Where its command line cannot be read (no
+        /proc: macOS), only an answer on the recorded port shows that the pid was not reused by
+        another program, so a process that does not answer counts as not the server."""
         if not process_alive(self.pid):
             return f"its process {self.pid} is gone"
-        if not _names_port(self.pid, self.port):
+        names_port = _names_port(self.pid, self.port)
+        if names_port is False:
             return f"process {self.pid} is no longer the model server"
+        if names_port is None and to_stop and not self.answers():
+            return (
+                f"process {self.pid} cannot be told to be the model server (its command line "
+                f"cannot be read) and does not answer on {self.health_url}: it is not signalled"
+            )
         return None
 
     def answers(self) -> bool:
@@ -141,23 +155,23 @@ def process_alive(pid: int) -> bool:
     except OSError:  # no such process, or another user's
         return False
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1]
+        state = (PROC / str(pid) / "stat").read_text().rsplit(") ", 1)[1][:1]
     except FileNotFoundError:
-        return not Path("/proc/self").exists()  # gone meanwhile; or no /proc (not Linux)
+        return not (PROC / "self").exists()  # gone meanwhile; or no /proc (not Linux)
     except (OSError, IndexError):
         return True
     return state not in ("Z", "X", "")
 
 
-def _names_port(pid: int, port: int) -> bool:
+def _names_port(pid: int, port: int) -> bool | None:
     """The process's command line names the recorded port (a pid reused by another program
-    does not); True where there is no /proc to read."""
+    does not); None where it cannot be read (no /proc: not Linux)."""
     try:
-        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        arguments = (PROC / str(pid) / "cmdline").read_bytes().split(b"\0")
     except FileNotFoundError:
-        return not Path("/proc/self").exists()
+        return False if (PROC / "self").exists() else None  # gone meanwhile; or no /proc
     except OSError:
-        return True
+        return None
     return str(port).encode() in arguments
 
 
@@ -174,6 +188,20 @@ def record_path(directory: Path) -> Path:
 
 def log_path(directory: Path) -> Path:
     return directory / LOG_FILE
+
+
+def lock_held(directory: Path) -> bool:
+    """Whether another command holds :func:`model_server_lock` right now (it is starting or
+    stopping the server). Creates nothing; a lock that cannot be opened counts as not held."""
+    if not (directory / LOCK_FILE).exists():
+        return False
+    try:
+        with model_server_lock(directory):
+            return False
+    except ModelServerBusyError:
+        return True
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -205,12 +233,13 @@ class Lookup:
     """The record that cannot be read, and why (it is left as it is)."""
 
 
-def look_up(directory: Path, *, holding_lock: bool = False) -> Lookup:
+def look_up(directory: Path, *, holding_lock: bool = False, to_stop: bool = False) -> Lookup:
     """The recorded server if its process runs; a stale record is removed, one that cannot be
     read is left as it is (it cannot be told from a record being written).
 
     ``holding_lock``: the caller holds :func:`model_server_lock`. Without it the record is
-    removed only when no command holds the lock (one may be writing a new record)."""
+    removed only when no command holds the lock (one may be writing a new record). ``to_stop``:
+    the caller signals the server found (:meth:`ServedModel.stale_reason`)."""
     path = record_path(directory)
     try:
         text = path.read_text(encoding="utf-8")
@@ -225,7 +254,7 @@ def look_up(directory: Path, *, holding_lock: bool = False) -> Lookup:
     except ValidationError:
         reason: str | None = "it is not a record of a model server"
     else:
-        reason = record.stale_reason()
+        reason = record.stale_reason(to_stop=to_stop)
         if reason is None:
             return Lookup(record)
     removed = _remove_stale(path, text, holding_lock=holding_lock)

@@ -1,12 +1,12 @@
 """An embedded full-text index of pages: SQLite FTS5 with BM25 ranking, cached on disk.
 
 The index is built once per source and kept in one SQLite file under the cache directory
-(``$TOOLWIRE_CACHE_DIR/index`` or ``~/.cache/toolwire/index``). Opening it again reuses the file
-when the source's fingerprint is unchanged and rebuilds it otherwise. A build writes a temporary
-file and moves it into place atomically, so a reader never sees a half-built index and two
-processes building at once both end with a complete one. One connection per index, guarded by a
-lock, makes the object safe to query from several threads and tasks at once (queries take
-milliseconds).
+(``index`` in :func:`~toolwire.cache_root.cache_root`, beside the embedded model). Opening it
+again reuses the file when the source's fingerprint is unchanged and rebuilds it otherwise. A
+build writes a temporary file and moves it into place atomically, so a reader never sees a
+half-built index and two processes building at once both end with a complete one. One
+connection per index, guarded by a lock, makes the object safe to query from several threads and
+tasks at once (queries take milliseconds).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import structlog
 
+from toolwire.cache_root import cache_root
 from toolwire.errors import ConfigError
 from toolwire.search.pages import Page, PageSource
 
@@ -50,10 +51,8 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def default_cache_dir() -> Path:
-    """``$TOOLWIRE_CACHE_DIR/index``, else ``~/.cache/toolwire/index``."""
-    root = os.environ.get("TOOLWIRE_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "toolwire"
-    return base / "index"
+    """``index`` in toolwire's cache directory (:func:`toolwire.cache_root.cache_root`)."""
+    return cache_root() / "index"
 
 
 def query_terms(query: str) -> list[str]:
