@@ -26,7 +26,7 @@ from _build_samples import (
     make_plugin,
 )
 from toolwire import App, ConfigError, PluginError, WiringError
-from toolwire.build import strict_settings_model
+from toolwire.container import strict_settings_model
 from toolwire.errors import Problem
 from toolwire.llm.base import LanguageModel
 from toolwire.sessions import MemorySessionStore

@@ -209,6 +209,36 @@ def test_check_without_the_redis_extra_refuses_a_redis_store(
     )
 
 
+@pytest.mark.parametrize("provider", ["", "  provider: embedded\n"], ids=["default", "named"])
+def test_check_refuses_an_embedded_model_it_does_not_know_at_its_line(
+    pharma_only: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    """``check`` passed it; ``toolwire ask`` then refused it, without its line."""
+    for name in ("TOOLWIRE_LLM_BASE_URL", "OPENAI_API_KEY"):  # so the embedded model serves
+        monkeypatch.delenv(name, raising=False)
+    write_file("local.yaml", f"default_domain: pharma\nllm:\n{provider}  local_model: nope\n")
+
+    result = runner.invoke(app, ["check", "--config", "local.yaml"])
+
+    assert result.exit_code == 1
+    line = 3 + provider.count("\n")
+    assert result.stderr == (
+        f"local.yaml:{line}: llm.local_model: unknown embedded model 'nope'; known: "
+        "qwen2.5-coder-0.5b, qwen2.5-coder-1.5b\n"
+    )
+
+
+def test_check_leaves_the_embedded_model_alone_when_a_server_answers(
+    pharma_only: Path, write_file: WriteFile
+) -> None:
+    write_file(
+        "remote.yaml",
+        "default_domain: pharma\nllm:\n  base_url: http://127.0.0.1:9/v1\n  local_model: nope\n",
+    )
+    result = runner.invoke(app, ["check", "--config", "remote.yaml"])
+    assert result.exit_code == 0, result.output
+
+
 def terminal_of(width: int) -> Callable[[], Console]:
     """``table_console`` for a terminal ``width`` columns wide."""
     return lambda: Console(width=width, force_terminal=True, color_system=None, highlight=False)

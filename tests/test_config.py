@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from _build_samples import WriteFile
 from toolwire import ConfigError
@@ -128,8 +130,7 @@ def test_every_problem_of_a_file_is_reported_with_its_line(
         f"{path}:3: llm.timeout_s: Input should be greater than 0",
         f"{path}:6: unknown key 'clas'; did you mean 'class'? allowed keys: name, class, "
         "domain, priority, enabled, settings, inject, examples, own_event_loop",
-        f"{path}:9: tools[1].priority: Input should be a valid integer, unable to parse string "
-        "as an integer",
+        f"{path}:9: tools[1].priority: Input should be a valid integer",
         f"{path}:11: domains[0].name: required key is missing",
     ])
 
@@ -253,3 +254,58 @@ def test_a_removed_llm_key_names_its_replacement_at_its_line(
     (problem,) = problems_of(raised)
     assert problem.startswith(f"{path}:3: the key {key!r} was removed; ")
     assert replacement in problem
+
+
+def test_a_tool_entry_takes_no_value_of_another_type(isolated: Path, write_file: WriteFile) -> None:
+    """pydantic read ``priority: true`` as 1 and ``enabled: "yes"`` as True, silently."""
+    path = write_file(
+        "app.yaml",
+        "tools:\n"
+        "  - class: x:Y\n"
+        "    priority: true\n"
+        "  - class: x:Y\n"
+        "    priority: '5'\n"
+        "    enabled: 'yes'\n"
+        "    own_event_loop: 0\n"
+        "  - class: x:Y\n"
+        "    enabled: 0\n",
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_app_config(path)
+    assert problems_of(raised) == [
+        f"{path}:3: tools[0].priority: Input should be a valid integer",
+        f"{path}:5: tools[1].priority: Input should be a valid integer",
+        f"{path}:6: tools[1].enabled: Input should be a valid boolean",
+        f"{path}:7: tools[1].own_event_loop: Input should be a valid boolean",
+        f"{path}:9: tools[2].enabled: Input should be a valid boolean",
+    ]
+
+
+SETTING_IN_DOCS = re.compile(r"`((?:llm|orchestrator|sessions|server)(?:\.[a-z_]+)+)")
+"""A setting's dotted path as the docs quote it: `orchestrator.selection.steps`."""
+
+
+def _removed(path: str) -> bool:
+    *sections, key = path.split(".")
+    section: type[BaseModel] = AppConfig
+    for name in sections:
+        field = section.model_fields.get(name)
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return False  # not a section: a method or a file named like one
+        section = annotation
+    return key in getattr(section, "removed_keys", {})
+
+
+def test_the_docs_name_no_removed_setting() -> None:
+    """A removed key fails the configuration that sets it: a page that still describes one
+    sends its reader to write a file that does not load."""
+    root = Path(__file__).parents[1]
+    named = [
+        f"{page.name}:{number}: {match.group(1)}"
+        for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1)
+        for match in SETTING_IN_DOCS.finditer(line)
+        if _removed(match.group(1))
+    ]
+    assert named == []

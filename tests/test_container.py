@@ -491,9 +491,38 @@ def test_invalid_settings_report_each_field_with_the_yaml_location() -> None:
 
     assert len(problems) == 2
     assert problems[0].startswith(f"{YAML}:30: pharma.limited: settings of 'pharma.limited' ")
-    assert "limit: Input should be a valid integer" in problems[0]
-    assert "(got 'many')" in problems[0]
+    assert "(LimitSettings): limit: Input should be a valid integer" in problems[0]
     assert "label: Input should be a valid string" in problems[1]
+
+
+def test_settings_keys_the_model_does_not_read_are_refused_as_the_build_refuses_them() -> None:
+    """The container validated leniently: a misspelt key was dropped, its setting left at the
+    default, where the build refused it."""
+    problems = wiring_problems(
+        reg(SettingsTool, "limited", settings={"limit": 5, "lable": "x"}, line=30),
+    )
+
+    assert problems == [
+        f"{YAML}:30: pharma.limited: settings of 'pharma.limited' (LimitSettings): lable: "
+        "unknown key 'lable'; did you mean 'label'? allowed keys: limit, label"
+    ]
+
+
+class UndeclaredSettingsTool(_Tool):
+    def __init__(self, settings: LimitSettings) -> None:
+        self.settings = settings
+
+
+def test_settings_reach_a_tool_only_through_its_settings_model() -> None:
+    """A ``settings`` parameter annotated with a model, without ``settings_model``, was given
+    that model's defaults by the container, while the build refused settings for the tool."""
+    problems = wiring_problems(reg(UndeclaredSettingsTool, "undeclared", line=4))
+
+    assert problems == [
+        f"{YAML}:4: pharma.undeclared: parameter 'settings: LimitSettings' of "
+        f"{__name__}.UndeclaredSettingsTool.__init__ receives settings only from the class's "
+        "settings_model, and it declares none; set settings_model = LimitSettings"
+    ]
 
 
 def test_missing_required_settings_are_reported() -> None:

@@ -106,6 +106,31 @@ def test_validate_tool_class_lists_every_problem() -> None:
     assert "'Bad-Name' is not lower snake case" in message
 
 
+def test_examples_written_as_one_string_are_refused_with_the_fix() -> None:
+    """``("Rain tomorrow?")`` is a string, not a tuple: it was indexed letter by letter."""
+
+    class Forgetful(GenericTool):
+        examples = "Rain tomorrow?"  # meant ("Rain tomorrow?",)
+
+    with pytest.raises(ToolDeclarationError) as raised:
+        validate_tool_class(Forgetful, where="register_tools")
+    assert str(raised.value) == (
+        f"tool class {__name__}.{Forgetful.__qualname__} (register_tools): its examples is the "
+        "string 'Rain tomorrow?', not a tuple of messages; write examples = ('Rain tomorrow?',) "
+        "with the trailing comma"
+    )
+
+
+@pytest.mark.parametrize("examples", [["Rain?", 3], {"Rain?"}, None])
+def test_examples_must_be_a_list_or_tuple_of_strings(examples: object) -> None:
+    class Odd(GenericTool):
+        pass
+
+    Odd.examples = examples  # type: ignore[assignment]
+    with pytest.raises(ToolDeclarationError, match="is not a list or tuple of strings"):
+        validate_tool_class(Odd)
+
+
 class Unfillable(BaseModel):
     callback: Callable[[int], int]
 

@@ -422,6 +422,43 @@ def test_one_distribution_seen_twice_is_one_plugin(monkeypatch: pytest.MonkeyPat
     assert [(info.name, info.error) for info in found.plugins] == [("twice", None)]
 
 
+def test_a_plugin_passed_and_installed_loads_once_under_its_first_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = make_plugin("passed_plugin_module", domains=("passed",))
+    monkeypatch.setitem(sys.modules, "passed_plugin_module", module)
+    fake_entry_points(monkeypatch, EntryPoint("passed", "passed_plugin_module", "toolwire"))
+
+    with capture_logs() as logs:
+        found = discover([module], environ={})
+
+    assert [(info.name, info.error) for info in found.plugins] == [("passed_plugin_module", None)]
+    assert [domain.name for domain in found.domains] == ["passed"]
+    assert {
+        "event": "plugin_already_loaded",
+        "plugin": "passed",
+        "loaded_as": "passed_plugin_module",
+        "log_level": "info",
+    } in logs
+
+
+def test_one_module_under_two_entry_point_names_loads_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = make_plugin("two_names", domains=("two_names",))
+    monkeypatch.setitem(sys.modules, "two_names_module", module)
+    fake_entry_points(
+        monkeypatch,
+        EntryPoint("first_name", "two_names_module", "toolwire"),
+        EntryPoint("second_name", "two_names_module", "toolwire"),
+    )
+
+    found = discover(environ={})
+
+    assert [(info.name, info.error) for info in found.plugins] == [("first_name", None)]
+    assert [domain.name for domain in found.domains] == ["two_names"]
+
+
 # -- the domains a plugin contributes, by any route (issue 11 item 9) --------------------------
 
 

@@ -14,8 +14,9 @@ import toolwire
 from _build_samples import WriteFile
 from orchestration_kit import NoParams
 from test_extension_hooks import guide_example
-from toolwire import App, ConfigError, OrchestratorActivatedTool, ToolExecutionResult
+from toolwire import App, ConfigError, OrchestratorActivatedTool, PluginError, ToolExecutionResult
 from toolwire.llm import Purpose
+from toolwire.mcp.connections import McpConnections
 from toolwire.selection.state import Candidate, SelectionState
 from toolwire.selection.steps import builtin_steps
 from toolwire.selection.trace import StepRecord
@@ -218,6 +219,7 @@ def test_a_step_list_that_puts_no_candidates_is_a_config_error(
     with pytest.raises(ConfigError) as raised:
         load(config, ScriptedModel())
     [problem] = raised.value.problems
+    assert (problem.path, problem.line) == (str(config), 3)
     assert problem.message == (
         f"orchestrator.selection.steps: no step of {steps} puts candidates "
         "in the selection, so no tool would ever be selected; start the list with retrieve (or "
@@ -232,11 +234,43 @@ def test_a_profiles_step_list_that_puts_no_candidates_is_a_config_error(
     with pytest.raises(ConfigError) as raised:
         load(config, ScriptedModel())
     [problem] = raised.value.problems
+    assert (problem.path, problem.line) == (str(config), 2)
     assert problem.message == (
         "llm.profile: no step of the model profile's selection_steps [choose] puts candidates "
         "in the selection, so no tool would ever be selected; start that list with retrieve, "
         "or name the steps in orchestrator.selection.steps"
     )
+
+
+def test_a_step_factory_that_raises_is_a_plugin_error_at_its_register_line(
+    isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It escaped ``App.load`` as the factory's own exception, the MCP servers left running."""
+    module = types.ModuleType("toolwire_broken_rules")
+
+    def unreadable(settings: SelectionSettings) -> Raising:
+        raise RuntimeError("rules file unreadable")
+
+    @toolwire.hookimpl
+    def register_selection_steps(register: Any) -> None:
+        register("office.rules", unreadable)
+
+    module.register_selection_steps = register_selection_steps  # type: ignore[attr-defined]
+    config = write_file(
+        "toolwire.yaml", "orchestrator:\n  selection:\n    steps: [retrieve, office.rules]\n"
+    )
+    closed: list[McpConnections] = []
+    monkeypatch.setattr(McpConnections, "close", lambda self: closed.append(self))
+
+    with pytest.raises(PluginError) as raised:
+        load(config, ScriptedModel(), module)
+
+    assert str(raised.value) == (
+        f"{__file__}:{register_selection_steps.__code__.co_firstlineno + 2}: plugin "
+        "'toolwire_broken_rules': the selection step factory 'office.rules' raised "
+        "RuntimeError: rules file unreadable"
+    )
+    assert len(closed) == 1
 
 
 class AllTools:

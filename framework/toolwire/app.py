@@ -10,6 +10,7 @@ on the per-question path reads configuration files or discovers plugins.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -29,6 +30,7 @@ from toolwire.plugins import (
     PluginSet,
     SelectionStepProvider,
     SessionStoreProvider,
+    built_by,
     discover,
 )
 from toolwire.registry import DomainSpec, ToolRegistry
@@ -155,9 +157,10 @@ class App:
                 selection_steps=plugin_set.selection_steps,
                 model_profiles=plugin_set.model_profiles,
             )
-        except ConfigError as error:  # a failed plugin or MCP server is the likely cause
-            causes = [info.problem() for info in plugin_set.failed] + mcp_tools.problems
-            error.add_causes(causes)
+        except BaseException as error:  # a selection step's factory, say: stop the servers
+            if isinstance(error, ConfigError):  # a failed plugin or MCP server is the likely cause
+                causes = [info.problem() for info in plugin_set.failed] + mcp_tools.problems
+                error.add_causes(causes)
             connections.close()
             raise
         for observer in observers_from_environment():  # OpenTelemetry, when OTEL_* ask for it
@@ -334,10 +337,12 @@ def _registered_name_problems(
     config: AppConfig, plugin_set: PluginSet, *, store_given: bool = False
 ) -> list[Problem]:
     """``llm.provider``, ``llm.profile``, the selection steps and ``sessions.store`` must name
-    registered ones, and the built-in Redis store needs its extra installed (checked at load, not
-    at the first question; ``store_given``: the caller passed a store, so the configured one is
-    never made)."""
-    from toolwire.llm.factory import unknown_provider
+    registered ones, ``llm.local_model`` a model the embedded provider knows when that provider
+    serves the questions, and the built-in Redis store needs its extra installed (checked at
+    load, not at the first question; ``store_given``: the caller passed a store, so the
+    configured one is never made)."""
+    from toolwire.llm.factory import provider_name, resolve_settings, unknown_provider
+    from toolwire.llm.providers import EMBEDDED
     from toolwire.selection.pipeline import unknown_step
     from toolwire.sessions.factory import redis_missing, unknown_store
 
@@ -352,6 +357,14 @@ def _registered_name_problems(
     if provider is not None and provider not in plugin_set.models:
         line = config.line_of("llm", "provider")
         problems.append(Problem(unknown_provider(provider, plugin_set.models), config.path, line))
+    elif provider_name(resolve_settings(config.llm), os.environ) == EMBEDDED:
+        from toolwire.llm.local import local_model_spec
+
+        try:
+            local_model_spec(config.llm.local_model)
+        except ConfigError as error:  # what the first question would say, without the line
+            line = config.line_of("llm", "local_model")
+            problems.append(Problem(str(error), config.path, line))
     store = config.sessions.store
     if store not in plugin_set.session_stores:
         line = config.line_of("sessions", "store")
@@ -396,14 +409,31 @@ def _profile_problems(config: AppConfig, plugin_set: PluginSet) -> list[Problem]
 
 def _selection_steps(app: App) -> tuple[SelectionStep, ...] | None:
     """The selection steps every domain runs, built from what the plugins registered (None: the
-    app was built without them, so the orchestrators use toolwire's own)."""
+    app was built without them, so the orchestrators use toolwire's own). A factory that raises
+    is a ``PluginError`` at its ``register(...)`` line, as a model's or a store's is; a list
+    that cannot work is a ``ConfigError`` where it was written (the model profile's list: at
+    ``llm.profile``)."""
     if app.selection_steps is None:
         return None
     from toolwire.selection.pipeline import make_steps
+    from toolwire.selection.state import SelectionStep
 
-    settings = app.config.orchestrator.selection
-    factories = {name: step.value for name, step in app.selection_steps.items()}
-    return make_steps(factories, settings, app.model_profile.selection_steps)
+    config = app.config
+    settings = config.orchestrator.selection
+    factories = {
+        name: functools.partial(built_by, step, "selection step", SelectionStep)
+        for name, step in app.selection_steps.items()
+    }
+    key = (
+        ("orchestrator", "selection", "steps") if settings.steps is not None else ("llm", "profile")
+    )
+    return make_steps(
+        factories,
+        settings,
+        app.model_profile.selection_steps,
+        path=config.path,
+        line=config.line_of(*key) if config.path else None,
+    )
 
 
 def _build_orchestrators(app: App, llm: object) -> dict[str, DomainOrchestrator]:

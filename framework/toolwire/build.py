@@ -16,7 +16,6 @@ reported with both owners. Every problem of every file is collected into one ``C
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 import structlog
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from toolwire.config import (
     AppConfig,
@@ -32,8 +31,8 @@ from toolwire.config import (
     PluginConfigFile,
     ToolEntry,
     format_loc,
-    unknown_key_message,
 )
+from toolwire.container import settings_problems, validated_settings
 from toolwire.domain_instructions import instruction_problems
 from toolwire.errors import ConfigError, Problem, did_you_mean
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
@@ -324,12 +323,9 @@ class _Builder:
                 )
             return
         try:
-            strict_settings_model(model).model_validate(decl.settings)
+            validated_settings(model, decl.settings)
         except ValidationError as error:
-            for item in error.errors():
-                loc = tuple(item["loc"])
-                unknown = item["type"] == "extra_forbidden"
-                message = unknown_key_message(model, loc) if unknown else str(item["msg"])
+            for loc, message in settings_problems(model, error):
                 self._settings_problem(decl, loc, message)
 
     def _settings_problem(self, decl: _ToolDecl, loc: tuple[str | int, ...], message: str) -> None:
@@ -476,17 +472,3 @@ def _duplicate(new: _ToolDecl, existing: _ToolDecl) -> Problem:
         (existing.owner, existing.source or class_location(existing.tool_class)),
         (new.owner, new.source or class_location(new.tool_class)),
     )
-
-
-@functools.cache
-def strict_settings_model(model: type[BaseModel]) -> type[BaseModel]:
-    """``model``, refusing the keys it does not take. pydantic's default drops them silently, so a
-    misspelt key would leave its setting at the default unnoticed; what counts as a key (a field
-    name, an alias, a validation alias) is pydantic's own decision. A model that sets ``extra``
-    itself (``"allow"``, ``"ignore"`` or ``"forbid"``) decides on its own, and so does a nested
-    model for the keys under it."""
-    if "extra" in model.model_config:
-        return model
-    namespace = {"model_config": ConfigDict(extra="forbid"), "__module__": model.__module__}
-    strict: type[BaseModel] = type(model.__name__, (model,), namespace)
-    return strict

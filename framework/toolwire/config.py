@@ -37,9 +37,13 @@ DEFAULT_CONFIG_PATH = Path("config") / "toolwire.yaml"
 
 
 class ToolEntry(Located):
-    """One tool declared in YAML. Omitted keys keep the value of an earlier declaration."""
+    """One tool declared in YAML. Omitted keys keep the value of an earlier declaration.
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    Strict: pydantic would read ``priority: "5"`` as 5, ``priority: true`` as 1 and
+    ``enabled: "no"`` as False; a value of the wrong type is a problem at its line instead, as
+    ``register(..., priority=...)`` refuses one in a plugin's hook."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     name: str | None = None
     """Short name; defaults to the class's ``name``."""
@@ -153,9 +157,7 @@ def parse_file(path: Path, model: type[F]) -> tuple[F, list[Problem]]:
     return validate_node(read_yaml(path), model, str(path))
 
 
-def validate_node(
-    document: YamlDocument, model: type[F], path: str
-) -> tuple[F, list[Problem]]:
+def validate_node(document: YamlDocument, model: type[F], path: str) -> tuple[F, list[Problem]]:
     """Validate a file entry by entry, so one bad entry hides no other problem.
 
     Returns the valid part (invalid entries and sections left out) and every problem, each

@@ -7,7 +7,7 @@ Wiring is planned before anything is built, from each tool class's ``__init__`` 
 
 1. an explicit YAML injection (``inject: {param: tool_name}``, short or prefixed) wins;
 2. a parameter named ``settings`` receives the YAML settings validated by the tool's
-   ``settings_model`` (or by its annotation when that is a pydantic model);
+   ``settings_model`` (:func:`validated_settings`, the build's check too), and nothing else;
 3. a parameter annotated with a service type (``services``, e.g. ``LanguageModel``) receives it;
 4. a parameter annotated with a tool class, or a base class a tool derives from, is autowired by
    type among the *enabled* tools, the tool's own domain first;
@@ -21,6 +21,7 @@ eagerly, so a constructor that raises is also reported at start rather than mid-
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 import typing
@@ -30,8 +31,9 @@ from typing import Any
 
 import structlog
 from dependency_injector import providers
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from toolwire.config import format_loc, unknown_key_message
 from toolwire.errors import (
     PLUGIN_FAILURES,
     Problem,
@@ -265,8 +267,9 @@ class _Planner:
             return
         if name == SETTINGS_PARAMETER and not self.settings:
             return
+        wanted = _unwrap_optional(annotation)
         if name == SETTINGS_PARAMETER:
-            settings_model = _settings_model(registration, annotation)
+            settings_model = registration.tool_class.settings_model
             if settings_model is not None:
                 self._plan_settings(plan, settings_model)
                 return
@@ -277,7 +280,15 @@ class _Planner:
                     "settings_model to validate them; set settings_model = <YourSettingsModel>",
                 )
                 return
-        wanted = _unwrap_optional(annotation)
+            if isinstance(wanted, type) and issubclass(wanted, BaseModel) and not has_default:
+                model_name = wanted.__qualname__
+                self._fail(
+                    registration,
+                    f"parameter 'settings: {model_name}' of {_class_path(registration)}.__init__ "
+                    "receives settings only from the class's settings_model, and it declares "
+                    f"none; set settings_model = {model_name}",
+                )
+                return
         services = self._matching_services(wanted)
         if len(services) == 1:
             plan.values[name] = self.services[services[0]]
@@ -336,14 +347,13 @@ class _Planner:
     def _plan_settings(self, plan: _Plan, model: type[BaseModel]) -> None:
         registration = plan.registration
         try:
-            plan.values[SETTINGS_PARAMETER] = model.model_validate(dict(registration.settings))
+            plan.values[SETTINGS_PARAMETER] = validated_settings(model, registration.settings)
         except ValidationError as error:
-            for detail in error.errors():
-                where = ".".join(str(part) for part in detail["loc"]) or "(settings)"
+            for loc, message in settings_problems(model, error):
                 self._fail(
                     registration,
                     f"settings of {registration.qualified_name!r} ({model.__qualname__}): "
-                    f"{where}: {detail['msg']} (got {detail.get('input')!r})",
+                    f"{format_loc(loc) or '(settings)'}: {message}",
                 )
 
     def _matching_services(self, wanted: object) -> list[type]:
@@ -417,14 +427,46 @@ def _constructor_parameters(tool_class: type[ChatbotTool[Any]]) -> dict[str, ins
     return {p.name: p for p in parameters if p.kind not in variadic}
 
 
-def _settings_model(registration: ToolRegistration, annotation: object) -> type[BaseModel] | None:
-    model = registration.tool_class.settings_model
-    if model is not None:
+def validated_settings(model: type[BaseModel], settings: Mapping[str, Any]) -> BaseModel:
+    """A tool's YAML ``settings`` as its ``settings_model``; ``ValidationError`` (see
+    :func:`settings_problems`) for a wrong value or a key the model does not read.
+
+    The one check of a tool's settings, the build's (which locates each problem at its YAML
+    line) and the container's. :func:`strict_settings_model` decides, and the instance is then
+    made of ``model`` itself: an instance of the stricter subclass would not equal, nor pickle
+    as, one the tool's author makes."""
+    strict_settings_model(model).model_validate(settings)
+    return model.model_validate(settings)
+
+
+@functools.cache
+def strict_settings_model(model: type[BaseModel]) -> type[BaseModel]:
+    """``model``, refusing the keys it does not take. pydantic's default drops them silently, so a
+    misspelt key would leave its setting at the default unnoticed; what counts as a key (a field
+    name, an alias, a validation alias) is pydantic's own decision. A model that sets ``extra``
+    itself (``"allow"``, ``"ignore"`` or ``"forbid"``) decides on its own, and so does a nested
+    model for the keys under it."""
+    if "extra" in model.model_config:
         return model
-    wanted = _unwrap_optional(annotation)
-    if isinstance(wanted, type) and issubclass(wanted, BaseModel):
-        return wanted
-    return None
+    namespace = {"model_config": ConfigDict(extra="forbid"), "__module__": model.__module__}
+    strict: type[BaseModel] = type(model.__name__, (model,), namespace)
+    return strict
+
+
+def settings_problems(
+    model: type[BaseModel], error: ValidationError
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """What :func:`validated_settings` refused, as (key path under ``settings``, message): an
+    unknown key is said as the configuration loader says one."""
+    return [
+        (
+            tuple(item["loc"]),
+            unknown_key_message(model, item["loc"])
+            if item["type"] == "extra_forbidden"
+            else str(item["msg"]),
+        )
+        for item in error.errors()
+    ]
 
 
 def _unwrap_optional(annotation: object) -> object:

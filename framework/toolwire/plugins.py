@@ -119,10 +119,11 @@ R = TypeVar("R")
 def built_by(registered: Named[Callable[..., R]], kind: str, expected: type, *args: object) -> R:
     """What the factory registered as ``registered`` builds from ``args``.
 
-    The factory is plugin code called when the app first needs a model or a store: one that
-    raises (not a toolwire error, which says what to fix itself) or returns something else than
-    ``expected`` is a ``PluginError`` at its ``register(...)`` line, instead of a traceback from
-    the first question. ``kind``: what it builds ("session store").
+    The factory is plugin code, called when the app first needs a model or a store, or builds
+    its selection steps at load: one that raises (not a toolwire error, which says what to fix
+    itself) or returns something else than ``expected`` is a ``PluginError`` at its
+    ``register(...)`` line, instead of a traceback from ``App.load`` or the first question.
+    ``kind``: what it builds ("session store").
     """
     source = registered.source
 
@@ -265,7 +266,13 @@ def discover(
 ) -> PluginSet:
     """Load toolwire's own plugins (``builtins``, modules), explicit plugin objects, then
     installed entry points, and collect what they contribute through ``hooks`` (the CLI asks
-    only for ``register_commands``)."""
+    only for ``register_commands``).
+
+    One plugin object reached twice (passed to ``App.load`` and installed too, or one module
+    under two entry-point names) is one plugin: it loads once, under the first of its names in
+    that order, and the later name is only logged (``plugin_already_loaded``). pluggy takes an
+    object under one name only, and loading it twice would make its registrations clash with
+    themselves."""
     environ = os.environ if environ is None else environ
     result = PluginSet()
     candidates = [
@@ -280,6 +287,10 @@ def discover(
     pm.add_hookspecs(hookspecs)
     registered: list[_Candidate] = []
     for candidate in candidates:
+        if pm.is_registered(candidate.plugin):
+            first = pm.get_name(candidate.plugin)
+            log.info("plugin_already_loaded", plugin=candidate.name, loaded_as=first)
+            continue
         if pm.has_plugin(candidate.name):
             _fail(result, candidate.name, candidate.version, "another plugin has the same name")
             continue

@@ -298,6 +298,20 @@ def _schema_problems(params: type[BaseModel]) -> list[str]:
     return []
 
 
+def _examples_problems(examples: object) -> list[str]:
+    """``examples`` must be a list or tuple of messages. A string is a sequence of strings too,
+    so type checkers pass ``examples = ("Book a room")``, the one-message tuple without its
+    comma, which selection would index letter by letter."""
+    if isinstance(examples, str):
+        return [
+            f"its examples is the string {examples!r}, not a tuple of messages; "
+            f"write examples = ({examples!r},) with the trailing comma"
+        ]
+    if not isinstance(examples, list | tuple) or not all(isinstance(e, str) for e in examples):
+        return [f"its examples {examples!r} is not a list or tuple of strings"]
+    return []
+
+
 def validate_tool_class(tool_class: object, *, where: str = "") -> type[ChatbotTool[Any]]:
     """Check a tool class when it is registered, so mistakes surface at start, not mid-chat."""
     location = f" ({where})" if where else ""
@@ -331,6 +345,7 @@ def validate_tool_class(tool_class: object, *, where: str = "") -> type[ChatbotT
         problems.append(
             f"its default name {tool_class.name!r} is not lower snake case ([a-z][a-z0-9_]*)"
         )
+    problems.extend(_examples_problems(tool_class.examples))
     if problems:
         raise ToolDeclarationError(
             f"tool class {tool_class.__module__}.{tool_class.__qualname__}{location}: "

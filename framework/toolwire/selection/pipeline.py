@@ -119,19 +119,23 @@ def make_steps(
     registered: Mapping[str, StepFactory],
     settings: SelectionSettings,
     profile_steps: Sequence[str],
+    *,
+    path: str | None = None,
+    line: int | None = None,
 ) -> tuple[SelectionStep, ...]:
     """The steps ``settings.steps`` lists (None: ``profile_steps``, the model profile's), built
     from their registered factories. ``ConfigError`` for an unknown name (naming the closest
     registered one and every name registered) and for a list none of whose steps puts
     candidates (:func:`~toolwire.selection.state.provides_candidates`): every later step works
     on the candidates, so the selection would quietly select nothing. An empty list is such a
-    list, not the profile's steps."""
+    list, not the profile's steps. ``path`` and ``line``: where the list was written (the
+    app's configuration file), for the problems."""
     names = settings.steps if settings.steps is not None else profile_steps
     unknown = [name for name in names if name not in registered]
     if unknown:
-        raise ConfigError([Problem(unknown_step(name, registered)) for name in unknown])
+        raise ConfigError([Problem(unknown_step(name, registered), path, line) for name in unknown])
     steps = tuple(registered[name](settings) for name in names)
     if not any(provides_candidates(step) for step in steps):
         message = no_candidates(names, from_profile=settings.steps is None)
-        raise ConfigError([Problem(message)])
+        raise ConfigError([Problem(message, path, line)])
     return steps
