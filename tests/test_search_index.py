@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import threading
 from pathlib import Path
 
@@ -90,6 +92,20 @@ def test_a_changed_source_rebuilds_the_index(tmp_path: Path) -> None:
     assert not rebuilt.reused and rebuilt.page_count == 6
     assert {hit.page.id for hit in rebuilt.search("archives")} == {"zip#1", "new#1"}
     assert list(tmp_path.iterdir()) == [rebuilt.path], "no temporary files left behind"
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600)])
+def test_the_index_file_is_readable_as_the_umask_allows(
+    tmp_path: Path, umask: int, mode: int
+) -> None:
+    """It was written owner-only whatever the umask: an index built while building a container
+    image as root could not be read by the user who ran it."""
+    previous = os.umask(umask)
+    try:
+        index = PageIndex.open(StaticPageSource("demo", _pages()), cache_dir=tmp_path)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(index.path.stat().st_mode) == mode
 
 
 def test_a_corrupt_cache_file_is_rebuilt(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import sqlite3
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -190,8 +190,10 @@ def _stored_fingerprint(path: Path) -> str | None:
 
 
 def _build(source: PageSource, path: Path, fingerprint: str) -> int:
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(handle)
+    # not mkstemp's owner-only file: an index built by another user (a container image built
+    # as root) must stay readable, so a new file's permissions (0o666 less the umask)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         connection = sqlite3.connect(temporary)
         try:
@@ -231,6 +233,6 @@ def _build(source: PageSource, path: Path, fingerprint: str) -> int:
             connection.close()
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     return count
