@@ -199,7 +199,12 @@ def test_ask_with_an_unknown_session_or_domain_is_a_clear_error(cli: CliRunner) 
 
 
 @pytest.mark.parametrize(
-    ("message", "shown"), [("", "empty"), ("  \t ", "only whitespace ('  \\t ')")]
+    ("message", "shown"),
+    [
+        ("", "empty"),
+        ("  \t ", "only whitespace ('  \\t ')"),
+        ("\u200b \u2060", "only whitespace ('\\u200b \\u2060')"),  # invisible: as whitespace
+    ],
 )
 def test_an_empty_or_blank_message_is_refused_before_anything_runs(
     message: str, shown: str, monkeypatch: pytest.MonkeyPatch

@@ -34,7 +34,8 @@ from toolwire.events import (
     observed,
     observing,
 )
-from toolwire.orchestrator.streaming import Answered, AskEvent
+from toolwire.orchestrator import Answer
+from toolwire.orchestrator.streaming import Answered, AskEvent, WatchedQuestion
 from toolwire.sessions import MemorySessionStore
 from toolwire.testing import ScriptedModel, conversation_for
 
@@ -212,6 +213,26 @@ async def test_closing_the_stream_early_cancels_the_round_and_stores_nothing() -
 
     assert tool.cancelled
     assert store._rows == {}  # the clarification the tool would have asked is not kept
+
+
+async def test_a_question_cancelled_while_its_next_event_is_awaited_ends_without_a_failure() -> (
+    None
+):
+    """The HTTP stream's deadline cancels the question while the stream waits for its next event:
+    that wait raised ``CancelledError``, which ended the stream with no ``error`` event."""
+    never = asyncio.Event()
+
+    async def ask() -> Answer:
+        await never.wait()
+        raise AssertionError("the question was not cancelled")
+
+    question = WatchedQuestion(ask)
+    waiting = asyncio.create_task(question.next())
+    await asyncio.sleep(0)  # it waits for the next event now
+    await question.cancel()
+
+    assert await waiting is None
+    assert await question.next() is None
 
 
 async def test_an_observer_that_raises_is_logged_once_and_the_question_goes_on() -> None:

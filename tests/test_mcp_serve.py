@@ -80,7 +80,9 @@ async def test_toolwire_mcp_serve_offers_the_pharma_tools_over_stdio() -> None:
     async with stdio_session(TOOLWIRE, "mcp", "serve", "--domain", "pharma", env=env) as session:
         listed = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert list(listed) == [
-            "pharma.ask", "pharma.interaction_analysis", "pharma.dosage_info"
+            "pharma.ask",
+            "pharma.interaction_analysis",
+            "pharma.dosage_info",
         ]  # substance_lookup is not orchestrator-activated: reachable only by injection
         dosage = listed["pharma.dosage_info"]
         assert dosage.input_schema["required"] == ["product"]
@@ -288,6 +290,7 @@ async def test_toolwire_consumes_its_own_mcp_server(
 
 
 DEMO_CONFIG = "default_domain: demo\nsessions: {store: memory}\n"
+TRIP_CONFIG = "default_domain: trip\nsessions: {store: memory}\n"
 
 
 class Nothing(BaseModel):
@@ -302,6 +305,13 @@ class BoomTool(OrchestratorActivatedTool[Nothing]):
 
     def execute_with_result(self, params: Nothing, text: str) -> ToolExecutionResult:
         raise RuntimeError("db password=swordfish42 rejected")
+
+
+class QuestionlessTool(BoomTool):
+    """A tool whose suitability question cannot be asked."""
+
+    def executable_instruction(self) -> str:
+        sys.exit(2)
 
 
 class AskTool(BoomTool):
@@ -328,6 +338,26 @@ async def test_a_failing_tool_is_an_error_result_with_secrets_masked(
     offered = "unknown tool 'demo.nope'; this server offers: demo.ask, demo.boom"
     with pytest.raises(MCPError, match=re.escape(offered)):
         await served.call("demo.nope", {})
+
+
+async def test_a_tool_whose_question_raises_is_left_out_and_the_others_served(
+    toolwire_app_factory: Any,
+) -> None:
+    """As the orchestrator leaves it out of selection: one tool's bug built no server at all."""
+    from mcp import MCPError
+
+    from toolwire.mcp.server import DomainMcpServer
+
+    demo = make_plugin("demo", domains=("demo",), tools=(QuestionlessTool, BoomTool))
+    app = toolwire_app_factory(plugins=[demo], config=DEMO_CONFIG, llm=ScriptedModel())
+    with capture_logs() as events:
+        served = DomainMcpServer(app, "demo")
+
+    assert [tool.name for tool in served.listing()] == ["demo.ask", "demo.boom"]
+    left_out = [e for e in events if e["event"] == "mcp_tool_left_out"]
+    assert [(e["tool"], e["error"]) for e in left_out] == [("demo.questionless", "SystemExit: 2")]
+    with pytest.raises(MCPError, match=re.escape("this server offers: demo.ask, demo.boom")):
+        await served.call("demo.questionless", {})
 
 
 async def test_domain_ask_refuses_what_post_v1_ask_refuses(toolwire_app_factory: Any) -> None:
@@ -359,6 +389,25 @@ async def test_domain_ask_refuses_what_post_v1_ask_refuses(toolwire_app_factory:
     assert len(model.calls_for(Purpose.ANSWER)) == 1  # only the message within the limit ran
 
 
+async def test_domain_ask_refuses_an_argument_it_does_not_know(toolwire_app_factory: Any) -> None:
+    """``sessionId`` for ``session_id`` started a new conversation instead of continuing one."""
+    from toolwire.mcp.server import DomainMcpServer
+
+    app = toolwire_app_factory(plugins=[trip], config=TRIP_CONFIG, llm=trip.scripted_model())
+    served = DomainMcpServer(app, "trip")
+    first = await served.call("trip.ask", {"message": "book a table"})
+    assert first.structured_content is not None
+    session_id = first.structured_content["session_id"]
+    misspelt = await served.call("trip.ask", {"message": "city=Rome", "sessionId": session_id})
+
+    assert misspelt.is_error and misspelt.structured_content is None
+    assert misspelt.content[0].text == (  # type: ignore[union-attr]
+        "invalid arguments for trip.ask: sessionId: Extra inputs are not permitted"
+    )
+    [ask] = [tool for tool in served.listing() if tool.name == "trip.ask"]
+    assert ask.input_schema["additionalProperties"] is False
+
+
 async def test_domain_ask_continues_a_conversation_after_an_answer_and_says_what_it_took(
     toolwire_app_factory: Any,
 ) -> None:
@@ -383,8 +432,7 @@ async def test_domain_ask_continues_a_conversation_after_an_answer_and_says_what
         .on_extract(StandaloneTask, rewrite)
         .on_answer(lambda _question, contexts: contexts[0].context.partition(" (pid")[0])
     )
-    config = "default_domain: trip\nsessions: {store: memory}\n"
-    app = toolwire_app_factory(plugins=[trip], config=config, llm=model)
+    app = toolwire_app_factory(plugins=[trip], config=TRIP_CONFIG, llm=model)
     served = DomainMcpServer(app, "trip")
     async with Client(served.server) as client:
         first = await client.call_tool("trip.ask", {"message": "Book a table city=Rome"})
@@ -447,6 +495,26 @@ async def test_domain_ask_withholds_a_failed_model_call_behind_an_error_id(
     (logged,) = [e for e in events if e.get("error_id") == match[1]]
     assert (logged["event"], logged["error"]) == ("request_error", "model_error")
     assert "Incorrect API key provided" in logged["message"]
+
+
+async def test_domain_ask_reports_a_model_that_exits_as_a_failed_question(
+    toolwire_app_factory: Any,
+) -> None:
+    """A model's ``sys.exit()`` is the question's failure (an error result with an error id), not
+    the end of the server, whose calls run in tasks."""
+    from toolwire.mcp.server import DomainMcpServer
+
+    demo = make_plugin("demo", domains=("demo",))
+    model = ScriptedModel().on_answer(lambda _question, _contexts: sys.exit(6))
+    app = toolwire_app_factory(plugins=[demo], config=DEMO_CONFIG, llm=model)
+    failed = await DomainMcpServer(app, "demo").call("demo.ask", {"message": "Anything?"})
+
+    assert failed.is_error
+    assert re.fullmatch(
+        r"the server failed \(error id [0-9a-f]{12}\); the server's log has the details under "
+        r"this id",
+        failed.content[0].text,  # type: ignore[union-attr]
+    )
 
 
 def test_a_domain_tool_named_ask_is_refused(toolwire_app_factory: Any) -> None:

@@ -162,6 +162,11 @@ def test_a_message_over_the_length_limit_is_422(server: ServerProcess) -> None:
         ({"message": " \n\t "}, "body.message"),  # blank: refused before anything runs
         ({}, "body.message"),
         ({"message": "hi", "colour": "red"}, "body.colour"),
+        ({"message": "\u200b"}, "body.message"),  # invisible: as empty as whitespace
+        ({"message": " \u0000\u2060\ufeff "}, "body.message"),
+        ({"message": "hi", "domain": ""}, "body.domain"),  # was the default domain, or a 400
+        ({"message": "hi", "stream": "yes"}, "body.stream"),  # was a stream
+        ({"message": "hi", "stream": 1}, "body.stream"),
     ],
 )
 def test_an_invalid_body_is_422_naming_the_field(
@@ -170,6 +175,29 @@ def test_an_invalid_body_is_422_naming_the_field(
     body = assert_error(ask(server, payload), 422, "invalid_request")
     assert location in [problem["location"] for problem in body["details"]["problems"]]
     assert location in body["message"]
+
+
+def test_invisible_characters_beside_a_word_are_kept_in_the_message(
+    server: ServerProcess,
+) -> None:
+    response = ask(server, {"message": "book\u200b city=Oslo\u0000"})
+
+    assert response.status_code == 200, response.text
+    assert response.json()["trace"]["user_message"] == "book\u200b city=Oslo\u0000"
+
+
+@pytest.mark.parametrize(("stream", "streamed"), [(False, False), (True, True), (None, True)])
+def test_the_body_says_whether_to_stream_and_the_accept_header_only_without_it(
+    server: ServerProcess, stream: bool | None, streamed: bool
+) -> None:
+    body: dict[str, Any] = {"message": "book city=Oslo"}
+    if stream is not None:
+        body["stream"] = stream
+    response = ask(server, body, headers={"Accept": "text/event-stream"})
+
+    assert response.status_code == 200, response.text
+    media_type = "text/event-stream" if streamed else "application/json"
+    assert response.headers["content-type"].startswith(media_type)
 
 
 def test_broken_json_is_422(server: ServerProcess) -> None:

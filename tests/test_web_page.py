@@ -164,6 +164,35 @@ def test_new_conversation_clears_the_page_and_the_next_request_has_no_session(
     expect(page.locator(".turn").nth(1).locator(".text")).to_contain_text("Table booked in Oslo")
 
 
+def test_a_conversation_the_server_no_longer_has_is_forgotten_and_a_new_one_starts(
+    tmp_path: Path, page: Page
+) -> None:
+    """The page kept sending the expired conversation's id: every later message failed."""
+    config = write_config(tmp_path / "toolwire.yaml", sessions={"store": "memory", "ttl_s": 1})
+    process = ServerProcess(config, tmp_path / "server.log", env={"TOOLWIRE_API_TOKEN": TOKEN})
+    process.start()
+    try:
+        sign_in(page, process.url)
+        expect(page.locator("#domain option[value=trip]")).to_have_count(1)
+        _, first = asked(page, "book a table city=Rome")
+        page.wait_for_timeout(1500)  # past sessions.ttl_s: the conversation has expired
+
+        with page.expect_response(lambda r: r.url.endswith("/v1/ask")) as expired:
+            ask(page, "one more there")
+        assert expired.value.request.post_data_json["session_id"] == first["session_id"]
+        gone = page.locator(".turn").nth(1).locator(".bot")
+        expect(gone.locator(".error")).to_contain_text("unknown_session")
+        expect(gone).to_contain_text("Your next message starts a new conversation.")
+        expect(page.locator("#message")).to_have_attribute("placeholder", "Ask a question…")
+
+        sent, fresh = asked(page, "book a table city=Oslo")
+    finally:
+        process.stop()
+
+    assert sent["session_id"] is None
+    assert (fresh["kind"], fresh["turn"]) == ("answer", 1)
+
+
 def test_steps_stream_in_before_the_answer(server: ServerProcess, page: Page) -> None:
     sign_in(page, server.url)
     ask(page, "book a table city=Paris sleep=3")

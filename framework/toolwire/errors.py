@@ -16,6 +16,7 @@
     ├── McpServerError                 an MCP server cannot be reached, or a call to it failed
     ├── ToolTimeoutError               plugin code did not finish in time (recorded, not raised)
     ├── ToolThreadsExhaustedError      every tool thread is held by a call that ran out of time
+    ├── PluginExitError                plugin code raised SystemExit or KeyboardInterrupt in a task
     └── SessionError                   a conversation's stored state cannot be used
         ├── UnknownSessionError
         ├── SessionConflictError       another process applied the same round first
@@ -30,7 +31,9 @@ letting it end the question.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+import traceback
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -223,6 +226,34 @@ and plain methods run in worker threads, which signals never interrupt). Every o
 ``BaseException`` passes through: ``asyncio.CancelledError`` (a cancelled request, a time limit, a
 shutdown), ``GeneratorExit``, and test outcomes such as pytest's and ``UnscriptedCallError``.
 """
+
+
+class PluginExitError(ToolwireError):
+    """Plugin code (a session store, a model, a tool's hook) raised ``SystemExit`` or
+    ``KeyboardInterrupt`` while a question ran in a task.
+
+    asyncio re-raises those two from a task into its event loop, which stops the loop and the
+    server with it, before anything that awaits the task sees them; raised in their place, this
+    ends the one question like any other failure.
+    """
+
+    def __init__(self, error: SystemExit | KeyboardInterrupt) -> None:
+        frames = traceback.extract_tb(error.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        super().__init__(
+            f"plugin code raised {describe(error)}{where} while answering a question; the "
+            "question was stopped: plugin code should raise an exception, not exit"
+        )
+
+
+@contextmanager
+def exits_as_errors() -> Iterator[None]:
+    """Around the body of a task that runs plugin code: its ``SystemExit`` or
+    ``KeyboardInterrupt`` raised as :class:`PluginExitError`, whose docstring says why."""
+    try:
+        yield
+    except (SystemExit, KeyboardInterrupt) as error:
+        raise PluginExitError(error) from error
 
 
 class SessionError(ToolwireError):

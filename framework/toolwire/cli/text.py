@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from toolwire.message_text import has_a_word
 from toolwire.printable import printable
 from toolwire.sessions.base import checked_session_id
 
@@ -37,7 +38,7 @@ def empty_problem(text: str, what: str) -> str | None:
     """Why ``text`` (``what``: "the message") holds no question, or None when it has a word:
     an empty or blank message is refused before anything runs, as ``POST /v1/ask`` refuses an
     empty one."""
-    if text.strip():
+    if has_a_word(text):
         return None
     shown = "empty" if not text else f"only whitespace ({printable(text)!r})"
     return f'{what} is {shown}: pass the question as the argument: toolwire ask "your question"'

@@ -18,7 +18,7 @@ import structlog
 from pydantic import BaseModel
 
 from toolwire.context_buffer import PromptAndContext
-from toolwire.errors import FunctionCallingRefusedError, ModelError
+from toolwire.errors import FunctionCallingRefusedError, ModelError, exits_as_errors
 from toolwire.events import AnswerDelta, ModelCallFinished, ModelCallStarted, emit, observed, opened
 from toolwire.llm import prompts
 from toolwire.llm.base import (
@@ -136,7 +136,8 @@ class ChatModel:
                 examples=self.profile.worked_examples,
                 source=question.source,
             )
-            return await self._structured_call(prompt, YesNo)
+            with exits_as_errors():  # a task of its own: the transport's SystemExit is an error
+                return await self._structured_call(prompt, YesNo)
 
         if not questions:
             return {}

@@ -4,7 +4,8 @@ What a client sees (docs/mcp.md):
 
 - every enabled orchestrator-activated tool of the domain, named by its prefixed name
   (``pharma.dosage_info``; MCP tool names may contain dots), its input schema the tool's
-  parameter model, its description the tool's description followed by its yes/no question;
+  parameter model, its description the tool's description followed by its yes/no question (a
+  tool whose description or question raises is left out, logged as ``mcp_tool_left_out``);
 - its result the tool's ``ToolExecutionResult``: the text as text content and
   ``{"kind", "text"}`` as structured content (``kind``: ``context``, ``guaranteed`` — a finished
   answer to pass on verbatim —, ``clarification`` — a question for the user; call again with the
@@ -38,7 +39,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolwire.app import App
 from toolwire.conversation import TurnContext
@@ -70,6 +71,8 @@ ASK_TOOL = "ask"
 
 class AskArguments(BaseModel):
     """Ask the domain's chatbot: the whole orchestrator on one message."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt session_id must not start a new one
 
     message: MessageText = Field(
         description="The user's question, a follow-up, or the reply to a clarifying question",
@@ -135,17 +138,30 @@ class DomainMcpServer:
         self.domain = name
         self.ask_name = f"{name}.{ASK_TOOL}"
         instances = app.tools
-        self.tools: dict[str, ChatbotTool[Any]] = {
+        activated: dict[str, ChatbotTool[Any]] = {
             registration.qualified_name: instances[registration.qualified_name]
             for registration in app.registry.in_domain(name)
             if isinstance(instances.get(registration.qualified_name), OrchestratorActivatedTool)
         }
-        """Prefixed name → singleton: the enabled orchestrator-activated tools of the domain."""
-        if self.ask_name in self.tools:
+        if self.ask_name in activated:
             raise ConfigError(
                 f"tool {self.ask_name!r} would hide the MCP tool that asks the whole chatbot; "
                 "rename the tool (the 'name' key of its YAML entry)"
             )
+        self.descriptions: dict[str, str] = {}
+        """Prefixed name → what a client reads about the tool (:func:`tool_description`)."""
+        for qualified_name, tool in activated.items():
+            try:
+                self.descriptions[qualified_name] = tool_description(tool)
+            except PLUGIN_FAILURES as error:  # left out, as the orchestrator leaves it out too
+                log.warning("mcp_tool_left_out", tool=qualified_name, error=describe(error))
+        self.tools = {
+            qualified_name: tool
+            for qualified_name, tool in activated.items()
+            if qualified_name in self.descriptions
+        }
+        """Prefixed name → singleton: the enabled orchestrator-activated tools of the domain
+        whose description and question could be read."""
         self.places = QuestionPlaces(lambda: app.config.server.max_concurrent_questions)
         """The questions ``<domain>.ask`` answers at once: ``server.max_concurrent_questions``,
         over stdio too (one client can send many calls at once, each run in its own task)."""
@@ -171,7 +187,7 @@ class DomainMcpServer:
         return [ask] + [
             Tool(
                 name=name,
-                description=tool_description(tool),
+                description=self.descriptions[name],
                 input_schema=tool.params_model.model_json_schema(by_alias=True),
                 output_schema=ToolResult.model_json_schema(),
             )

@@ -26,6 +26,7 @@ from toolwire.errors import (
     Problem,
     ToolNameError,
     UnknownToolError,
+    exits_as_errors,
 )
 from toolwire.events import (
     ClarificationAsked,
@@ -439,10 +440,11 @@ class DomainOrchestrator:
 
     async def _prepare(self, task: TaskInfo, run: ToolRun) -> None:
         """Extract parameters for a tool run (kept on it) unless it has them; a run waiting for
-        the user's reply extracts them again, from the reply too."""
+        the user's reply extracts them again, from the reply too. It runs in a task of its own
+        (``gather``), so the model's ``SystemExit`` is turned into an error here."""
         if run.params is not None and run.state is ToolRunState.PENDING:
             return
-        with bound(tool=run.tool_name):
+        with bound(tool=run.tool_name), exits_as_errors():
             await self._extract(task, run)
 
     async def _extract(self, task: TaskInfo, run: ToolRun) -> None:

@@ -15,7 +15,12 @@ from toolwire.conversation import (
     history_messages,
     turn_findings,
 )
-from toolwire.errors import SessionError, UnknownDomainError, UnknownSessionError
+from toolwire.errors import (
+    SessionError,
+    UnknownDomainError,
+    UnknownSessionError,
+    exits_as_errors,
+)
 from toolwire.events import (
     Event,
     Observer,
@@ -120,11 +125,13 @@ class ConversationService:
         to it, and a conversation another caller started is not found (``UnknownSessionError``).
         The round is one step among the question's events (``round_started``,
         ``round_finished``); ``observers`` watch every question. Its model calls share one time
-        budget (``orchestrator.question_budget_s``).
+        budget (``orchestrator.question_budget_s``). Plugin code's ``SystemExit`` or
+        ``KeyboardInterrupt`` is raised as ``PluginExitError``: callers run the question in a
+        task, whose loop (the server's) those two would stop.
         """
         observers = [start() for start in self.observers]
         resumed = session_id is not None
-        with observing(*observers):
+        with exits_as_errors(), observing(*observers):
             try:  # first the conversation, so that the round starts knowing its turn
                 stored = (
                     await self._continued(session_id, domain, caller)

@@ -62,8 +62,9 @@ class WatchedQuestion:
 
     async def next(self) -> Event | Answered | None:
         """The next event; ``Answered`` once the question is done, None after that. The
-        question's failure is raised instead of ``Answered``. Waiting may be cancelled (by a
-        time limit) without losing an event."""
+        question's failure is raised instead of ``Answered``; a question cancelled, even while
+        this waited (:meth:`cancel` by a time limit), has no answer: None. Waiting may be
+        cancelled (by a time limit) without losing an event."""
         if self._finished:
             return None
         item = await self._queue.get()
@@ -71,6 +72,8 @@ class WatchedQuestion:
             assert isinstance(item, Event)
             return item
         self._finished = True
+        if self._task.cancelled():  # its result() would raise CancelledError into the caller
+            return None
         return Answered(answer=self._task.result())
 
     async def cancel(self) -> None:

@@ -82,9 +82,9 @@ _ASK_ERRORS: dict[int | str, dict[str, Any]] = {
 _ASK_RESPONSES: dict[int | str, dict[str, Any]] = {
     **_ASK_ERRORS,
     200: {
-        "description": "The answer; with `stream` (or `Accept: text/event-stream`), Server-Sent "
-        "Events: one per step, `answer_delta` pieces of the text, then `answer` (this body) or "
-        "`error` (an error body with its `status`).",
+        "description": "The answer; with `stream` (or, without it, `Accept: text/event-stream`), "
+        "Server-Sent Events: one per step, `answer_delta` pieces of the text, then `answer` (this "
+        "body) or `error` (an error body with its `status`).",
         "content": {SSE_MEDIA_TYPE: {"schema": {"type": "string"}}},
     },
 }
@@ -304,13 +304,18 @@ def _api_router() -> APIRouter:
         """Answer a message, or continue the conversation named by ``session_id`` (only the API
         key that started a conversation can continue it; for any other it does not exist).
 
-        With ``"stream": true`` or ``Accept: text/event-stream`` the answer comes as
-        Server-Sent Events: each step as it happens, the answer's text as the model writes it,
-        then the same ``Answer`` (docs/server.md, "Streaming")."""
+        With ``"stream": true``, or ``Accept: text/event-stream`` and no ``stream`` in the body,
+        the answer comes as Server-Sent Events: each step as it happens, the answer's text as the
+        model writes it, then the same ``Answer`` (docs/server.md, "Streaming")."""
         state = _state(request)
         app, settings = state.ready_app(), state.ready_settings()
         check_message(body.message, settings)
-        if body.stream or SSE_MEDIA_TYPE in request.headers.get("accept", ""):
+        streamed = (
+            body.stream
+            if "stream" in body.model_fields_set  # what the body says, the header only without it
+            else SSE_MEDIA_TYPE in request.headers.get("accept", "")
+        )
+        if streamed:
             return event_stream_response(app, body, caller, settings)
         limit = settings.request_timeout_s
         with question_scope(body.session_id, caller, limit) as progress:

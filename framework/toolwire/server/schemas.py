@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from toolwire.catalogue import ToolRecord
 from toolwire.message_text import MessageText
@@ -23,6 +23,7 @@ class AskRequest(BaseModel):
     )
     domain: str | None = Field(
         default=None,
+        min_length=1,
         max_length=DOMAIN_MAX_CHARS,
         description="The domain to ask; the configured default_domain when omitted.",
     )
@@ -32,10 +33,11 @@ class AskRequest(BaseModel):
         "follow-up, or the reply to its clarifying question (printable ASCII, at most "
         f"{SESSION_ID_MAX_CHARS} characters).",
     )
-    stream: bool = Field(
+    stream: StrictBool = Field(
         default=False,
         description="Answer with Server-Sent Events: each step as it happens, the answer's text "
-        "as the model writes it, then the answer (also with 'Accept: text/event-stream').",
+        "as the model writes it, then the answer. Left out, 'Accept: text/event-stream' asks "
+        "for them too.",
     )
 
 

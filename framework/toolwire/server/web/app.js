@@ -351,6 +351,15 @@ function selectionItem(task) {
 
 // -- sending --------------------------------------------------------------------------------
 
+// The errors of a conversation the server can no longer continue (expired, unknown to this key,
+// or its stored state unusable): sending its id again would fail the same way.
+const CONVERSATION_GONE = new Set(["unknown_session", "session_error"]);
+
+function forgetConversation() {
+  state.sessionId = null;
+  $("#message").placeholder = "Ask a question…";
+}
+
 async function send(message) {
   state.busy = true;
   $("#send").disabled = true;
@@ -376,7 +385,14 @@ async function send(message) {
     let ended = false;
     for await (const { event, data } of serverSentEvents(response)) {
       if (event === "answer") { exchange.finish(data.answer); ended = true; }
-      else if (event === "error") { exchange.fail(`${data.message} (${data.status} ${data.error})`); ended = true; }
+      else if (event === "error") {
+        exchange.fail(`${data.message} (${data.status} ${data.error})`);
+        if (replying && CONVERSATION_GONE.has(data.error)) {
+          forgetConversation();
+          exchange.bot.append(el("div", "muted", "Your next message starts a new conversation."));
+        }
+        ended = true;
+      }
       else exchange.step(data);
     }
     if (!ended) exchange.fail("the server closed the stream before the answer; ask again");
@@ -399,9 +415,8 @@ async function send(message) {
 function start() {
   $("#new-conversation").addEventListener("click", () => {
     if (state.busy) return;
-    state.sessionId = null;
+    forgetConversation();
     $("#conversation").replaceChildren();
-    $("#message").placeholder = "Ask a question…";
     $("#message").focus();
   });
   $("#ask-form").addEventListener("submit", (submitted) => {
