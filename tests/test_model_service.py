@@ -355,6 +355,16 @@ def gone_pid() -> int:
     return finished.pid
 
 
+def recorded(cache: Path, *, pid: int, port: int | None = None) -> ServedModel:
+    """A record of a server of the default settings, process ``pid`` on ``port``, in ``cache``."""
+    record = ServedModel(model=MODEL, window=WINDOW, threads=0, cache_mib=512,
+                         port=port if port is not None else free_port(), pid=pid,
+                         started_at=time.time())  # fmt: skip
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / RECORD_FILE).write_text(record.model_dump_json())
+    return record
+
+
 @pytest.mark.parametrize("stale", ["gone", "garbage"])
 def test_a_stale_record_is_removed_never_trusted(cli: CliRunner, cache: Path, stale: str) -> None:
     if stale == "garbage":
@@ -362,10 +372,8 @@ def test_a_stale_record_is_removed_never_trusted(cli: CliRunner, cache: Path, st
     else:
         pid = gone_pid()
         reason = f"its process {pid} is gone"
-        record = ServedModel(model=MODEL, window=WINDOW, threads=0, cache_mib=512, port=free_port(),
-                             pid=pid, started_at=time.time())  # fmt: skip
-        text = record.model_dump_json()
-    cache.mkdir(parents=True)
+        text = recorded(cache, pid=pid).model_dump_json()
+    cache.mkdir(parents=True, exist_ok=True)
     (cache / RECORD_FILE).write_text(text)
 
     status = cli.invoke(cli_app, ["model", "status"])
@@ -383,10 +391,7 @@ def test_a_recorded_server_that_does_not_answer_yet_is_kept_not_used_and_stop_en
 ) -> None:
     port = free_port()  # a process that names the port and does not answer on it (a busy machine)
     silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(port)])
-    record = ServedModel(model=MODEL, window=WINDOW, threads=0, cache_mib=512, port=port,
-                         pid=silent.pid, started_at=time.time())  # fmt: skip
-    cache.mkdir(parents=True)
-    (cache / RECORD_FILE).write_text(record.model_dump_json())
+    record = recorded(cache, pid=silent.pid, port=port)
     try:
         status = cli.invoke(cli_app, ["model", "status"])
         served = cli.invoke(cli_app, ["model", "serve"])
@@ -427,10 +432,7 @@ def test_no_health_request_where_the_answer_decides_nothing(cache: Path, cli: Cl
     way), nor is the server ``model stop`` ends."""
     port = free_port()  # names the port and never answers: each /health asked costs 2 s
     silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(port)])
-    record = ServedModel(model=MODEL, window=WINDOW, threads=0, cache_mib=512, port=port,
-                         pid=silent.pid, started_at=time.time())  # fmt: skip
-    cache.mkdir(parents=True)
-    (cache / RECORD_FILE).write_text(record.model_dump_json())
+    recorded(cache, pid=silent.pid, port=port)
     try:
         with capture_logs() as logs:
             other = asyncio.run(matching_server(MODEL, WINDOW * 2, None, None, directory=cache))
@@ -519,10 +521,7 @@ def test_without_proc_stop_signals_only_a_recorded_process_that_answers(
     monkeypatch.setattr(served_model, "PROC", tmp_path / "no-proc")
     port = free_port()
     unrelated = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    record = ServedModel(model=MODEL, window=WINDOW, threads=0, cache_mib=512, port=port,
-                         pid=unrelated.pid, started_at=time.time())  # fmt: skip
-    cache.mkdir(parents=True)
-    (cache / RECORD_FILE).write_text(record.model_dump_json())
+    recorded(cache, pid=unrelated.pid, port=port)
     try:
         refused = cli.invoke(cli_app, ["model", "stop"])
         spared = unrelated.poll() is None
