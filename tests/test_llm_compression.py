@@ -164,6 +164,14 @@ async def test_a_summary_copied_from_the_escaped_prompt_is_unescaped_once() -> N
     assert KEPT_IDENTIFIERS_LABEL not in compressed.context
 
 
+async def test_an_identifier_inside_a_longer_one_is_not_counted_as_kept() -> None:
+    # "80" is not kept by "8080", nor "v1.2" by "v1.23": both come back; whole ones do not
+    text = "Port 80 serves v1.2 of the API. " + "Filler sentence about nothing in particular. " * 40
+    model = FakeCompressingModel("Port 8080 serves v1.23 of the API.")
+    (compressed,) = await compressor(model).fit("port?", [part("1", text), part("2", text)])
+    assert compressed.context.endswith(f"{KEPT_IDENTIFIERS_LABEL} 80, v1.2")
+
+
 async def test_a_part_longer_than_one_call_is_cut_to_fit_the_call_and_the_cut_is_reported() -> None:
     model = FakeCompressingModel("Warfarin (B01AA03) interacts with ibuprofen.")
     comp = compressor(model, reserved_tokens=200)  # 800 tokens of a 1,000-token window to send

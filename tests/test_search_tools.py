@@ -134,6 +134,15 @@ async def test_brute_force_scans_when_nothing_matches_and_stops_early(index: Pag
     assert outcome.checked == 6 and len(model.calls) == 2  # all pages, one call per batch of 4
 
 
+@pytest.mark.parametrize("query", ["", "How do I do this?"])
+async def test_a_query_without_search_terms_scans_nothing(index: PageIndex, query: str) -> None:
+    # stopwords only is no query: a brute-force scan would check every page against it
+    model = _model(word="42")
+    outcome = await _search_tool(index, model).search_pages(query, "How do I do this?")
+    assert outcome.strategy is SearchStrategy.NO_QUERY
+    assert outcome.pages == [] and outcome.checked == 0 and model.calls == []
+
+
 @pytest.mark.parametrize("cap", [1, 5, 6, 100])
 async def test_any_cap_refuses_the_unfiltered_full_scan(index: PageIndex, cap: int) -> None:
     # seed 6.10: with a value set the full scan never runs, whatever the domain's size (6 pages)
@@ -205,7 +214,11 @@ async def test_invalid_verdicts_count_as_rejections_and_outages_raise(index: Pag
 
 def _status(*consulted: PageRef, calls: int = 2) -> AgentStatus:
     return AgentStatus(
-        round=1, max_rounds=3, calls_made=calls, call_budget=40, missing=["x"],
+        round=1,
+        max_rounds=3,
+        calls_made=calls,
+        call_budget=40,
+        missing=["x"],
         consulted=list(consulted),
     )
 

@@ -225,11 +225,16 @@ query for the README's pydocs question, whose answer then missed the documented 
 _OWN_TAG = tag_start(DYNAMIC_TAGS)
 
 
-def task_block(text: str) -> str:
-    """The user's task between ``<task>`` tags; ``<`` is escaped where the text would open or
-    close a ``task``, ``external_content`` or ``agent_status`` tag (the status bar,
+def _own_tags_escaped(text: str) -> str:
+    """``text`` with ``<`` escaped where it would open or close a ``task``,
+    ``external_content`` or ``agent_status`` tag (the status bar,
     :mod:`toolwire.llm.status_bar`), and nowhere else (``a < b`` stays as it is)."""
-    return f"<task>{_OWN_TAG.sub('&lt;', text)}</task>"
+    return _OWN_TAG.sub("&lt;", text)
+
+
+def task_block(text: str) -> str:
+    """The user's task between ``<task>`` tags, toolwire's own tags escaped in it."""
+    return f"<task>{_own_tags_escaped(text)}</task>"
 
 
 def external_content(source: str, text: str, *, guaranteed: bool = False) -> str:
@@ -496,7 +501,9 @@ def relevance_batch_prompt(
         tool_name=place.tool_name,
         task_no=place.task_no,
     )
-    labels = ", ".join(page.ref.label for page in pages)
+    # A page's label comes from its document id, which the corpus chose: it must not close or
+    # open toolwire's own tags in the closing lines.
+    labels = _own_tags_escaped(", ".join(page.ref.label for page in pages))
     return Prompt(
         Purpose.RELEVANCE,
         BATCH_RELEVANCE,

@@ -9,9 +9,9 @@ The search runs in up to two stages (seed 6.10):
    is kept, marked unverified (a small model often rejects the very page that answers; an empty
    context would leave the gatekeeper and the answer nothing to read). ``keep_best_unverified =
    False`` turns this off.
-2. *Brute-force scan*: only when the keyword search matches nothing, every page of the domain is
-   checked in order, ``brute_force_batch`` pages a call, until ``result_page_count`` relevant
-   pages are found.
+2. *Brute-force scan*: only when the keyword search matches nothing although the query has
+   search terms, every page of the domain is checked in order, ``brute_force_batch`` pages a
+   call, until ``result_page_count`` relevant pages are found.
 
 Where the orchestrator's context gatekeeper judges the search's result anyway (the domain's RAG
 tool on a task with a deep fallback: :attr:`toolwire.llm.base.RetrievalPlace.judged_after`), the
@@ -37,7 +37,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from toolwire.llm.base import LanguageModel, current_retrieval_place
-from toolwire.search.index import PageIndex
+from toolwire.search.index import PageIndex, query_terms
 from toolwire.search.pages import Page, render_pages
 from toolwire.search.passages import passage
 from toolwire.search.relevance import relevant_pages
@@ -95,6 +95,8 @@ class SearchStrategy(StrEnum):
     BRUTE_FORCE_REFUSED = "brute_force_refused"
     """Nothing matched and a cap is set: no unfiltered scan."""
     NO_QUERY = "no_query"
+    """The query has no search terms (empty, or stopwords only): nothing to search for, and no
+    model call; a brute-force scan would check the whole domain against it."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ class AbstractContextSearchTool(RemovedSettingsCheck, OrchestratorActivatedTool[
         hit_count = index.count(query)
         if hit_count:
             outcome = await self._keyword_search(index, query, question, hit_count, cap)
-        elif not query.strip():
+        elif not query_terms(query):
             outcome = SearchOutcome([], SearchStrategy.NO_QUERY, 0, 0)
         elif cap is not None:
             outcome = SearchOutcome([], SearchStrategy.BRUTE_FORCE_REFUSED, 0, 0)
