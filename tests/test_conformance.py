@@ -972,6 +972,44 @@ async def test_step9_guaranteed_context_is_kept_verbatim_even_when_the_model_par
     assert result.text == f"{exact}\n\nAbout 500 milligrams, thrice daily."
 
 
+async def test_step9_a_guaranteed_answer_leads_unless_the_composition_opens_with_it(
+    scripted_model: ScriptedModel,
+) -> None:
+    """Only a composition that opens with the guaranteed answer saves repeating it: one that
+    merely contains its text ("No" in "Nothing") may contradict it, and used to drop it."""
+    orchestrator = orchestrator_for(
+        domain(),
+        EchoTool("final", ToolExecutionResult.as_guaranteed_context("No")),
+        EchoTool("plain", "extra"),
+        model=scripted_model,
+    )
+    task = TaskInfo(task_prompt="q", required_tool_names={"final", "plain"})
+
+    scripted_model.on_answer("Nothing speaks against it; yes.", times=1)
+    contradicting = await orchestrator.run_round(task.model_copy(deep=True))
+    scripted_model.on_answer("No\n\nThe label says so.")
+    repeating = await orchestrator.run_round(task.model_copy(deep=True))
+
+    assert contradicting.text == "No\n\nNothing speaks against it; yes."
+    assert repeating.text == "No\n\nThe label says so."
+
+
+async def test_step9_a_blank_guaranteed_context_is_no_answer(
+    scripted_model: ScriptedModel,
+) -> None:
+    """A blank guaranteed context used to count as the finished answer: the composition was
+    skipped and the caller got an empty text, with no failure."""
+    orchestrator = orchestrator_for(
+        domain(),
+        EchoTool("final", ToolExecutionResult.as_guaranteed_context("  ")),
+        model=scripted_model.on_answer("composed"),
+    )
+
+    result = await orchestrator.run_round(TaskInfo(task_prompt="q", required_tool_names={"final"}))
+
+    assert (result.text, result.guaranteed_contexts) == ("composed", [])
+
+
 async def test_step9_subtask_context_feeding_a_guaranteed_answer_is_not_recomposed(
     scripted_model: ScriptedModel,
 ) -> None:

@@ -103,6 +103,25 @@ async def test_a_tool_returning_something_else_than_a_result_is_a_recorded_error
     assert "returned str; tools must return a ToolExecutionResult" in task.run.failures[0]
 
 
+@pytest.mark.parametrize("question", ["", " \n"])
+async def test_a_tool_asking_an_empty_question_is_a_recorded_failure(
+    scripted_model: ScriptedModel, question: str
+) -> None:
+    """An empty clarifying question used to be asked: the user saw nothing to reply to."""
+    mute = EchoTool("mute", ToolExecutionResult.clarifying_question(question), priority=1)
+    fine = EchoTool("fine", "fine context", priority=2)
+    scripted_model.on_suitability(["mute", "fine"]).on_answer()
+    service = conversation_for(domain(), mute, fine, model=scripted_model)
+
+    answer = await service.ask("q")
+
+    assert answer.kind == "answer" and answer.text.startswith("fine context")
+    assert answer.failures == [
+        "task 1: tool demo.mute asked an empty clarifying question (the user would wait for a "
+        "reply to nothing)"
+    ]
+
+
 async def test_a_failing_model_call_is_retried_a_bounded_number_of_times_then_recorded(
     scripted_model: ScriptedModel,
 ) -> None:

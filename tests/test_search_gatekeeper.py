@@ -223,3 +223,27 @@ async def test_a_domain_without_a_deep_fallback_keeps_the_searchs_relevance_call
     app = toolwire_app_factory(plugins=[Plain()], config=config, llm=model)
     await app.ask("What is a widget?")
     assert model.purposes == [Purpose.RELEVANCE, Purpose.ANSWER]
+
+
+async def test_a_spent_call_budget_ends_the_deep_search_without_judging_again(
+    toolwire_app_factory: Any, model: ScriptedModel, tmp_path: Path
+) -> None:
+    """The deep search stops itself once the question made ``call_budget`` model calls; the
+    loop used to run its fallback anyway and ask the gatekeeper again, past the budget."""
+    _Corpus.index = PageIndex.open(StaticPageSource("gate", PAGES), cache_dir=tmp_path)
+    config = (
+        "default_domain: docs\nsessions:\n  store: memory\n"
+        "tools:\n  - {name: deep, domain: docs, settings: {call_budget: 1}}\n"
+    )
+    app = toolwire_app_factory(plugins=[DocsPlugin()], config=config, llm=model)
+    model.on_classify("how_to")
+    model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["timeout default"]))
+
+    answer = await app.ask("How do I configure widgets?")
+
+    assert model.purposes.count(Purpose.GATEKEEPER) == 1
+    assert [r.reason for r in answer.trace.tools] == ["rag"] and answer.trace.sub_tasks == []
+    assert [note.split(":")[0] for note in answer.trace.notes] == [
+        "gatekeeper",
+        "deep search stopped",
+    ]

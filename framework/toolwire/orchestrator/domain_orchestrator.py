@@ -10,6 +10,7 @@ that state is the tasks' run state (``TaskInfo.run``, :mod:`toolwire.run_state`)
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
@@ -161,7 +162,6 @@ class Stop:
 
     kind: Literal["clarification", "terminal"]
     text: str
-    task_no: str
     tool_name: str
 
 
@@ -335,7 +335,8 @@ class DomainOrchestrator:
                     "clarification", stop.text, [], root_failures(root), root_notices(root)
                 )
             results = subtree_results(root)
-            guaranteed = [result.context for result in results if result.guaranteed]
+            # a blank guaranteed context answers nothing: the answer must not rest on it
+            guaranteed = [r.context for r in results if r.guaranteed and r.context.strip()]
             if stop is not None:
                 text = stop.text
             else:
@@ -537,6 +538,14 @@ class DomainOrchestrator:
         except PLUGIN_FAILURES as error:
             self._fail(task, run, f"{asked}tool {run.tool_name} {failed(error)}")
             return None
+        if result.kind is ResultKind.CLARIFICATION and not result.text.strip():
+            self._fail(
+                task,
+                run,
+                f"{asked}tool {run.tool_name} asked an empty clarifying question (the user "
+                "would wait for a reply to nothing)",
+            )
+            return None
         if result.kind is ResultKind.CLARIFICATION and _cannot_resume(tool):
             self._fail(
                 task,
@@ -555,11 +564,11 @@ class DomainOrchestrator:
                 Clarification(tool_name=run.tool_name, question=result.text, execution_text=text)
             )
             task.run.status = TaskStatus.WAITING_FOR_USER
-            return Stop("clarification", result.text, task.task_no, run.tool_name)
+            return Stop("clarification", result.text, run.tool_name)
         run.close(_OUTCOMES[result.kind], detail)
         if result.kind is ResultKind.TERMINAL:
             task.run.status = TaskStatus.DONE
-            return Stop("terminal", result.text, task.task_no, run.tool_name)
+            return Stop("terminal", result.text, run.tool_name)
         task.run.results.append(
             PromptAndContext(
                 prompt=text,
@@ -621,8 +630,9 @@ class DomainOrchestrator:
         fallback decomposes the task into search subtasks (adding its round to the progress),
         they run, and the fallback then runs on the task as a tool (a context consumer sees
         their results). At most ``deep_search_max_rounds`` rounds; a later round that adds no
-        subtask ends the search. A round interrupted by a clarification is finished by
-        :meth:`process` before this runs.
+        subtask ends the search, and so does a fallback that spent its own budget
+        (``progress.stopped``): it would add nothing, and judging again costs a call past it.
+        A round interrupted by a clarification is finished by :meth:`process` before this runs.
         """
         if self._scope.rag is None or not any(
             run.reason == "rag" and run.record.outcome != "error" for run in task.run.tool_runs
@@ -670,6 +680,8 @@ class DomainOrchestrator:
                     task, [NamedCoordinator.of(fallback)], self.runner, force=True
                 )
                 progress = task.run.deep_search  # the fallback's progress, taken back
+                if progress.stopped is not None and len(task.sub_tasks) == before:
+                    return None  # its budget is spent: judging again would change nothing
                 if rounds and len(task.sub_tasks) == before:
                     progress.exhausted = True
                     return None
@@ -758,13 +770,26 @@ class DomainOrchestrator:
             if composed and _answer_cut_off(current_calls()[calls_before:]):
                 root.run.notify(answer_cut_off(with_context=bool(contexts)))
             file_context_issues(root, issues)
-            leading = [exact for exact in dict.fromkeys(guaranteed) if exact not in composed]
+            leading = _not_led(list(dict.fromkeys(guaranteed)), composed)
             text = "\n\n".join([*leading, composed] if composed else leading)
         failures = root_failures(root)
         if failures:
             text += f"\n\n(Some steps failed, so this answer may be incomplete: {len(failures)} "
             text += "problem(s); see the trace.)"
         return text
+
+
+def _not_led(guaranteed: list[str], composed: str) -> list[str]:
+    """The guaranteed answers to put before the composed one: all but those it already opens
+    with, in their order, so that a model repeating them does not show them twice. Only whole
+    ones count (followed by a space or the end): a composition that merely mentions one, or
+    opens with a longer word ("No" before "Nothing"), may contradict it, so it leads."""
+    rest = composed.lstrip()
+    for index, exact in enumerate(guaranteed):
+        if not re.match(re.escape(exact) + r"(\s|$)", rest):
+            return guaranteed[index:]
+        rest = rest[len(exact) :].lstrip()
+    return []
 
 
 def _kept(text: str) -> str:
