@@ -19,6 +19,7 @@ from toolwire.llm.context_limits import (
     PartCut,
     PartLimit,
     collect_context_issues,
+    estimate_tokens,
 )
 from toolwire.llm.factory import model_profile
 from toolwire.orchestrator.domain_orchestrator import file_context_issues
@@ -69,6 +70,26 @@ def test_a_cut_part_ends_with_a_marker_and_the_cut_is_reported() -> None:
         f"[cut by toolwire: the last {10_000 - kept:,} of 10,000 characters of this context are "
         "left out (llm.max_part_tokens)]"
     )
+
+
+def test_chinese_japanese_and_korean_count_about_a_token_a_character() -> None:
+    """At four characters a token such a text was taken for a quarter of its size, and its
+    parts and histories overflowed the window they were bounded by."""
+    assert estimate_tokens("a" * 400) == 101  # alphabetic text and code: as before
+    assert estimate_tokens("汉字" * 200) == 401
+    assert estimate_tokens("ひらがなカタカナ한국어") == 12
+    assert estimate_tokens("pip install 包") == (13 + 4) // 4 + 1
+
+
+def test_a_part_in_chinese_is_cut_to_the_limit_in_tokens() -> None:
+    limit = PartLimit(100, "llm.max_part_tokens")
+    with collect_context_issues() as issues:
+        text = limit.cut("汉" * 1000, source="demo.zh", task_no="1")
+        kept_whole = limit.cut("汉" * 90, source="demo.zh", task_no="1")
+    (cut,) = issues
+    assert estimate_tokens(text) <= 100
+    assert text.startswith("汉" * cut.kept_chars) and 0 < cut.kept_chars < 100
+    assert kept_whole == "汉" * 90
 
 
 # -- a 20 MB tool result ------------------------------------------------------------------

@@ -17,6 +17,7 @@ then went uncompressed). The orchestrator files each on its task as a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -33,10 +34,37 @@ log = structlog.get_logger(__name__)
 CHARS_PER_TOKEN = 4
 """The estimate behind every token count here: about four characters a token (English, code)."""
 
+_WIDE = re.compile(
+    "[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\uffef"
+    "\U00020000-\U0003134f]"
+)
+"""Characters of the scripts written without spaces (Chinese, Japanese, Korean, their
+punctuation and full-width forms), which a tokenizer splits about one token a character: counted
+as :data:`CHARS_PER_TOKEN` characters each, so that such a text is not taken for a quarter of
+its size and a prompt of it does not overflow the window."""
+
+
+def weighted_chars(text: str) -> int:
+    """``text``'s length in the estimate's characters (a wide character counts as a token's)."""
+    return len(text) + (CHARS_PER_TOKEN - 1) * len(_WIDE.findall(text))
+
 
 def estimate_tokens(text: str) -> int:
-    """A cheap token estimate (:data:`CHARS_PER_TOKEN` characters a token)."""
-    return len(text) // CHARS_PER_TOKEN + 1
+    """A cheap token estimate (:data:`CHARS_PER_TOKEN` characters a token, a character of
+    Chinese, Japanese or Korean a token)."""
+    return weighted_chars(text) // CHARS_PER_TOKEN + 1
+
+
+def _prefix_within(text: str, chars: int) -> int:
+    """How many characters of ``text``, from its start, fit in ``chars`` of the estimate."""
+    if not _WIDE.search(text):
+        return min(chars, len(text))
+    used = 0
+    for index, character in enumerate(text):
+        used += CHARS_PER_TOKEN if _WIDE.match(character) else 1
+        if used > chars:
+            return index
+    return len(text)
 
 
 class PartCut(BaseModel):
@@ -143,10 +171,10 @@ class PartLimit:
     def cut(self, text: str, *, source: str, task_no: str, page: PageRef | None = None) -> str:
         """``text``, or its beginning and a marker when it is longer than the limit (the cut is
         reported; ``page``: the text is that page's)."""
-        if len(text) <= self.chars:
+        if weighted_chars(text) <= self.chars:
             return text
         marker = cut_marker(len(text), len(text), self.setting)  # the longest it can be
-        kept = max(self.chars - len(marker), 0)
+        kept = _prefix_within(text, max(self.chars - len(marker), 0))
         cut = PartCut(
             task_no=task_no,
             source=source,
@@ -163,7 +191,7 @@ class PartLimit:
         """The contexts with every part longer than the limit cut."""
         return [
             ctx
-            if len(ctx.context) <= self.chars
+            if weighted_chars(ctx.context) <= self.chars
             else ctx.model_copy(
                 update={"context": self.cut(ctx.context, source=ctx.tool_name, task_no=ctx.task_no)}
             )
