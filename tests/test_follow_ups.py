@@ -107,6 +107,19 @@ async def test_a_bad_rewrite_is_never_used_and_the_trace_says_why() -> None:
         assert second.kind == "answer"
 
 
+async def test_a_rewrite_that_holds_an_identifier_only_inside_a_longer_one_dropped_it() -> None:
+    """"80" inside "8080" is another number: the rewrite lost the message's, as a compression
+    would (the same check serves both)."""
+    model, seen = model_with({"task": "Is the service up on port 8080?"})
+    chat = service(model)
+    first = await chat.ask("Is the service up on port 443?")
+    second = await chat.ask("and on port 80?", session_id=first.session_id)
+
+    assert second.context is not None and second.context.standalone is None
+    assert "it dropped 80" in second.context.notes[0]
+    assert seen[-1] == "and on port 80?"
+
+
 async def test_a_message_too_long_for_a_rewrite_runs_as_sent_without_a_rewrite_call() -> None:
     """Even a faithful copy of such a message would reach the rewrite's limit and be refused as
     a loop: the call is not made, and the note says why the message ran as sent."""

@@ -79,12 +79,12 @@ def identifiers(text: str) -> list[str]:
     return list(found)
 
 
-def _kept_verbatim(item: str, summary: str) -> bool:
-    """Whether ``summary`` holds ``item`` as a whole identifier. Part of a longer one ("80" in
+def holds_identifier(text: str, item: str) -> bool:
+    """Whether ``text`` holds ``item`` as a whole identifier. Part of a longer one ("80" in
     "8080", "v1.2" in "v1.23") does not count: :func:`identifiers` reads that as a different
-    identifier, so the one the context named would be lost."""
+    identifier, so the one named would be lost (a summary's, a follow-up's rewrite's check)."""
     pattern = rf"(?<!\w)(?<!\w[.:/-]){re.escape(item)}(?!\w)(?![.:/-]\w)"
-    return re.search(pattern, summary) is not None
+    return re.search(pattern, text) is not None
 
 
 def is_compressed(context: PromptAndContext) -> bool:
@@ -265,7 +265,7 @@ async def compress_parts(
     # copied "&amp;" neither hides an identifier nor is escaped twice when rendered again.
     summary = html.unescape(output.summary.strip())
     raw = "\n".join(ctx.context for ctx in fresh)
-    missing = [item for item in identifiers(raw) if not _kept_verbatim(item, summary)]
+    missing = [item for item in identifiers(raw) if not holds_identifier(summary, item)]
     if missing:
         summary = f"{summary}\n{KEPT_IDENTIFIERS_LABEL} {', '.join(missing)}"
     sources = ", ".join(ctx.completion_key for ctx in fresh)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from toolwire.errors import ModelError
 from toolwire.llm.attempts import call_model
 from toolwire.llm.base import LanguageModel, Purpose
-from toolwire.llm.compression import identifiers
+from toolwire.llm.compression import holds_identifier, identifiers
 from toolwire.llm.history import reading_history
 
 log = structlog.get_logger(__name__)
@@ -111,7 +111,8 @@ def _refused(message: str, text: str, *, looped: bool) -> str | None:
     lost = [
         item
         for item in identifiers(message)
-        if item not in text and not all(word.lower() in words for word in item.split())
+        if not holds_identifier(text, item)
+        and not all(word.lower() in words for word in item.split())
     ]
     if lost:
         return f"it dropped {', '.join(lost)}"
