@@ -55,9 +55,15 @@ def estimate_tokens(text: str) -> int:
     return weighted_chars(text) // CHARS_PER_TOKEN + 1
 
 
+def _fits(text: str, chars: int) -> bool:
+    """Whether ``text`` takes at most ``chars`` of the estimate, without reading a text that is
+    longer than that in characters alone (a tool's result of megabytes)."""
+    return len(text) <= chars and weighted_chars(text) <= chars
+
+
 def _prefix_within(text: str, chars: int) -> int:
     """How many characters of ``text``, from its start, fit in ``chars`` of the estimate."""
-    if not _WIDE.search(text):
+    if not _WIDE.search(text, 0, chars):
         return min(chars, len(text))
     used = 0
     for index, character in enumerate(text):
@@ -171,7 +177,7 @@ class PartLimit:
     def cut(self, text: str, *, source: str, task_no: str, page: PageRef | None = None) -> str:
         """``text``, or its beginning and a marker when it is longer than the limit (the cut is
         reported; ``page``: the text is that page's)."""
-        if weighted_chars(text) <= self.chars:
+        if _fits(text, self.chars):
             return text
         marker = cut_marker(len(text), len(text), self.setting)  # the longest it can be
         kept = _prefix_within(text, max(self.chars - len(marker), 0))
@@ -191,7 +197,7 @@ class PartLimit:
         """The contexts with every part longer than the limit cut."""
         return [
             ctx
-            if weighted_chars(ctx.context) <= self.chars
+            if _fits(ctx.context, self.chars)
             else ctx.model_copy(
                 update={"context": self.cut(ctx.context, source=ctx.tool_name, task_no=ctx.task_no)}
             )
