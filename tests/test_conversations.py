@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,7 @@ from toolwire.sessions import (
     MemorySessionStore,
     SessionStore,
     SQLiteSessionStore,
+    StoredSession,
     create_session_store,
 )
 from toolwire.settings import SessionSettings
@@ -492,3 +494,41 @@ def test_the_bounds_drop_an_old_turns_calls_with_its_findings() -> None:
 
     assert [turn.calls for turn in kept.turns] == [[], [call]]  # the latest turn keeps its own
     assert conversation.turns[0].calls == [call]  # the stored original is not changed
+
+
+class _SlowSavingStore(MemorySessionStore):
+    """Saves a turn only after ``release`` is set, in a thread, as the SQLite store does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    async def save(self, session: StoredSession) -> StoredSession:
+        await asyncio.to_thread(self.release.wait, 5)
+        return await super().save(session)
+
+
+async def test_a_turn_whose_time_runs_out_during_its_store_write_is_stored_and_said_so() -> None:
+    from toolwire.server.problems import ApiError
+    from toolwire.server.questions import question_scope, within_request_time
+
+    model, _ = scripted()
+    store = _SlowSavingStore()
+    chat = service(model, store)
+    store.release.set()
+    first = await chat.ask("Do you sell kettles?")
+    store.release.clear()
+    asyncio.get_running_loop().call_later(0.5, store.release.set)  # after the time limit
+
+    with question_scope(first.session_id, None, 0.2) as progress:
+        with pytest.raises(ApiError) as raised:
+            ask = chat.ask("and in red?", session_id=first.session_id)
+            await within_request_time(ask, 0.2, progress)
+
+    assert raised.value.status == 504
+    assert "stored as turn 2 of the conversation" in raised.value.message
+    assert "Nothing was stored" not in raised.value.message
+    stored = await store.load(first.session_id)
+    assert [turn.message for turn in stored.conversation.turns] == [
+        "Do you sell kettles?", "and in red?"
+    ]  # fmt: skip

@@ -73,7 +73,7 @@ def serve(
     except ImportError as error:
         exit_missing_extra("toolwire mcp serve", "mcp", error)
     from toolwire.app import App
-    from toolwire.server.progress import record_progress
+    from toolwire.request_progress import record_progress
 
     # the steps logged are tracked, so that a <domain>.ask past server.request_timeout_s names
     # its last one (over stdio, at warning, only with TOOLWIRE_LOG_LEVEL=info)

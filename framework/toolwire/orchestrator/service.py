@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -45,6 +46,7 @@ from toolwire.orchestrator.streaming import Answered, stream_question
 from toolwire.orchestrator.turn_compression import compact
 from toolwire.redaction import session_ref
 from toolwire.registry import DomainSpec, ToolRegistry
+from toolwire.request_progress import note_turn_stored
 from toolwire.selection.pipeline import Selection
 from toolwire.selection.routing import DomainRouter, RoutingDecision, RoutingRecord
 from toolwire.sessions import SessionStore, StoredSession
@@ -228,7 +230,9 @@ class ConversationService:
                 calls=ran_calls(root),
             )
             kept = self._kept(conversation, turn, root if result.kind == "clarification" else None)
-            stored = await self._store(stored, orchestrator.domain.name, kept, caller)
+            stored = await self._store(
+                stored, orchestrator.domain.name, kept, caller, turn.number
+            )
         log.info(
             "question_answered",
             domain=orchestrator.domain.name,
@@ -345,10 +349,26 @@ class ConversationService:
         domain: str,
         conversation: Conversation,
         caller: str | None,
+        turn: int,
     ) -> StoredSession:
+        """Store the turn ``turn``. A write once begun is finished even when the question is
+        cancelled meanwhile (a request's time limit, a client gone): a store's thread or Redis
+        script would go on regardless, and the caller's error must say what was stored
+        (:func:`~toolwire.request_progress.note_turn_stored`)."""
         if stored is None:
-            return await self.store.create(domain, conversation, owner=caller)
-        return await self._save_turn(stored, conversation)
+            write = self.store.create(domain, conversation, owner=caller)
+        else:
+            write = self._save_turn(stored, conversation)
+        writing = asyncio.ensure_future(write)
+        try:
+            saved = await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            await asyncio.wait([writing])
+            if not writing.cancelled() and writing.exception() is None:
+                note_turn_stored(turn)
+            raise
+        note_turn_stored(turn)
+        return saved
 
     async def _save_turn(self, stored: StoredSession, conversation: Conversation) -> StoredSession:
         """Apply a turn with optimistic concurrency: of two replicas continuing the same

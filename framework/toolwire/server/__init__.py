@@ -5,7 +5,7 @@
 ``GET /v1/tools``, ``/healthz``, ``/readyz``, and the OpenAPI document at ``/openapi.json``.
 
 Importing this package imports neither FastAPI nor uvicorn: its names are imported when first
-used, so the modules that need none of them (``progress``, ``schemas``) work without the extra;
+used, so the modules that need none of them (``schemas``) work without the extra;
 without it, using a name raises ``ModuleNotFoundError`` saying in one line which extra to install.
 """
 

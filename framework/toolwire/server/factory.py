@@ -328,7 +328,7 @@ def _api_router() -> APIRouter:
             except ToolwireError as error:  # logged here, where the session is scrubbed
                 raise api_error_for(error, verbose=settings.expose_error_details) from error
             except ClientGone:
-                raise client_gone() from None
+                raise client_gone(progress) from None
 
     @router.get("/domains", response_model=list[DomainInfo], responses=_ERRORS)
     async def domains(request: Request) -> list[DomainInfo]:

@@ -15,8 +15,8 @@ from starlette.types import Receive
 
 from toolwire.llm.budget import question_budget
 from toolwire.redaction import scrubbing, session_ref
+from toolwire.request_progress import RequestProgress, tracking_progress
 from toolwire.server.problems import ApiError
-from toolwire.server.progress import RequestProgress, tracking_progress
 from toolwire.settings import ServerSettings
 
 log = structlog.get_logger(__name__)
@@ -62,7 +62,8 @@ def question_scope(
 
 async def within_request_time(work: Awaitable[T], limit: float, progress: RequestProgress) -> T:
     """``work``'s result; past ``limit`` seconds (``server.request_timeout_s``) it is cancelled,
-    so a round it interrupts stores nothing, and :func:`timeout_error` is raised. A
+    so a round it interrupts stores nothing (unless its store write had begun: that write is
+    finished), and :func:`timeout_error` is raised. A
     ``TimeoutError`` of the work's own passes through as it is."""
     timer = asyncio.timeout(limit)
     try:
@@ -76,7 +77,7 @@ async def within_request_time(work: Awaitable[T], limit: float, progress: Reques
 
 def timeout_error(limit: float, progress: RequestProgress) -> ApiError:
     """The 504 of a question that ran past ``server.request_timeout_s``: the last step it
-    logged, and that nothing was stored for the round (logged as ``request_timed_out``)."""
+    logged, and what was stored for the round (logged as ``request_timed_out``)."""
     step = progress.describe()
     details = {
         "timeout_s": limit,
@@ -84,27 +85,46 @@ def timeout_error(limit: float, progress: RequestProgress) -> ApiError:
         "step_logged_after_s": round(progress.last_event_at, 3),
         **progress.details,
     }
-    log.warning("request_timed_out", timeout_s=limit, last_step=step)
+    log.warning(
+        "request_timed_out", timeout_s=limit, last_step=step, turn_stored=progress.turn_stored
+    )
     return ApiError(
         504,
         "timeout",
         f"the question did not finish within {limit:g} s "
         f"(server.request_timeout_s); the last step it logged was {step}. "
-        "Nothing was stored for this round: a waiting conversation can be continued "
-        "by sending the message again",
+        f"{what_was_stored(progress)}",
         details=details,
     )
 
 
-def client_gone() -> ApiError:
+def what_was_stored(progress: RequestProgress) -> str:
+    """What an interrupted question left in the conversation, for its caller: nothing, or (when
+    the time ran out during its store write, which is always finished) its whole turn."""
+    if progress.turn_stored is None:
+        return (
+            "Nothing was stored for this round: a waiting conversation can be continued by "
+            "sending the message again"
+        )
+    return (
+        f"Its answer was stored as turn {progress.turn_stored} of the conversation before the "
+        "time ran out: send the next message, not this one again"
+    )
+
+
+def client_gone(progress: RequestProgress) -> ApiError:
     """What a plain request whose client went away ends with (logged as ``request_abandoned``):
     nobody reads it, but the access log's status (499, as nginx counts it) says what happened."""
-    log.info("request_abandoned", reason="the client went away; the round is dropped")
+    log.info(
+        "request_abandoned",
+        reason="the client went away; the round is dropped",
+        turn_stored=progress.turn_stored,
+    )
     return ApiError(
         499,
         "client_closed_request",
-        "the client closed the connection before the answer was ready; nothing was stored for "
-        "this round",
+        f"the client closed the connection before the answer was ready. "
+        f"{what_was_stored(progress)}",
     )
 
 

@@ -23,10 +23,10 @@ from starlette.types import ASGIApp
 from toolwire.app import App
 from toolwire.errors import ConfigError
 from toolwire.logging import configure_logging
+from toolwire.request_progress import record_progress
 from toolwire.server.auth import read_api_keys
 from toolwire.server.connections import h11_event_limit, protocol_class
 from toolwire.server.factory import create_app
-from toolwire.server.progress import record_progress
 from toolwire.settings import ServerSettings
 
 log = structlog.get_logger(__name__)

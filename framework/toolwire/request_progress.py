@@ -4,6 +4,10 @@ The server opens a ``RequestProgress`` for every question and keeps it in a cont
 tasks the orchestrator starts inherit it. A structlog processor copies each log event of the
 request into it, so the last orchestrator or model event (its name and its purpose, tool or task
 fields) is known when the time limit strikes. Nothing here changes the events themselves.
+
+The conversation service notes here when a turn was stored (:func:`note_turn_stored`): a round
+the time limit interrupts during its store write still finishes that write, and the caller's
+error must then say that the turn was stored, not that nothing was.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ class RequestProgress:
     last_event_at: float = 0.0
     """Seconds after the start of the question."""
     details: dict[str, str] = field(default_factory=dict)
+    turn_stored: int | None = None
+    """The number of the turn this question stored (None: it stored none)."""
 
     def record(self, event: str, fields: MutableMapping[str, Any]) -> None:
         self.last_event = event
@@ -59,6 +65,13 @@ def tracking_progress() -> Iterator[RequestProgress]:
         yield progress
     finally:
         _current.reset(token)
+
+
+def note_turn_stored(turn: int) -> None:
+    """The current question stored its turn ``turn`` (nothing outside a tracked question)."""
+    progress = _current.get()
+    if progress is not None:
+        progress.turn_stored = turn
 
 
 def record_progress(
