@@ -21,6 +21,7 @@ from toolwire.redaction import redact, register_secret, scrubbing, session_ref
             "postgresql://app:***@db.internal:5432/orders",
         ),
         ("redis://:pw-only@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
+        ("redis://:pw-only@with@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),  # @ in it
         ("upstream said: Authorization: Bearer abcdefgh12345678", "Bearer ***"),
         ("Incorrect API key provided: sk-proj-AbCdEfGhIjKlMnOpQrStUv", "provided: ***"),
         ("key AKIAABCDEFGHIJKLMNOP rejected", "key *** rejected"),
@@ -32,7 +33,7 @@ def test_secret_shapes_are_masked(text: str, shown: str) -> None:
     redacted = redact(text)
 
     assert shown in redacted
-    for secret in ("hunter2", "pw-only", "abcdefgh12345678", "AbCdEfGh", "AKIAAB", "abc123xyz"):
+    for secret in ("hunter2", "pw-only", "with@", "abcdefgh12345678", "AbCdEfGh", "AKIAAB", "abc123xyz"):
         assert secret not in redacted
 
 

@@ -221,3 +221,62 @@ def test_from_settings_uses_url_and_ttl() -> None:
     assert store._url == "redis://127.0.0.1:1/3"
     with pytest.raises(ValueError, match="ttl_s must be positive"):
         RedisSessionStore(ttl_s=0)
+
+
+def test_the_redis_store_imported_without_the_extra_names_it_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "redis", None)  # as if it were not installed
+    monkeypatch.delitem(sys.modules, "redis.asyncio", raising=False)
+    monkeypatch.delitem(sys.modules, "toolwire.sessions.redis")
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'toolwire\[redis\]'"):
+        importlib.import_module("toolwire.sessions.redis")
+
+
+async def test_a_redis_that_accepts_but_never_answers_is_unavailable_within_the_timeout() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # holds the connection, answers nothing
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    store = RedisSessionStore(f"redis://127.0.0.1:{port}/0", ttl_s=60, timeout_s=0.3)
+    try:
+        async with asyncio.timeout(5):  # without a timeout the load would wait forever
+            with pytest.raises(SessionStoreUnavailableError, match="Timeout"):
+                await store.load("anything")
+    finally:
+        await store.aclose()
+        server.close()
+
+
+async def test_a_key_of_another_redis_type_is_that_conversation_damaged_not_redis_down(
+    store: RedisSessionStore,
+) -> None:
+    kept = await store.create("demo", waiting(waiting_task()))
+    await store._client.set(store._key("plain"), "x")
+
+    for attempt in (
+        store.load("plain"),
+        store.save(kept.model_copy(update={"session_id": "plain"})),
+    ):
+        with pytest.raises(SessionError, match="another kind of Redis value") as caught:
+            await attempt
+        assert not isinstance(caught.value, SessionStoreUnavailableError)
+    assert await store.load(kept.session_id) == kept  # nothing else lost
+
+
+async def test_a_field_that_is_not_utf8_is_that_conversation_damaged(
+    store: RedisSessionStore,
+) -> None:
+    kept = await store.create("demo", waiting(waiting_task()))
+    await store._client.hset(
+        store._key("bytes"), mapping={"domain": "demo", "task": b"\xff\xfe", "version": 1}
+    )
+
+    with pytest.raises(SessionError, match="cannot be read") as caught:
+        await store.load("bytes")
+    assert not isinstance(caught.value, SessionStoreUnavailableError)
+    assert await store.load(kept.session_id) == kept

@@ -33,6 +33,7 @@ from toolwire.redaction import session_ref
 from toolwire.settings import LLMSettings
 from toolwire.telemetry import (
     QuestionSpans,
+    exporter_names,
     observers_from_environment,
     trace_questions,
     wants_traces,
@@ -452,6 +453,21 @@ def test_the_otel_variables_decide_whether_questions_are_traced() -> None:
     assert wants_traces({"OTEL_TRACES_EXPORTER": "console"})
     assert not wants_traces({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "x"})
     assert not wants_traces({"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"})
+    assert wants_traces({"OTEL_TRACES_EXPORTER": "console,otlp"})
+    assert not wants_traces({"OTEL_TRACES_EXPORTER": " none , "})
+
+
+def test_the_exporter_variable_is_a_list_of_names() -> None:
+    assert exporter_names({"OTEL_TRACES_EXPORTER": "Console, otlp,console"}) == ["console", "otlp"]
+    assert exporter_names({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}) == ["otlp"]
+
+
+def test_trace_questions_without_the_extra_names_it_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if it were not installed
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'toolwire\[otel\]'"):
+        trace_questions(object())
 
 
 def test_without_the_extra_a_warning_says_how_to_get_traces(
@@ -535,6 +551,14 @@ def test_the_console_exporter_prints_the_questions_trace_on_stderr(tmp_path: Pat
     assert '"name": "execute_tool demo.lookup"' in result.stderr
     assert '"service.name": "probe"' in result.stderr
     assert '"name"' not in result.stdout  # stdout is the program's own
+
+
+def test_every_exporter_listed_is_set_up_and_an_unsupported_one_is_a_warning(
+    tmp_path: Path,
+) -> None:
+    result = run_probe(tmp_path, OTEL_TRACES_EXPORTER="zipkin,console")
+    assert '"name": "invoke_agent demo"' in result.stderr  # console set up beside the other
+    assert "trace_exporter_unsupported" in result.stderr and "zipkin" in result.stderr
 
 
 def test_ask_json_stays_one_json_object_with_console_spans(tmp_path: Path) -> None:

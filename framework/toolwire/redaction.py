@@ -34,7 +34,7 @@ _API_KEY = (
     r"|hf_[A-Za-z0-9]{30,})"  # Hugging Face
 )
 _CREDENTIAL_SCHEME = r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}"
-_URL_PASSWORD = r"(?i)\b([a-z][a-z0-9+.-]{0,31}://[^\s:/?#@]*:)[^\s/?#@]+(@)"
+_URL_PASSWORD = r"(?i)\b([a-z][a-z0-9+.-]{0,31}://[^\s:/?#@]*:)[^\s/?#]+(@)"  # to the last @
 _KEY_VALUE = (
     r"(?i)\b(password|passwd|pwd|api[_-]?key|secret|token|access[_-]?key|auth)\b"
     r"([\"']?\s*[=:]\s*[\"']?)([^\s\"',;&}]+)"  # JSON's quotes, and Python's in a repr

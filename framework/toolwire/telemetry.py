@@ -23,7 +23,8 @@ Turned on by ``App.load`` when the standard ``OTEL_*`` variables ask for traces
 :func:`trace_questions`. toolwire uses the global tracer provider when the application set one
 (``opentelemetry-instrument`` does), else it sets one up from the variables (``otlp`` over
 HTTP/protobuf, or ``console``: on stderr, so that a command's own output, ``toolwire ask --json``
-or ``mcp serve`` over stdio, stays what it was). Without the extra, or without the variables,
+or ``mcp serve`` over stdio, stays what it was; ``console,otlp`` sets up both, and any other
+exporter name is a warning). Without the extra, or without the variables,
 nothing of OpenTelemetry is imported.
 """
 
@@ -52,6 +53,7 @@ from toolwire.events import (
     ToolFinished,
     ToolStarted,
 )
+from toolwire.extras import missing_extra_error
 from toolwire.llm.base import CallRecord
 from toolwire.redaction import redact
 
@@ -69,9 +71,8 @@ def wants_traces(environ: Mapping[str, str]) -> bool:
     """Whether the standard ``OTEL_*`` variables ask for traces."""
     if environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return False
-    exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporter:
-        return exporter != "none"
+    if environ.get("OTEL_TRACES_EXPORTER", "").strip():
+        return exporter_names(environ) != ["none"]
     return bool(
         environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
         or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -101,7 +102,10 @@ def observers_from_environment(
 def trace_questions(app: Any, tracer_provider: TracerProvider | None = None) -> None:
     """Trace every question of ``app`` from now on (the global tracer provider by default);
     for tests and for applications that set up OpenTelemetry in code."""
-    from opentelemetry import trace
+    try:
+        from opentelemetry import trace
+    except ImportError as error:
+        raise missing_extra_error("trace_questions", "otel", error) from None
 
     tracer = trace.get_tracer(INSTRUMENTATION, tracer_provider=tracer_provider)
     app.add_observer(lambda: QuestionSpans(tracer))
@@ -119,18 +123,36 @@ def _configured_tracer(environ: Mapping[str, str]) -> Tracer:
     )
 
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        exporter: SpanExporter
-        if environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "console":
-            exporter = ConsoleSpanExporter(out=sys.stderr)  # stdout is the command's
-        else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        exporters: list[SpanExporter] = []
+        for name in exporter_names(environ):
+            if name == "console":
+                exporters.append(ConsoleSpanExporter(out=sys.stderr))  # stdout is the command's
+            elif name == "otlp":
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                    OTLPSpanExporter,
+                )
 
-            exporter = OTLPSpanExporter()  # endpoint, headers, timeout: OTEL_EXPORTER_OTLP_*
+                exporters.append(OTLPSpanExporter())  # endpoint, headers: OTEL_EXPORTER_OTLP_*
+            else:
+                log.warning(
+                    "trace_exporter_unsupported",
+                    exporter=name,
+                    problem="toolwire sets up the otlp and console exporters only",
+                    fix="set the provider in code, or run under opentelemetry-instrument",
+                )
         provider = SdkTracerProvider(resource=Resource.create())  # OTEL_SERVICE_NAME, …
-        provider.add_span_processor(BatchSpanProcessor(exporter))
+        for exporter in exporters:
+            provider.add_span_processor(BatchSpanProcessor(exporter))
         trace.set_tracer_provider(provider)
-        log.info("tracing_configured", exporter=type(exporter).__name__)
+        log.info("tracing_configured", exporters=[type(e).__name__ for e in exporters])
     return trace.get_tracer(INSTRUMENTATION)
+
+
+def exporter_names(environ: Mapping[str, str]) -> list[str]:
+    """``OTEL_TRACES_EXPORTER`` as the list of exporter names it may be (``console,otlp``);
+    ``otlp`` when it is unset (an OTLP endpoint asked for traces)."""
+    value = environ.get("OTEL_TRACES_EXPORTER", "") or "otlp"
+    return list(dict.fromkeys(n.strip().lower() for n in value.split(",") if n.strip()))
 
 
 class QuestionSpans:

@@ -14,9 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis.asyncio as redis_asyncio
 import structlog
-from redis.exceptions import RedisError
+
+from toolwire.extras import missing_extra_error
+
+try:
+    import redis.asyncio as redis_asyncio
+    from redis.exceptions import RedisError, ResponseError
+except ImportError as error:  # imported directly without the extra: one line naming it
+    raise missing_extra_error("toolwire.sessions.redis", "redis", error) from None
 
 from toolwire.conversation import Conversation
 from toolwire.errors import (
@@ -70,6 +76,10 @@ return {0, stored + 1}
 _SAVED, _CONFLICT, _MISSING, _DAMAGED = 0, 1, 2, 3
 _MAX_ID_ATTEMPTS = 5
 
+TIMEOUT_S = 5.0
+"""How long a connection to Redis, or one reply, may take before the store counts as
+unavailable (a URL's own ``socket_timeout`` / ``socket_connect_timeout`` win)."""
+
 
 class RedisSessionStore:
     """A ``SessionStore`` on Redis, safe to share between processes and hosts."""
@@ -81,10 +91,13 @@ class RedisSessionStore:
         ttl_s: int = 86_400,
         key_prefix: str = DEFAULT_KEY_PREFIX,
         client: redis_asyncio.Redis | None = None,
+        timeout_s: float = TIMEOUT_S,
     ) -> None:
         if ttl_s <= 0:
             raise ValueError(f"ttl_s must be positive, got {ttl_s}")
-        self._client: redis_asyncio.Redis = client or redis_asyncio.Redis.from_url(url)
+        self._client: redis_asyncio.Redis = client or redis_asyncio.Redis.from_url(
+            url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s
+        )
         self._ttl_s = ttl_s
         self._prefix = key_prefix
         self._url = url
@@ -106,7 +119,9 @@ class RedisSessionStore:
         for _ in range(_MAX_ID_ATTEMPTS):
             session_id = new_session_id()
             created = await self._call(
-                self._create, [self._key(session_id)], [domain, payload, self._ttl_s, owner or ""]
+                self._create,
+                session_id,
+                [domain, payload, self._ttl_s, owner or ""],
             )
             if created == 1:
                 log.debug("session_created", session=session_ref(session_id), store="redis")
@@ -126,7 +141,7 @@ class RedisSessionStore:
         try:
             raw = await self._client.hgetall(self._key(session_id))
         except RedisError as error:
-            raise self._unreachable(error) from error
+            raise self._failed(error, session_id) from error
         if not raw:
             raise UnknownSessionError(session_id)
         fields = {_text(name): _text(value) for name, value in raw.items()}
@@ -141,7 +156,7 @@ class RedisSessionStore:
     async def save(self, session: StoredSession) -> StoredSession:
         status, version = await self._call(
             self._save,
-            [self._key(session.session_id)],
+            session.session_id,
             [session.version, session_payload(session.conversation), self._ttl_s],
         )
         if status == _MISSING:
@@ -166,24 +181,38 @@ class RedisSessionStore:
         try:
             await self._client.delete(self._key(session_id))
         except RedisError as error:
-            raise self._unreachable(error) from error
+            raise self._failed(error, session_id) from error
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+    async def _call(self, script: Any, session_id: str, args: list[Any]) -> Any:
         try:
-            return await script(keys=keys, args=args)
+            return await script(keys=[self._key(session_id)], args=args)
         except RedisError as error:
-            raise self._unreachable(error) from error
+            raise self._failed(error, session_id) from error
 
-    def _unreachable(self, error: RedisError) -> SessionStoreUnavailableError:
+    def _failed(self, error: RedisError, session_id: str) -> SessionError:
+        """A Redis error as toolwire's: a key that holds another type than a hash is that
+        conversation damaged (it alone is lost); anything else, the store unavailable."""
+        if isinstance(error, ResponseError) and str(error).startswith("WRONGTYPE"):
+            return SessionError(
+                f"the stored conversation {session_id!r} cannot be read: its key "
+                f"{self._key(session_id)!r} holds another kind of Redis value than a toolwire "
+                "conversation (written by something else); start a new conversation"
+            )
         return SessionStoreUnavailableError(
             f"the Redis session store at {redact(self._url)} failed: {error}; "
             "check that Redis is running and sessions.redis_url is right"
         )
 
 
-def _text(value: bytes | str) -> str:
-    """A field name or value as text, whether or not the client decodes responses."""
-    return value.decode() if isinstance(value, bytes) else value
+def _text(value: bytes | str) -> str | bytes:
+    """A field name or value as text, whether or not the client decodes responses; bytes that
+    are not UTF-8 stay bytes, which :func:`stored_session` reports as the damage they are."""
+    if isinstance(value, str):
+        return value
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return value
