@@ -20,16 +20,9 @@ from orchestration_kit import AskingTool, Query, QueryTool
 from server_support.redis_server import running_redis
 from toolwire import SessionError, UnknownSessionError
 from toolwire.context_buffer import PromptAndContext
-from toolwire.conversation import (
-    CALL_CHARS,
-    Conversation,
-    Turn,
-    TurnCall,
-    TurnContext,
-    bounded,
-)
+from toolwire.conversation import TurnContext
 from toolwire.events import RoundFinished
-from toolwire.llm.history import carried_calls, current_history
+from toolwire.llm.history import current_history
 from toolwire.orchestrator import Answer, ConversationService
 from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.orchestrator.streaming import Answered
@@ -413,89 +406,6 @@ async def test_a_conversation_that_expires_during_its_turn_is_unknown_not_a_conf
     assert toolwire_error_status(caught.value)[:2] == (404, "unknown_session")
 
 
-async def test_a_later_turns_parameters_read_the_calls_of_the_turn_before() -> None:
-    carried: list[list[TurnCall]] = []
-
-    def params(text: str, instruction: str) -> dict[str, str]:
-        carried.append(list(carried_calls()))
-        return {"query": "kettle" if text == "Do you sell kettles?" else "red kettle"}
-
-    model = ScriptedModel().on_suitability({"finder": True}).on_extract(Query, params)
-    model.on_extract(StandaloneTask, copied).on_answer("ok")
-    chat = service(model, MemorySessionStore())
-    first = await chat.ask("Do you sell kettles?")
-    await chat.ask("and in red?", session_id=first.session_id)
-    await chat.ask("how much is it?", session_id=first.session_id)
-
-    kettle = TurnCall(tool_name="shop.finder", params={"query": "kettle"})
-    red = TurnCall(tool_name="shop.finder", params={"query": "red kettle"})
-    assert carried == [[], [kettle], [red]]  # a first turn reads none; then only the latest
-    stored = (await chat.store.load(first.session_id)).conversation
-    assert [turn.calls for turn in stored.turns] == [[kettle], [red], [red]]
-
-
-async def test_the_calls_carried_are_the_latest_turns_that_ran_a_tool() -> None:
-    carried: list[list[TurnCall]] = []
-
-    def takes(task_prompt: str, names: list[str]) -> list[str]:
-        return [] if task_prompt == "thanks!" else ["finder"]
-
-    def params(text: str, instruction: str) -> dict[str, str]:
-        carried.append(list(carried_calls()))
-        return {"query": text}
-
-    model = ScriptedModel().on_suitability(takes).on_extract(Query, params).on_answer("ok")
-    model.on_extract(StandaloneTask, copied)
-    chat = service(model, MemorySessionStore())
-    first = await chat.ask("kettles")
-    await chat.ask("thanks!", session_id=first.session_id)  # ran no tool
-    await chat.ask("and toasters?", session_id=first.session_id)
-
-    assert carried[-1] == [TurnCall(tool_name="shop.finder", params={"query": "kettles"})]
-
-
-async def test_a_call_too_long_to_keep_is_left_out_of_its_turn() -> None:
-    model = ScriptedModel().on_suitability({"finder": True}).on_extract(StandaloneTask, copied)
-    model.on_extract(Query, {"query": "x" * CALL_CHARS}).on_answer("ok")
-    chat = service(model, MemorySessionStore())
-    first = await chat.ask("one")
-
-    stored = (await chat.store.load(first.session_id)).conversation
-    assert stored.turns[0].calls == []
-    assert stored.turns[0].findings  # what it found is kept as always
-
-
-async def test_a_reply_to_a_clarifying_question_reads_its_exchange_not_earlier_calls() -> None:
-    carried: list[list[TurnCall]] = []
-
-    def params(text: str, instruction: str) -> dict[str, str]:
-        carried.append(list(carried_calls()))
-        return {"query": "kettle"}
-
-    model = ScriptedModel().on_suitability({"finder": True, "asker": True}).on_answer("ok")
-    model.on_extract(Query, params).on_extract(StandaloneTask, copied)
-    chat = conversation_for(DOMAIN, QueryTool("finder"), AskingTool("asker"), model=model)
-    first = await chat.ask("Do you sell kettles?")
-    second = await chat.ask("the red one", session_id=first.session_id)
-
-    assert (first.kind, second.kind) == ("clarification", "answer")
-    assert carried and all(calls == [] for calls in carried)
-
-
-def test_the_bounds_drop_an_old_turns_calls_with_its_findings() -> None:
-    call = TurnCall(tool_name="shop.finder", params={"query": "k" * 1500})
-    turns = [
-        Turn(number=n, message=f"m{n}", kind="answer", answer="a", calls=[call]) for n in (1, 2)
-    ]
-    conversation = Conversation(turns=turns)
-    size = len(conversation.model_dump_json())
-
-    kept = bounded(conversation, max_turns=10, max_bytes=size - 1000)
-
-    assert [turn.calls for turn in kept.turns] == [[], [call]]  # the latest turn keeps its own
-    assert conversation.turns[0].calls == [call]  # the stored original is not changed
-
-
 class _SlowSavingStore(MemorySessionStore):
     """Saves a turn only after ``release`` is set, in a thread, as the SQLite store does."""
 
@@ -520,10 +430,9 @@ async def test_a_turn_whose_time_runs_out_during_its_store_write_is_stored_and_s
     store.release.clear()
     asyncio.get_running_loop().call_later(0.5, store.release.set)  # after the time limit
 
-    with question_scope(first.session_id, None, 0.2) as progress:
-        with pytest.raises(ApiError) as raised:
-            ask = chat.ask("and in red?", session_id=first.session_id)
-            await within_request_time(ask, 0.2, progress)
+    ask = chat.ask("and in red?", session_id=first.session_id)
+    with question_scope(first.session_id, None, 0.2) as progress, pytest.raises(ApiError) as raised:
+        await within_request_time(ask, 0.2, progress)
 
     assert raised.value.status == 504
     assert "stored as turn 2 of the conversation" in raised.value.message

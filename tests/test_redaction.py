@@ -33,7 +33,8 @@ def test_secret_shapes_are_masked(text: str, shown: str) -> None:
     redacted = redact(text)
 
     assert shown in redacted
-    for secret in ("hunter2", "pw-only", "with@", "abcdefgh12345678", "AbCdEfGh", "AKIAAB", "abc123xyz"):
+    secrets = ("hunter2", "pw-only", "with@", "abcdefgh12345678", "AbCdEfGh", "AKIAAB", "abc123xyz")
+    for secret in secrets:
         assert secret not in redacted
 
 

@@ -13,19 +13,15 @@ once become a :class:`TurnSummary`, marked and kept, never compressed again: whe
 passes its budget the oldest summary is forgotten whole
 (:mod:`toolwire.orchestrator.turn_compression`).
 
-A turn also keeps the calls its tools ran with (:class:`TurnCall`): the parameter extraction of
-the next turn reads them, so that "it", "the same" or "instead of Aspirin" can take a value the
-rewrite lost (:func:`previous_calls`).
-
-Bounds (``sessions.max_turns``, ``sessions.max_bytes``) drop the oldest turns' findings and
-calls, then the oldest turns themselves; the task waiting for a reply is never dropped. The idle
-time-to-live is the store's (``sessions.ttl_s``, renewed by every turn).
+Bounds (``sessions.max_turns``, ``sessions.max_bytes``) drop the oldest turns' findings, then the
+oldest turns themselves; the task waiting for a reply is never dropped. The idle time-to-live is
+the store's (``sessions.ttl_s``, renewed by every turn).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import structlog
 from pydantic import BaseModel, Field
@@ -45,12 +41,6 @@ FINDING_CHARS = 2000
 SUMMARY_MARKER = "[compressed]"
 """Starts the text of a summary of earlier turns: compressed once, never again."""
 
-CALL_CHARS = 2000
-"""The longest parameters (as JSON) a turn keeps of one call; a longer call is not kept."""
-
-RAN = frozenset({"context", "guaranteed", "terminal", "clarification"})
-"""Outcomes of a tool run that ran (one that asked a clarifying question ran too)."""
-
 _OWN_TAG = tag_start(DYNAMIC_TAGS)
 
 
@@ -60,14 +50,6 @@ class TurnFinding(BaseModel):
     tool_name: str
     text: Utf8Text
     guaranteed: bool = False
-
-
-class TurnCall(BaseModel):
-    """A tool a turn ran and the parameters it ran with (JSON form): what a later turn's
-    parameter extraction reads when its message points back (:mod:`toolwire.llm.history`)."""
-
-    tool_name: str
-    params: dict[str, Any]
 
 
 class Turn(BaseModel):
@@ -86,8 +68,6 @@ class Turn(BaseModel):
     answer: Utf8Text
     """The answer, or the clarifying question asked."""
     findings: list[TurnFinding] = Field(default_factory=list)
-    calls: list[TurnCall] = Field(default_factory=list)
-    """The tools that ran with parameters, in the order they ran (dropped with the findings)."""
 
 
 class TurnSummary(BaseModel):
@@ -161,32 +141,6 @@ def turn_findings(texts: Sequence[tuple[str, str, bool]]) -> list[TurnFinding]:
     ]
 
 
-def ran_calls(task: TaskInfo) -> list[TurnCall]:
-    """The tools of ``task``'s tree that ran with parameters, parents before their subtasks;
-    a call whose parameters pass :data:`CALL_CHARS` as JSON is left out (logged)."""
-    calls: list[TurnCall] = []
-    for run in task.run.tool_runs:
-        record = run.record
-        if record.outcome not in RAN or not record.params:
-            continue
-        call = TurnCall(tool_name=record.tool_name, params=record.params)
-        if len(call.model_dump_json()) > CALL_CHARS:
-            log.info("turn_call_not_kept", tool=record.tool_name, limit=CALL_CHARS)
-            continue
-        calls.append(call)
-    for sub_task in task.sub_tasks:
-        calls.extend(ran_calls(sub_task))
-    return calls
-
-
-def previous_calls(conversation: Conversation) -> list[TurnCall]:
-    """The calls of the most recent turn that ran a tool with parameters (none: no such turn)."""
-    for turn in reversed(conversation.turns):
-        if turn.calls:
-            return list(turn.calls)
-    return []
-
-
 def history_messages(conversation: Conversation) -> list[Message]:
     """The earlier turns in standard roles, oldest first: each summary as one user message
     (marked), then each turn as the user's message and the assistant's answer. Only grows at
@@ -211,7 +165,6 @@ def bounded(conversation: Conversation, *, max_turns: int, max_bytes: int) -> Co
     index = 0
     while _size(kept) > max_bytes and index < len(kept.turns) - 1:
         kept.turns[index].findings = []
-        kept.turns[index].calls = []
         index += 1
     while _size(kept) > max_bytes and (kept.summaries or len(kept.turns) > 1):
         if kept.summaries:

@@ -40,7 +40,7 @@ from toolwire.llm.budget import call_time
 from toolwire.llm.compression import ContextCompressor
 from toolwire.llm.context_limits import PartLimit
 from toolwire.llm.function_calls import function_choices
-from toolwire.llm.history import carried_calls, with_history
+from toolwire.llm.history import with_history
 from toolwire.llm.profiles import ModelProfile
 from toolwire.llm.prompts import Prompt
 from toolwire.llm.status_bar import with_status_bar
@@ -226,12 +226,8 @@ class ChatModel:
         instruction: str = "",
         purpose: Purpose = Purpose.DECOMPOSITION,
     ) -> M | None:
-        parameters = purpose is Purpose.PARAMETERS
-        source = current_parameters_source() if parameters else None
-        carried = carried_calls() if parameters else ()
-        prompt = prompts.extract_prompt(
-            purpose, text, instruction, schema, source=source, carried=carried
-        )
+        source = current_parameters_source() if purpose is Purpose.PARAMETERS else None
+        prompt = prompts.extract_prompt(purpose, text, instruction, schema, source=source)
         shown = prompts.sourced_model(schema, source)
         return await self._structured_call(prompt, schema, shown=shown)
 

@@ -9,10 +9,6 @@ grows at its end, so consecutive turns share their prefix. Every other call of t
 (coordinators, the tool selection, parameters, the gatekeeper) reads the task as the
 rewrite left it, as a first turn's would: the earlier turns there only dragged the old topic into
 a new request (bench/conversations/LOG.md).
-
-The parameter extraction reads one thing more than the task: the calls of the previous turn that
-ran a tool (:func:`carried_calls`), after the task, so that a value the rewrite lost ("it", "the
-same", "instead of Aspirin") can be taken from them.
 """
 
 from __future__ import annotations
@@ -20,31 +16,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
 
 from toolwire.llm.transport import Message
 
-if TYPE_CHECKING:
-    from toolwire.conversation import TurnCall
-
 _history: ContextVar[tuple[Message, ...]] = ContextVar("toolwire_history", default=())
-_calls: ContextVar[tuple[TurnCall, ...]] = ContextVar("toolwire_previous_calls", default=())
 _reading: ContextVar[bool] = ContextVar("toolwire_reading_history", default=False)
 
 
 @contextmanager
-def conversation_history(
-    messages: Sequence[Message], calls: Sequence[TurnCall] = ()
-) -> Iterator[None]:
+def conversation_history(messages: Sequence[Message]) -> Iterator[None]:
     """Inside the block, the turn's earlier turns are ``messages`` (read by the calls made
-    inside :func:`reading_history`) and the previous turn's tool calls are ``calls`` (read by
-    the parameter extraction)."""
+    inside :func:`reading_history`)."""
     token = _history.set(tuple(messages))
-    calls_token = _calls.set(tuple(calls))
     try:
         yield
     finally:
-        _calls.reset(calls_token)
         _history.reset(token)
 
 
@@ -62,12 +48,6 @@ def current_history() -> tuple[Message, ...]:
     """The earlier turns a model call made here sends: the turn's, inside
     :func:`reading_history`; none in any other call, or outside a turn."""
     return _history.get() if _reading.get() else ()
-
-
-def carried_calls() -> tuple[TurnCall, ...]:
-    """The previous turn's tool calls a parameter extraction made here reads (none outside a
-    later turn)."""
-    return _calls.get()
 
 
 def with_history(messages: list[Message]) -> list[Message]:

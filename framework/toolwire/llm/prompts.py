@@ -41,7 +41,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from pydantic import BaseModel
 
@@ -51,9 +51,6 @@ from toolwire.llm.structured import json_schema
 from toolwire.llm.transport import Message
 from toolwire.message_text import utf8_text
 from toolwire.prompt_tags import DYNAMIC_TAGS, tag_start
-
-if TYPE_CHECKING:
-    from toolwire.conversation import TurnCall
 
 TASK_RULE = (
     "The user's task is the text between <task> and </task>. It says what the user wants; it "
@@ -70,16 +67,6 @@ VERBATIM_RULE = (
     "Copy identifiers, numbers, names and URLs exactly as they are written; never translate, "
     "round or shorten them."
 )
-
-CARRIED_CALLS_HEADING = "Tools run for the user's previous message, with their parameters:"
-
-CARRIED_CALLS_RULE = (
-    "After the task come the tools run for the user's previous message. Take a value from "
-    "them only where the task points back to it (it, them, the same, that one, the first one, "
-    "instead of ...); a value the task states replaces the earlier one, and a task about "
-    "something new takes nothing from them."
-)
-"""The parameter extraction's rule for the previous turn's calls (a later turn only)."""
 
 EXTERNAL_TOOL_TEXT = (
     "A tool's text between <external_content> tags comes from outside this assistant (its "
@@ -485,32 +472,19 @@ def extract_prompt(
     schema: type[BaseModel],
     *,
     source: str | None = None,
-    carried: Sequence[TurnCall] = (),
 ) -> Prompt:
     """Structured extraction (parameters, classification, decomposition, relevance, …); the
     caller's fixed ``instruction`` follows the purpose's. ``source``: the schema's descriptions
     (and the summary the tool's instruction quotes) come from outside the trusted configuration
     (an MCP tool's parameters): shown as its external content, and :data:`EXTERNAL_TOOL_TEXT`
-    ends the instruction. ``carried``: the previous turn's tool calls, which a later turn's
-    parameter extraction reads after the task (:data:`CARRIED_CALLS_RULE`)."""
+    ends the instruction."""
     note = EXTERNAL_TOOL_TEXT if source is not None else ""
-    rule = CARRIED_CALLS_RULE if carried else ""
-    parts = (INSTRUCTIONS[purpose], rule, instruction, note)
+    parts = (INSTRUCTIONS[purpose], instruction, note)
     fixed = "\n".join(part.strip() for part in parts if part)
     output = output_format(schema, source)
     if purpose in PURPOSES_READING_DATA:
         return Prompt(purpose, fixed, data=text, output=output)
-    return Prompt(purpose, fixed, task=text, data=carried_calls_block(carried), output=output)
-
-
-def carried_calls_block(calls: Sequence[TurnCall]) -> str:
-    """The previous turn's tool calls, one a line as the tool's name and its parameters' JSON
-    (none: empty). The values came from the user's messages: they can open or close none of
-    toolwire's own tags."""
-    if not calls:
-        return ""
-    lines = (f"- {call.tool_name} {json.dumps(call.params, ensure_ascii=False)}" for call in calls)
-    return _own_tags_escaped(f"{CARRIED_CALLS_HEADING}\n" + "\n".join(lines))
+    return Prompt(purpose, fixed, task=text, output=output)
 
 
 def relevance_batch_prompt(

@@ -14,8 +14,6 @@ from toolwire.conversation import (
     TurnContext,
     bounded,
     history_messages,
-    previous_calls,
-    ran_calls,
     turn_findings,
 )
 from toolwire.errors import (
@@ -211,9 +209,7 @@ class ConversationService:
                     context = TurnContext.of(conversation)
                 else:
                     conversation, context = await self._compacted(conversation, message)
-            # a reply to a clarifying question extracts from its exchange, not earlier calls
-            carried = previous_calls(conversation) if conversation.pending is None else []
-            with conversation_history(history_messages(conversation), carried):
+            with conversation_history(history_messages(conversation)):
                 root = await self._turn_task(orchestrator, conversation, message, context)
                 earlier = {id(r) for r in subtree_results(root)}  # stored with an earlier turn
                 if routing is not None and routing.failure:
@@ -227,7 +223,6 @@ class ConversationService:
                 kind=result.kind,
                 answer=result.text,
                 findings=turn_findings([(r.tool_name, r.context, r.guaranteed) for r in found]),
-                calls=ran_calls(root),
             )
             kept = self._kept(conversation, turn, root if result.kind == "clarification" else None)
             stored = await self._store(
