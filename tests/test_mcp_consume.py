@@ -259,6 +259,17 @@ def test_a_reference_to_a_tool_of_a_failed_server_lists_the_server_first(load: F
             "unknown key 'comand'; did you mean 'command'? allowed keys: name, domain, command, "
             "url, env, cwd, bearer_token_env, tools, priority, timeout_s, max_result_bytes",
         ),
+        (
+            "  - name: quoted\n    command: \"python 'server.py\"\n",
+            8,
+            "mcp_servers[0].command: Value error, cannot be split into a command line (No "
+            "closing quotation); check its quotes, or give it as a list",
+        ),
+        (
+            "  - name: bracket\n    url: 'http://[::1/mcp'\n",
+            8,
+            "mcp_servers[0].url: Value error, is not a URL (Invalid IPv6 URL)",
+        ),
     ],
 )
 def test_a_malformed_declaration_is_a_located_config_error(

@@ -84,6 +84,29 @@ class McpServerEntry(Located):
             return [{"name": item} if isinstance(item, str) else item for item in value]
         return value
 
+    @field_validator("command")
+    @classmethod
+    def _command_splits(cls, value: list[str] | str | None) -> list[str] | str | None:
+        if isinstance(value, str):
+            try:
+                shlex.split(value)
+            except ValueError as error:  # an unclosed quote, a trailing escape
+                raise ValueError(
+                    f"cannot be split into a command line ({error}); check its quotes, or "
+                    "give it as a list"
+                ) from None
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                urlsplit(value).port  # noqa: B018 (parsing the port is the check)
+            except ValueError as error:  # an unclosed IPv6 bracket, a port out of range
+                raise ValueError(f"is not a URL ({error})") from None
+        return value
+
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerEntry:
         if (self.command is None) == (self.url is None):
