@@ -428,3 +428,12 @@ async def test_a_database_path_that_cannot_be_created_is_a_session_error(tmp_pat
         await SQLiteSessionStore(tmp_path / "taken" / "s.sqlite3").create(
             "d", waiting(TaskInfo(task_prompt="q"))
         )
+
+
+def test_the_docs_quote_the_stored_format_this_toolwire_writes() -> None:
+    """docs/orchestrator.md's Sessions section shows the payload as the stores write it."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "orchestrator.md").read_text()
+    payload = json.loads(task_payload(TaskInfo(task_prompt="q")))
+
+    assert f'{{"format": {SESSION_FORMAT}, "{sorted(payload)[0]}": …}}' in page
+    assert "its session is deleted" not in page  # no toolwire code deletes a conversation
