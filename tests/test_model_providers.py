@@ -127,6 +127,39 @@ def test_an_unknown_provider_is_a_located_config_error_listing_the_registered_on
         create_language_model(LLMSettings(provider="nope"), environ={})
 
 
+@pytest.mark.parametrize(
+    ("yaml", "environ"),
+    [
+        ("llm:\n  timeout_s: 30\n", {"OPENAI_API_KEY": "sk-test"}),  # the key chose openai
+        ("llm:\n  provider: openai\n", {}),
+    ],
+    ids=["api-key", "named"],
+)
+def test_an_openai_provider_without_server_or_model_is_refused_at_load(
+    isolated: Path,
+    write_file: WriteFile,
+    monkeypatch: pytest.MonkeyPatch,
+    yaml: str,
+    environ: dict[str, str],
+) -> None:
+    """``toolwire check`` said ok, and every question then failed saying this."""
+    for name in ("TOOLWIRE_LLM_BASE_URL", "TOOLWIRE_LLM_MODEL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    config = write_file("toolwire.yaml", yaml)
+
+    with pytest.raises(ConfigError) as raised:
+        App.load(config, plugins=[shop(), guide_example()], load_entry_points=False)
+    assert [str(problem) for problem in raised.value.problems] == [
+        f"{config}:1: the 'openai' model provider has no server and no model: set "
+        "TOOLWIRE_LLM_MODEL (or llm.model in toolwire.yaml) for OpenAI itself, or set "
+        "TOOLWIRE_LLM_BASE_URL to your server"
+    ]
+    monkeypatch.setenv("TOOLWIRE_LLM_MODEL", "gpt-test")  # a model named: it loads
+    App.load(config, plugins=[shop(), guide_example()], load_entry_points=False)
+
+
 def factory(settings: LLMSettings, environ: object, profile: object) -> ChatModel:
     raise AssertionError("a provider's factory runs at the first question, not at load")
 

@@ -338,11 +338,11 @@ def _registered_name_problems(
 ) -> list[Problem]:
     """``llm.provider``, ``llm.profile``, the selection steps and ``sessions.store`` must name
     registered ones, ``llm.local_model`` a model the embedded provider knows when that provider
-    serves the questions, and the built-in Redis store needs its extra installed (checked at
-    load, not at the first question; ``store_given``: the caller passed a store, so the
-    configured one is never made)."""
+    serves the questions (the ``openai`` provider a server or a model, when it does), and the
+    built-in Redis store needs its extra installed (checked at load, not at the first question;
+    ``store_given``: the caller passed a store, so the configured one is never made)."""
     from toolwire.llm.factory import provider_name, resolve_settings, unknown_provider
-    from toolwire.llm.providers import EMBEDDED
+    from toolwire.llm.providers import EMBEDDED, OPENAI, openai_settings_problem
     from toolwire.selection.pipeline import unknown_step
     from toolwire.sessions.factory import redis_missing, unknown_store
 
@@ -357,7 +357,10 @@ def _registered_name_problems(
     if provider is not None and provider not in plugin_set.models:
         line = config.line_of("llm", "provider")
         problems.append(Problem(unknown_provider(provider, plugin_set.models), config.path, line))
-    elif provider_name(resolve_settings(config.llm), os.environ) == EMBEDDED:
+    elif (serving := provider_name(resolve_settings(config.llm), os.environ)) == OPENAI:
+        if (problem := openai_settings_problem(resolve_settings(config.llm))) is not None:
+            problems.append(Problem(problem, config.path, config.line_of("llm")))
+    elif serving == EMBEDDED:
         from toolwire.llm.local import local_model_spec
 
         try:

@@ -31,13 +31,21 @@ def openai_model(
     """The configured OpenAI-compatible server (``base_url``; none: OpenAI itself)."""
     from toolwire.llm.gateway import OpenAIGateway
 
+    if (problem := openai_settings_problem(settings)) is not None:
+        raise ConfigError(problem)
+    api_key = environ.get(settings.api_key_env) or None
+    return OpenAIGateway(settings, profile=profile, api_key=api_key)
+
+
+def openai_settings_problem(settings: LLMSettings) -> str | None:
+    """Why the ``openai`` provider cannot serve with ``settings`` (None: it can): it needs a
+    server (``base_url``) or, for OpenAI itself, a model name."""
     if settings.base_url is None and settings.model is None:
-        raise ConfigError(
+        return (
             f"the {OPENAI!r} model provider has no server and no model: set {ENV_MODEL} (or "
             f"llm.model in toolwire.yaml) for OpenAI itself, or set {ENV_BASE_URL} to your server"
         )
-    api_key = environ.get(settings.api_key_env) or None
-    return OpenAIGateway(settings, profile=profile, api_key=api_key)
+    return None
 
 
 def embedded_model(
