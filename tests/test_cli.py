@@ -519,3 +519,71 @@ def test_check_accepts_an_empty_or_comment_only_file(
     result = runner.invoke(app, ["check", "--config", "app.yaml"])
     assert result.exit_code == 0, result.output
     assert result.stdout == "ok: 0 plugins, 0 domains, 0 tools (app.yaml)\n"
+
+
+# -- a port out of range, a failed plugin at import, MCP problems beside --json ---------------
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["serve", "--port", "70000"], "Input should be less than or equal to 65535"),
+        (["mcp", "serve", "--http", "--port", "-1"], "Input should be greater than or equal to 0"),
+    ],
+)
+def test_a_port_out_of_range_is_a_usage_error(
+    command: list[str], message: str, pharma_only: Path
+) -> None:
+    result = runner.invoke(app, command)
+
+    assert result.exit_code == 2
+    assert isinstance(result.exception, SystemExit)  # no OverflowError
+    lines = [line.strip("│ ") for line in result.stderr.splitlines()]
+    assert f"Invalid value for '--port': {message}" in lines
+
+
+def test_the_command_line_s_host_and_port_are_validated_like_the_file_s() -> None:
+    from pydantic import ValidationError
+
+    from toolwire.cli.state import listening_on
+    from toolwire.settings import ServerSettings
+
+    assert listening_on(ServerSettings(), "0.0.0.0", 0).port == 0
+    with pytest.raises(ValidationError):
+        listening_on(ServerSettings(), None, 70000)
+
+
+@pytest.mark.requires_extra("server")
+def test_binding_a_port_out_of_range_is_a_one_line_config_error() -> None:
+    from toolwire.errors import ConfigError
+    from toolwire.server.run import bind_socket
+
+    with pytest.raises(ConfigError) as raised:
+        bind_socket("127.0.0.1", 70000)
+    assert str(raised.value) == (
+        "cannot listen on 127.0.0.1:70000: port 70000 is not between 0 and 65535; choose "
+        "another with --port (server.port)"
+    )
+
+
+@pytest.mark.requires_extra("mcp")
+def test_tools_json_prints_the_mcp_problems_on_stderr(
+    isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", "")
+    failing = [sys.executable, "-c", "import sys; sys.stderr.write('no notes.db'); sys.exit(3)"]
+    path = write_file("app.yaml", (
+        "default_domain: office\n"
+        "domains: [{name: office}]\n"
+        "mcp_servers:\n"
+        "  - name: notes\n"
+        f"    command: {json.dumps(failing)}\n"
+    ))
+
+    result = runner.invoke(app, ["--config", str(path), "tools", "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == []
+    problem = f"{path}:4: mcp server 'notes': cannot list its tools ("
+    [line] = [line for line in result.stderr.splitlines() if line.startswith(problem)]
+    assert line.endswith("; its stderr ended with: no notes.db")

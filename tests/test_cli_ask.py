@@ -513,3 +513,29 @@ def test_a_dead_model_makes_ask_fail_with_exit_code_1(
 
     assert result.exit_code == 1
     assert "model call for 'answer' failed: cannot connect to the model server" in result.output
+
+
+def test_a_failed_turn_is_one_line_and_the_chat_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
+) -> None:
+    model = ScriptedModel().on_suitability([])
+    model.on_answer(toolwire.ModelError("answer", "the model server went away"), times=1)
+    model.on_answer("Hello! Where would you like to eat?")
+
+    def load_app(ctx: object) -> App:
+        return App.load(
+            None, plugins=[plugin_of(DomainSpec(name="trip"), BookingTool)],
+            load_entry_points=False, llm=model,
+        )  # fmt: skip
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ask_commands, "load_app", load_app)
+    result = CliRunner().invoke(cli_app, ["chat"], input="hello there\nhello there\n")
+
+    assert result.exit_code == 0, result.output
+    assert result.exception is None
+    assert result.stderr.splitlines()[-1] == (  # after the model_call_failed log line
+        "model call for 'answer' failed: the model server went away (after 1 attempt(s))"
+    )
+    assert "Hello! Where would you like to eat?" in result.stdout
+    assert result.stdout.count("you> ") == 3  # two turns, then the end of the input

@@ -122,7 +122,7 @@ def chat(ctx: typer.Context, domain: DomainOption = None, trace: TraceFlag = Fal
                 "ends the chat.[/dim]"
             )
             _chat(runner, app, console, domain, trace)
-        except ToolwireError as error:
+        except ToolwireError as error:  # at start-up: each turn's own is printed by _chat
             _fail(error)
         finally:
             runner.run(app.aclose())
@@ -179,7 +179,13 @@ def _chat(
             continue
         ask_domain = None if session_id else domain
         view = LiveView(console, Console(stderr=True, highlight=False), stream_text=True)
-        answered = runner.run(watch(app, line, ask_domain, session_id, view))
+        try:
+            answered = runner.run(watch(app, line, ask_domain, session_id, view))
+        except ToolwireError as error:  # this turn failed; the conversation goes on
+            if view.text:
+                console.print()  # ends the streamed text's line
+            _print_error(error)
+            continue
         answer = disclosed_answer(answered, verbose=trace)
         session_id, waiting = answer.session_id, answer.kind == "clarification"
         show_answer(console, answer, trace=trace, streamed=view.text)
@@ -316,8 +322,12 @@ def _short(text: str, limit: int = 100) -> str:
 
 
 def _fail(error: ToolwireError) -> NoReturn:
-    Console(stderr=True, highlight=False, soft_wrap=True).print(printable(str(error)), markup=False)
+    _print_error(error)
     raise typer.Exit(1)
+
+
+def _print_error(error: ToolwireError) -> None:
+    Console(stderr=True, highlight=False, soft_wrap=True).print(printable(str(error)), markup=False)
 
 
 def _refuse(problem: str) -> NoReturn:

@@ -85,6 +85,7 @@ def tools(
         # the records GET /v1/tools serves, without the enabled flag (the table shows it)
         dumped = [record.model_dump(exclude={"enabled"}) for record in records]
         typer.echo(json.dumps(dumped, indent=2))
+        report_problems(app.mcp_problems)  # on stderr: stdout stays JSON
         return
     console = table_console()
     table = tools_table(records)

@@ -48,7 +48,10 @@ def serve(
         str | None, typer.Option(help="With --http: address (default: server.host, 127.0.0.1).")
     ] = None,
     port: Annotated[
-        int | None, typer.Option(help="With --http: port, 0 for a free one (default: server.port).")
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="With --http: port, 0 for a free one (default: server.port)."
+        ),
     ] = None,
     config: Annotated[
         Path | None,

@@ -34,7 +34,11 @@ def serve(
     ] = None,
     port: Annotated[
         int | None,
-        typer.Option(help="Port to listen on, 0 for a free one (default: server.port, 8000)."),
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Port to listen on, 0 for a free one (default: server.port, 8000).",
+        ),
     ] = None,
     config: Annotated[
         Path | None,
@@ -51,7 +55,8 @@ def serve(
     The embedded model is started and warmed as the server starts (/readyz says "starting"
     until it is up), or a running 'toolwire model serve' server is used.
 
-    Logs are JSON lines on stderr, one http_request event per request with its request id. Set
+    Logs go to stderr, JSON lines when stderr is not a terminal (a readable console rendering
+    on a terminal), one http_request event per request with its request id. Set
     the environment variable named by server.token_env (TOOLWIRE_API_TOKEN), or server.api_keys,
     to require a bearer token; without one the server listens only on a loopback address unless
     --insecure-no-auth is given.

@@ -106,4 +106,5 @@ def listening_on(settings: ServerSettings, host: str | None, port: int | None) -
     """The server settings with the command line's ``--host`` and ``--port`` applied."""
     given = {"host": host, "port": port}
     updates = {key: value for key, value in given.items() if value is not None}
-    return settings.model_copy(update=updates) if updates else settings
+    # validated, as the configuration file is (model_copy would take a port of 70000)
+    return ServerSettings.model_validate({**settings.model_dump(), **updates})

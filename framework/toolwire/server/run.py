@@ -33,7 +33,8 @@ log = structlog.get_logger(__name__)
 
 
 def configure_server_logging() -> None:
-    """JSON events at ``info`` (``TOOLWIRE_LOG_LEVEL`` overrides), with step tracking for 504s.
+    """Events at ``info`` (``TOOLWIRE_LOG_LEVEL`` overrides), with step tracking for 504s: JSON
+    lines when stderr is not a terminal, a readable console rendering on a terminal.
 
     Call it before ``App.load`` so every logger of the process uses this configuration.
     """
@@ -42,23 +43,29 @@ def configure_server_logging() -> None:
 
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port``; one that cannot be had (the port taken by another
-    process, a port below 1024 without the right, an address not of this machine) is a
-    ``ConfigError`` of one line naming the address and the option that chooses it."""
+    process, a port below 1024 without the right, an address not of this machine, a port out
+    of range) is a ``ConfigError`` of one line naming the address and the option that chooses
+    it."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(2048)
-    except OSError as error:
+    except (OSError, OverflowError) as error:
         sock.close()
         raise ConfigError(_bind_refusal(host, port, error)) from None
     sock.setblocking(False)
     return sock
 
 
-def _bind_refusal(host: str, port: int, error: OSError) -> str:
+def _bind_refusal(host: str, port: int, error: OSError | OverflowError) -> str:
     where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if isinstance(error, OverflowError):
+        return (
+            f"cannot listen on {where}: port {port} is not between 0 and 65535; choose another "
+            "with --port (server.port)"
+        )
     if error.errno == errno.EADDRINUSE:
         return (
             f"cannot listen on {where}: port {port} is already in use by another process; stop "
