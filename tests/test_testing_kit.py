@@ -169,3 +169,86 @@ def test_ask_embedded_model_fails_with_the_commands_error(tmp_path: Path) -> Non
 
     with pytest.raises(AssertionError, match="unknown domain"):
         ask_embedded_model("hello?", domain="nowhere", plugins="pharma", cwd=tmp_path)
+
+
+# -- the app factory is isolated from the working directory and the environment -------------
+
+
+@pytest.mark.parametrize("named_by_environment", [False, True])
+def test_the_app_factory_reads_no_config_from_the_cwd_or_environment(
+    toolwire_app_factory: AppFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    named_by_environment: bool,
+) -> None:
+    from toolwire.sessions.memory import MemorySessionStore
+
+    bogus = tmp_path / "config" / "toolwire.yaml"
+    bogus.parent.mkdir()
+    bogus.write_text("default_domain: nowhere\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    if named_by_environment:
+        monkeypatch.setenv("TOOLWIRE_CONFIG", str(bogus))
+    else:
+        monkeypatch.delenv("TOOLWIRE_CONFIG", raising=False)
+
+    app = toolwire_app_factory()
+
+    assert app.config.default_domain is None
+    assert isinstance(app.session_store, MemorySessionStore)
+    assert not (tmp_path / ".toolwire").exists()
+
+
+async def test_the_app_factory_keeps_conversations_in_memory_unless_a_store_is_named(
+    toolwire_app_factory: AppFactory,
+    scripted_model: ScriptedModel,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from toolwire.sessions.memory import MemorySessionStore
+    from toolwire.sessions.sqlite import SQLiteSessionStore
+
+    monkeypatch.chdir(tmp_path)
+    scripted_model.on_suitability("owls").on_extract(Topic, {"topic": "night"}).on_answer()
+    birds = plugin_of(DomainSpec(name="birds"), Owls)
+    app = toolwire_app_factory(
+        plugins=[birds], config="default_domain: birds\n", llm=scripted_model
+    )
+
+    assert (await app.ask("when do owls hunt?")).kind == "answer"
+    assert isinstance(app.session_store, MemorySessionStore)
+    assert not (tmp_path / ".toolwire").exists()
+
+    stored = tmp_path / "kept" / "sessions.sqlite3"
+    named = toolwire_app_factory(config=f"sessions:\n  store: sqlite\n  path: {stored}\n")
+    assert isinstance(named.session_store, SQLiteSessionStore)
+
+
+# -- name lists: a bare string is one name, a generator serves every call --------------------
+
+
+async def test_a_bare_string_is_one_tool_name_not_its_letters() -> None:
+    from toolwire.llm import Option
+
+    model = ScriptedModel().on_suitability("lookup", times=1)
+    model.on_suitability(lambda prompt, names: "l")
+    model.on_choose("lookup")
+    questions = _questions("demo.lookup", "demo.l")
+
+    assert await model.suitability("x", questions) == {"demo.lookup": True, "demo.l": False}
+    assert await model.suitability("x", questions) == {"demo.lookup": False, "demo.l": True}
+    options = [Option(name=name, question=f"{name}?") for name in ("lookup", "l", "o")]
+    assert await model.choose("x", options) == ["lookup"]
+
+
+async def test_a_generator_of_names_answers_every_call_of_its_rule() -> None:
+    from toolwire.llm import Option
+
+    model = ScriptedModel().on_suitability(name for name in ["alpha"])
+    chooser = ScriptedModel().on_choose(name for name in ["alpha"])
+    questions = _questions("demo.alpha", "demo.beta")
+    options = [Option(name=name, question=f"{name}?") for name in ("alpha", "beta")]
+
+    for _ in range(2):
+        assert await model.suitability("x", questions) == {"demo.alpha": True, "demo.beta": False}
+        assert await chooser.choose("x", options) == ["alpha"]

@@ -4,7 +4,9 @@ It speaks just enough HTTP/1.1 (keep-alive, Content-Length) for ``openai.AsyncOp
 httpx, records every request, answers from a script of :class:`FakeReply` objects (then from a
 responder function, then with a schema-valid default), and reports usage like OpenAI does:
 prompt tokens estimated at four characters a token, and ``prompt_tokens_details.cached_tokens``
-for the longest prefix shared with an earlier request (a simulated prefix cache).
+for the longest prefix shared with an earlier request (a simulated prefix cache). A responder
+that raises (a failing ``assert``) gets the client an HTTP 500 naming the exception, and closing
+the server (the end of ``async with``) raises the first such exception, so the test fails with it.
 
 ::
 
@@ -193,6 +195,8 @@ class FakeOpenAIServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self._handlers: set[asyncio.Task[None]] = set()
         self._counter = 0
+        self._failure: Exception | None = None
+        """The first exception a request raised (the responder's), raised again by aclose."""
         self.port = 0
 
     @property
@@ -221,6 +225,9 @@ class FakeOpenAIServer:
                 await asyncio.wait(self._handlers, timeout=2)
             await self._server.wait_closed()
             self._server = None
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
 
     async def __aenter__(self) -> FakeOpenAIServer:
         return await self.start()
@@ -273,7 +280,12 @@ class FakeOpenAIServer:
                     for name, _, value in (line.partition(":") for line in lines[1:] if line)
                 }
                 raw = await reader.readexactly(int(headers.get("content-length", "0")))
-                response = await self._handle(method, path, raw)
+                try:
+                    response = await self._handle(method, path, raw)
+                except Exception as error:  # a failing responder: the test must fail with it
+                    self._failure = self._failure or error
+                    message = f"the fake server failed: {type(error).__name__}: {error}"
+                    response = 500, _error(message)
                 if isinstance(response, _Stream):
                     if not await self._write_stream(writer, response):
                         return

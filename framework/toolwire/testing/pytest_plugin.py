@@ -9,6 +9,7 @@ The ini option ``toolwire_block_model_requests = true`` blocks real model reques
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from toolwire.testing.scripted import ScriptedModel
 
 if TYPE_CHECKING:
     from toolwire.app import App
+    from toolwire.sessions.base import SessionStore
 
 AppFactory = Callable[..., "App"]
 
@@ -62,34 +64,45 @@ def toolwire_app_factory(tmp_path: Path) -> Iterator[AppFactory]:
     """Build apps whose plugins are exactly the given objects, for this test only.
 
     ``toolwire_app_factory(plugins=[MyPlugin()], config="domains: ...", llm=model)`` loads no
-    installed plugin; ``config`` is YAML text (written to a temporary file) or a path. Every app
-    built is closed when the test ends.
+    installed plugin; ``config`` is YAML text (written to a temporary file) or a path. Without
+    it the app has the built-in defaults: ``$TOOLWIRE_CONFIG`` and ``./config/toolwire.yaml``
+    are never read. Conversations are kept in memory unless the configuration names a
+    ``sessions.store`` (or ``session_store=`` is given), so none leaks into the working
+    directory or the next test. Every app built is closed when the test ends.
     """
     from toolwire.app import App
+    from toolwire.config import parse_app_config
+    from toolwire.sessions.factory import memory_store
 
     built: list[App] = []
+    stores: list[SessionStore] = []
 
     def factory(
         plugins: Sequence[object] = (),
         config: str | Path | None = None,
         **kwargs: Any,
     ) -> App:
-        config_path: Path | None = None
         if isinstance(config, Path):
             config_path = config
-        elif isinstance(config, str):
+        else:
             config_path = tmp_path / f"toolwire-{len(built)}.yaml"
-            config_path.write_text(config, encoding="utf-8")
+            config_path.write_text(config or "", encoding="utf-8")
+        if kwargs.get("session_store") is None:
+            sessions = parse_app_config(config_path)[0].sessions
+            if "store" not in sessions.model_fields_set:
+                store = memory_store(sessions)
+                stores.append(store)
+                kwargs["session_store"] = store
         app = App.load(config_path, plugins=plugins, load_entry_points=False, **kwargs)
         built.append(app)
         return app
 
     yield factory
-    for app in built:
-        _close(app)
+    asyncio.run(_close(built, stores))
 
 
-def _close(app: App) -> None:
-    import asyncio
-
-    asyncio.run(app.aclose())
+async def _close(apps: list[App], stores: list[SessionStore]) -> None:
+    for app in apps:
+        await app.aclose()
+    for store in stores:  # an app does not close a store it was given
+        await store.aclose()

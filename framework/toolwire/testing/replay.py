@@ -13,14 +13,17 @@ as it ran against the model::
     ...
     llm = ChatModel(ReplayTransport(path), settings)  # replay: no model, no server
 
-The file holds JSON lines, one per reply: ``{"key", "purpose", "reply", "latency_ms"}``.
+The file holds JSON lines, one per reply: ``{"key", "purpose", "reply", "latency_ms"}``. A line
+that does not parse (a run killed while writing it) is skipped with a warning.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -74,9 +77,11 @@ class ReplayTransport:
                     entry = json.loads(line)
                     self.replies[entry["key"]] = entry
                 except (json.JSONDecodeError, KeyError, TypeError) as error:
-                    raise ValueError(
-                        f"{self.path}:{number}: not a recorded reply ({error}); record again"
-                    ) from None
+                    warnings.warn(  # a run killed mid-write: the rest of the recording is good
+                        f"{self.path}:{number}: skipped a line that is not a recorded reply "
+                        f"({error}); its prompt has no reply until it is recorded again",
+                        stacklevel=2,
+                    )
 
     async def send(self, request: ChatRequest) -> ChatReply:
         key = request_key(request)
@@ -109,14 +114,26 @@ class ReplayTransport:
             "latency_ms": latency,
         }
         self.replies[key] = entry
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        _append_line(self.path, json.dumps(entry, ensure_ascii=False))
         return reply
 
     async def aclose(self) -> None:
         if self.inner is not None:
             await self.inner.aclose()
+
+
+def _append_line(path: Path, line: str) -> None:
+    """Append ``line`` in one unbuffered write to a file opened for appending, so concurrent
+    writers never interleave within a line. A last line cut short by a killed run is ended
+    first, or this line would join it and be lost with it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = line.encode("utf-8") + b"\n"
+    with path.open("a+b", buffering=0) as handle:
+        if handle.seek(0, os.SEEK_END) > 0:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                data = b"\n" + data
+        handle.write(data)
 
 
 def _wire(reply: ChatReply) -> dict[str, Any]:

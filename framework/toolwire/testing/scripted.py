@@ -45,11 +45,12 @@ from toolwire.llm.status_bar import current_status_bar
 M = TypeVar("M", bound=BaseModel)
 
 SuitabilityScript = Mapping[str, bool] | Iterable[str]
-"""Tool name → yes/no, or the names that answer yes; short and prefixed names both match."""
+"""Tool name → yes/no, or the names that answer yes (a bare string is one name); short and
+prefixed names both match."""
 SuitabilityResponder = Callable[[str, list[str]], SuitabilityScript]
 ChoiceScript = Iterable[str] | Mapping[str, dict[str, Any] | None]
-"""The option names the model names (short and prefixed names both match; may be empty), or
-name → the arguments of its call (read by a choice by function call)."""
+"""The option names the model names (a bare string is one name; short and prefixed names both
+match; may be empty), or name → the arguments of its call (read by a choice by function call)."""
 ChoiceResponder = Callable[[str, list[str]], ChoiceScript]
 RouteResponder = Callable[[str, list[str]], "str | None"]
 ExtractResponder = Callable[[str, str], Any]
@@ -115,6 +116,16 @@ def join_contexts(question: str, contexts: list[PromptAndContext]) -> str:
     return "\n".join(pac.context for pac in contexts if pac.context) or NOTHING_RETRIEVED_ANSWER
 
 
+def _names_script(script: Any) -> Any:
+    """A bare string as one name (iterating it would give its letters), any other iterable of
+    names as a tuple (a generator would be used up by the first call); the rest unchanged."""
+    if isinstance(script, str):
+        return (script,)
+    if isinstance(script, Iterable) and not isinstance(script, Mapping):
+        return tuple(script)
+    return script
+
+
 def _resolve(response: Any, *args: Any) -> Any:
     if isinstance(response, BaseException):
         raise response
@@ -152,9 +163,9 @@ class ScriptedModel:
     ) -> ScriptedModel:
         """Suitability answers: a mapping, the names that say yes, or ``f(prompt, names)``.
 
-        Tools the response does not mention answer no.
+        Tools the response does not mention answer no. A bare string is one name.
         """
-        self._suitability.add(response, times)
+        self._suitability.add(_names_script(response), times)
         return self
 
     def on_choose(
@@ -164,9 +175,10 @@ class ScriptedModel:
         called, :meth:`choose_functions`): the names, a mapping of name to the call's arguments,
         or ``f(prompt, option_names)``. Without it, choices answer from :meth:`on_suitability`.
 
-        Names outside the options are returned as they are (the orchestrator must ignore them).
+        A bare string is one name; names outside the options are returned as they are (the
+        orchestrator must ignore them).
         """
-        self._choice.add(response, times)
+        self._choice.add(_names_script(response), times)
         return self
 
     def on_route(
@@ -279,7 +291,7 @@ class ScriptedModel:
         """A choice from the choice rules, else from the suitability rules."""
         if self._choice.next() is not None or self._suitability.next() is None:
             rule = self._begin(purpose, self._choice, **inputs)
-            script = _resolve(rule.take(), task_prompt, names)
+            script = _names_script(_resolve(rule.take(), task_prompt, names))
             if isinstance(script, Mapping):
                 return [
                     FunctionChoice(name=str(name), arguments=arguments)
@@ -291,7 +303,7 @@ class ScriptedModel:
         return [FunctionChoice(name=name) for name in names if _named(name, chosen)]
 
     def _suitable_names(self, rule: _Rule, task_prompt: str, names: list[str]) -> set[str]:
-        script = _resolve(rule.take(), task_prompt, names)
+        script = _names_script(_resolve(rule.take(), task_prompt, names))
         if isinstance(script, Mapping):
             return {str(name) for name, yes in script.items() if yes}
         return {str(name) for name in cast(Iterable[str], script)}
