@@ -485,3 +485,30 @@ def test_a_shipped_yaml_that_cannot_be_read_waits_for_the_build_to_report_it(
     assert found.plugins[0].error is None and found.plugins[0].domains == ("alpha",)
     (file,) = found.config_files
     assert [problem.line for problem in file.problems] == [2]
+
+
+@pytest.mark.parametrize("at_import", [False, True], ids=["in_a_hook", "at_import"])
+def test_an_error_raised_in_a_library_is_located_at_the_plugins_own_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at_import: bool
+) -> None:
+    """pydantic refuses the DomainSpec: the origin is the plugin's call, not pydantic's code."""
+    package = tmp_path / "strict_domains"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    call = "toolwire.DomainSpec(name='bad', prompt_types='oops')"
+    (package / "plugin.py").write_text(
+        "import toolwire\n"
+        + (f"{call}\n" if at_import else "")
+        + "@toolwire.hookimpl\n"
+        "def register_domains(register):\n"
+        f"    register({call})\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("strict_domains", "strict_domains.plugin"):
+        monkeypatch.delitem(sys.modules, name, raising=False)  # the other case's
+    fake_entry_points(monkeypatch, EntryPoint("strict", "strict_domains.plugin", "toolwire"))
+
+    (info,) = discover().plugins
+
+    assert info.error is not None and "ValidationError" in info.error
+    assert info.origin == SourceLocation(str(package / "plugin.py"), 2 if at_import else 4)

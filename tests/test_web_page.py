@@ -285,6 +285,43 @@ def test_a_failed_exchange_says_so_instead_of_working(server: ServerProcess, pag
     expect(summary).to_have_text(re.compile(r"^failed after 0 steps, \d+\.\d s$"))
 
 
+def test_a_refused_message_stays_in_the_box_and_its_request_id_is_shown(
+    server: ServerProcess, page: Page
+) -> None:
+    """A 422 (message_too_long) cleared the box: the user had to type the message again."""
+    sign_in(page, server.url)
+    expect(page.locator("#domain option[value=trip]")).to_have_count(1)
+    with page.expect_response(lambda r: r.url.endswith("/v1/ask")) as refused:
+        ask(page, "x" * 9000)
+    assert refused.value.status == 422
+    request_id = refused.value.json()["request_id"]
+    expect(page.locator(".bot.failed .error")).to_have_text(
+        re.compile(rf"\(422\); request id {request_id}$")
+    )
+    expect(page.locator("#message")).to_have_value("x" * 9000)
+
+
+def test_an_error_event_shows_its_request_id(server: ServerProcess, page: Page) -> None:
+    """The 500 message says the request id finds the traceback in the log: the page showed none."""
+    error = {
+        "type": "error", "status": 500, "error": "internal_error", "details": {},
+        "message": "internal error; the request id finds the traceback in the server's log",
+        "request_id": "req-from-the-event",
+    }
+    page.route("**/v1/ask", lambda route: route.fulfill(
+        status=200, content_type="text/event-stream",
+        body=f"event: error\ndata: {json.dumps(error)}\n\n",
+    ))
+    sign_in(page, server.url)
+    expect(page.locator("#domain option[value=trip]")).to_have_count(1)
+    ask(page, "book a table city=Rome")
+    expect(page.locator(".bot.failed .error")).to_have_text(
+        "internal error; the request id finds the traceback in the server's log "
+        "(500 internal_error); request id req-from-the-event"
+    )
+    expect(page.locator("#message")).to_have_value("book a table city=Rome")  # not answered
+
+
 def test_a_question_that_runs_out_of_time_mid_stream_says_it_failed(
     tmp_path: Path, page: Page
 ) -> None:

@@ -346,7 +346,8 @@ def _load_entry_points(result: PluginSet, allowed: set[str] | None) -> list[_Can
         try:
             plugin = entry_point.load()
         except PLUGIN_FAILURES as error:  # any import-time failure (sys.exit too) is the plugin's
-            _fail(result, name, version, f"failed to import: {describe(error)}", error)
+            problem = f"failed to import: {describe(error)}"
+            _fail(result, name, version, problem, error, entry_point.module)
             continue
         loaded.append(_Candidate(name, version, plugin))
     for name in sorted((allowed or set()) - set(by_name)):
@@ -450,7 +451,10 @@ def _collect(
                 impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
         tools = _place_tools(contribution, candidate.name)
     except PLUGIN_FAILURES as error:  # a plugin's bug (sys.exit too) must not stop the others
-        _fail(result, candidate.name, candidate.version, f"raised {describe(error)}", error)
+        _fail(
+            result, candidate.name, candidate.version, f"raised {describe(error)}", error,
+            _module_name(candidate.plugin),
+        )
         pm.unregister(name=candidate.name)
         return
     for spec, source in contribution.domains:
@@ -708,8 +712,9 @@ def _fail(
     version: str | None,
     error: str,
     cause: BaseException | None = None,
+    module: str | None = None,
 ) -> None:
-    origin = _origin(cause) if cause is not None else None
+    origin = _origin(cause, _own_code(module)) if cause is not None else None
     result.plugins.append(PluginInfo(name, version, (), error, origin))
     if (name, error) in _LOGGED_FAILURES:
         return
@@ -731,17 +736,37 @@ _HOST_DIRS = tuple(
 """toolwire's, pluggy's and the import system's own code: never where a plugin's error is."""
 
 
-def _origin(error: BaseException) -> SourceLocation | None:
-    """Where a plugin's error was raised: a syntax error's own line, else the innermost frame
-    outside the host code (so the registering line, not toolwire's check that refused it)."""
+def _module_name(plugin: object) -> str | None:
+    """The name of the module a plugin object is, or is defined in."""
+    if isinstance(plugin, ModuleType):
+        return plugin.__name__
+    return getattr(plugin, "__module__", None)
+
+
+def _own_code(module: str | None) -> str | None:
+    """The plugin's own code, as a path prefix: the directory of the top-level package holding
+    ``module``, or the file of a lone module; None when it is not known (not imported, no file)."""
+    top = sys.modules.get((module or "").partition(".")[0])
+    path = getattr(top, "__file__", None)
+    if not path:
+        return None
+    return str(Path(path).parent) + os.sep if hasattr(top, "__path__") else path
+
+
+def _origin(error: BaseException, own_code: str | None = None) -> SourceLocation | None:
+    """Where a plugin's error was raised: a syntax error's own line, else the innermost frame in
+    the plugin's own code (so its line, not the library that refused its argument), else the
+    innermost frame outside the host code (the registering line, not toolwire's check)."""
     if isinstance(error, SyntaxError) and error.filename:
         return SourceLocation(error.filename, error.lineno)
-    found = None
+    own = outside = None
     for frame, line in traceback.walk_tb(error.__traceback__):
         path = frame.f_code.co_filename
         if not path.startswith("<") and not path.startswith(_HOST_DIRS):
-            found = SourceLocation(path, line)
-    return found
+            outside = SourceLocation(path, line)
+            if own_code and path.startswith(own_code):
+                own = outside
+    return own or outside
 
 
 def _function_location(function: object) -> dict[str, Any]:

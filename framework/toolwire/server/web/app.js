@@ -355,6 +355,13 @@ function selectionItem(task) {
 // or its stored state unusable): sending its id again would fail the same way.
 const CONVERSATION_GONE = new Set(["unknown_session", "session_error"]);
 
+// The id the server logged the request under (its 500 message sends the reader to the log):
+// the error body's, else the response header's.
+function requestIdNote(body, response) {
+  const id = body.request_id || response.headers.get("x-request-id");
+  return id ? `; request id ${id}` : "";
+}
+
 function forgetConversation() {
   state.sessionId = null;
   $("#message").placeholder = "Ask a question…";
@@ -371,6 +378,7 @@ async function send(message) {
     session_id: replying,
     stream: true,
   };
+  let answered = false;
   try {
     const response = await api("/v1/ask", {
       method: "POST",
@@ -379,14 +387,14 @@ async function send(message) {
     });
     if (!response.ok) {
       const error = await response.json().catch(() => ({ message: response.statusText }));
-      exchange.fail(`${error.message} (${response.status})`);
+      exchange.fail(`${error.message} (${response.status})${requestIdNote(error, response)}`);
       return;
     }
     let ended = false;
     for await (const { event, data } of serverSentEvents(response)) {
-      if (event === "answer") { exchange.finish(data.answer); ended = true; }
+      if (event === "answer") { exchange.finish(data.answer); ended = answered = true; }
       else if (event === "error") {
-        exchange.fail(`${data.message} (${data.status} ${data.error})`);
+        exchange.fail(`${data.message} (${data.status} ${data.error})${requestIdNote(data, response)}`);
         if (replying && CONVERSATION_GONE.has(data.error)) {
           forgetConversation();
           exchange.bot.append(el("div", "muted", "Your next message starts a new conversation."));
@@ -404,9 +412,9 @@ async function send(message) {
     } else {
       exchange.fail(error.message);
       showBanner(error.message);
-      $("#message").value = $("#message").value || message; // keep it for another try
     }
   } finally {
+    if (!answered) $("#message").value = $("#message").value || message; // for another try
     state.busy = false;
     $("#send").disabled = false;
   }
