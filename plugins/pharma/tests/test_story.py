@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import toolwire_pharma.plugin
 from pharma_testkit import AppFactory, story_model
 from toolwire_pharma import (
+    DosageInfoTool,
     DosageQuery,
     InteractionDecomposition,
     InteractionQuestion,
@@ -309,3 +313,55 @@ async def test_the_installed_distribution_loads_through_its_entry_point(
         assert answer.guaranteed_contexts == [ADVIL_COUMADIN]
     finally:
         await app.aclose()
+
+
+async def test_a_data_file_set_on_the_lookup_alone_serves_every_tool(isolated: Path) -> None:
+    """The config example: ``data_file`` on ``substance_lookup`` only. The analysis and the
+    dosage tool answer from that file too, and credit its source."""
+    data = isolated / "products.json"
+    data.write_text(
+        json.dumps(
+            {
+                "source": "the test formulary",
+                "disclaimer": "Not advice.",
+                "products": [
+                    {"name": "Foo", "substances": ["bar"]},
+                    {"name": "Coumadin", "substances": ["warfarin"]},
+                ],
+                "interactions": [
+                    {"substances": ["bar", "warfarin"], "severity": "major", "effect": "Bleeds."}
+                ],
+                "dosage_notes": {"bar": "one a day"},
+            }
+        )
+    )
+    config = isolated / "toolwire.yaml"
+    config.write_text(
+        "tools:\n"
+        "  - name: substance_lookup\n"
+        "    domain: pharma\n"
+        f"    settings: {{data_file: {json.dumps(str(data))}}}\n"
+    )
+    app = App.load(
+        config,
+        plugins=[toolwire_pharma.plugin],
+        load_entry_points=False,
+        llm=story_model("Foo", "Coumadin"),
+        session_store=MemorySessionStore(),
+    )
+    try:
+        answer = await app.ask("Can I take Foo with Coumadin?")
+        dosage = app.tool("pharma.dosage_info")
+        assert isinstance(dosage, DosageInfoTool)
+        dose = dosage.execute_with_result(DosageQuery(product="Foo"), "Foo dose?")
+    finally:
+        await app.aclose()
+
+    assert answer.guaranteed_contexts == [
+        "Foo (bar) + Coumadin (warfarin): major interaction (bar + warfarin). Bleeds.\n"
+        "Source: the test formulary. Not advice."
+    ]
+    assert dose.text == (
+        "Usual dosage for Foo: bar: one a day. Follow the product's label or your prescriber. "
+        "Source: the test formulary. Not advice."
+    )

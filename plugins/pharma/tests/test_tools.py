@@ -37,7 +37,7 @@ def lookup() -> SubstanceLookupTool:
 def analysis(
     lookup: SubstanceLookupTool, model: ScriptedModel | None = None
 ) -> InteractionAnalysisTool:
-    return InteractionAnalysisTool(lookup, model or ScriptedModel(), DataSettings())
+    return InteractionAnalysisTool(lookup, model or ScriptedModel())
 
 
 class TestLookupConformance(ToolConformance):
@@ -58,7 +58,7 @@ class TestDosageConformance(ToolConformance):
     tool_class = DosageInfoTool
 
     def make_tool(self) -> DosageInfoTool:
-        return DosageInfoTool(SubstanceLookupTool(DataSettings()), DataSettings())
+        return DosageInfoTool(SubstanceLookupTool(DataSettings()))
 
 
 def test_the_data_file_states_its_source() -> None:
@@ -91,6 +91,14 @@ def test_resolution_order(lookup: SubstanceLookupTool) -> None:
         ("the one with caffeine", ["Excedrin Extra Strength"]),
         ("the blue box", ["Excedrin Extra Strength", "Excedrin PM Headache"]),
         ("paracetamol", ["Excedrin Extra Strength", "Excedrin PM Headache"]),  # both have it
+        ("the second one", ["Excedrin PM Headache"]),
+        ("2nd", ["Excedrin PM Headache"]),
+        # A word only one product has wins over an ordinal that is not the whole reply.
+        ("the PM one, not the first", ["Excedrin PM Headache"]),
+        ("PM headache, I take 1 at night", ["Excedrin PM Headache"]),
+        # Two ordinals and no distinctive word: not a choice, so the question is asked again.
+        ("the second one, not the first", ["Excedrin Extra Strength", "Excedrin PM Headache"]),
+        ("1 or 2", ["Excedrin Extra Strength", "Excedrin PM Headache"]),
     ],
 )
 def test_a_reply_picks_one_product(
@@ -266,9 +274,155 @@ def test_named_in_drops_invented_and_repeated_names() -> None:
 
 
 def test_dosage_for_an_unknown_product(lookup: SubstanceLookupTool) -> None:
-    tool = DosageInfoTool(lookup, DataSettings())
+    tool = DosageInfoTool(lookup)
     result = tool.execute_with_result(DosageQuery(product="Tylenoll"), "Tylenoll dose?")
     assert result.kind is ResultKind.GUARANTEED
     assert result.text.startswith(
         '"Tylenoll" is not in the data set, so I have no dosage note for it. Did you mean Tylenol?'
     )
+
+
+@pytest.mark.parametrize(
+    ("products", "line"),
+    [
+        (
+            ["Tylenol", "Panadol"],
+            "Tylenol (paracetamol) + Panadol (paracetamol): both contain paracetamol; taking both "
+            "doubles the dose of paracetamol.",
+        ),
+        (
+            ["Advil", "ibuprofen"],
+            "Advil (ibuprofen) + ibuprofen: both contain ibuprofen; taking both doubles the dose "
+            "of ibuprofen.",
+        ),
+    ],
+)
+def test_report_names_a_substance_both_products_contain(
+    lookup: SubstanceLookupTool, products: list[str], line: str
+) -> None:
+    result = analysis(lookup).execute_with_prior_context(
+        InteractionRequest(products=products), f"Can I take {' with '.join(products)}?", {}
+    )
+    assert result.kind is ResultKind.GUARANTEED
+    assert result.text.splitlines() == [line, lookup.data.attribution()]
+
+
+def test_a_shared_substance_comes_before_the_pairs_interactions(
+    lookup: SubstanceLookupTool,
+) -> None:
+    result = analysis(lookup).execute_with_prior_context(
+        InteractionRequest(products=["Co-codamol", "Excedrin PM Headache"]),
+        "Co-codamol with Excedrin PM Headache?",
+        {},
+    )
+    pair = "Co-codamol (codeine, paracetamol) + Excedrin PM Headache (paracetamol, diphenhydramine)"
+    assert result.text.splitlines()[:2] == [
+        f"{pair}: both contain paracetamol; taking both doubles the dose of paracetamol.",
+        f"{pair}: moderate interaction (codeine + diphenhydramine). Both cause drowsiness; "
+        "together they add to sedation.",
+    ]
+
+
+def test_a_reply_applies_only_to_the_product_its_question_named(
+    lookup: SubstanceLookupTool,
+) -> None:
+    """Two ambiguous names looked up directly: the reply to the question about "Excedrin" must
+    not choose Advil PM for "Adv"; the next round still knows the Excedrin reply."""
+    tool = analysis(lookup)
+    params = InteractionRequest(products=["Excedrin", "Adv"])
+    text = "Can I take Excedrin with Adv?"
+    asked = tool.execute_with_prior_context(params, text, {})
+    assert lookup.asked_label(asked.text) == "Excedrin"
+    first = Clarification(
+        tool_name="pharma.interaction_analysis",
+        question=asked.text,
+        execution_text=text,
+        reply="the PM one",
+    )
+
+    again = tool.execute_with_clarification_and_prior_context(params, text, first, {})
+
+    assert again.kind is ResultKind.CLARIFICATION
+    assert lookup.asked_label(again.text) == "Adv"
+    second = first.model_copy(update={"question": again.text, "reply": "1", "earlier": [first]})
+    done = tool.execute_with_clarification_and_prior_context(params, text, second, {})
+    assert done.text.startswith(
+        "Excedrin PM Headache (paracetamol, diphenhydramine) + Advil (ibuprofen): no interaction"
+    )
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How much Tylenol can I give my 4-year-old?",
+        "How much Tylenol for my 6 month old baby?",
+        "How much Tylenol can the kids have?",
+        "What is the usual dose of Tylenol for children?",
+    ],
+)
+def test_dosage_refuses_a_childs_dose(lookup: SubstanceLookupTool, question: str) -> None:
+    tool = DosageInfoTool(lookup)
+    result = tool.execute_with_result(DosageQuery(product="Tylenol"), question)
+    assert result.kind is ResultKind.GUARANTEED
+    assert "mg" not in result.text
+    assert result.text.startswith(
+        "I can't give a dose for a child: a child's dose must come from a pharmacist or a doctor."
+    )
+
+
+@pytest.mark.parametrize(
+    "question", ["How much Tylenol can I take?", "How much Tylenol can my 15-year-old take?"]
+)
+def test_dosage_for_an_adult_or_a_child_of_12_or_over(
+    lookup: SubstanceLookupTool, question: str
+) -> None:
+    result = DosageInfoTool(lookup).execute_with_result(DosageQuery(product="Tylenol"), question)
+    assert result.text.startswith("Usual dosage for Tylenol: paracetamol: adults 500-1,000 mg")
+
+
+def test_the_childs_age_in_a_reply_to_which_product_is_refused(
+    lookup: SubstanceLookupTool,
+) -> None:
+    tool = DosageInfoTool(lookup)
+    text = "How much Excedrin?"
+    asked = tool.execute_with_result(DosageQuery(product="Excedrin"), text)
+    assert asked.kind is ResultKind.CLARIFICATION
+    clarification = Clarification(
+        tool_name="pharma.dosage_info",
+        question=asked.text,
+        execution_text=text,
+        reply="the PM one, it's for my 8 year old",
+    )
+    result = tool.execute_with_clarification(DosageQuery(product="Excedrin"), text, clarification)
+    assert "mg" not in result.text and "pharmacist or a doctor" in result.text
+
+
+def test_names_in_a_data_file_are_compared_in_lower_case(tmp_path: Path) -> None:
+    data = tmp_path / "products.json"
+    data.write_text(
+        json.dumps(
+            {
+                "source": "test data",
+                "disclaimer": "Not advice.",
+                "products": [
+                    {"name": "Foo", "substances": ["Bar"]},
+                    {"name": "Coumadin", "substances": ["Warfarin"]},
+                ],
+                "interactions": [
+                    {"substances": ["Warfarin", "BAR"], "severity": "major", "effect": "Bleeds."}
+                ],
+                "dosage_notes": {"Bar": "one a day"},
+            }
+        )
+    )
+    lookup = SubstanceLookupTool(DataSettings(data_file=data))
+    assert lookup.resolve_substance_groups("warfarin") == [["warfarin"]]
+    assert lookup.resolve_substance_groups("Foo") == [["bar"]]
+    report = analysis(lookup).execute_with_prior_context(
+        InteractionRequest(products=["Foo", "warfarin"]), "Foo with warfarin?", {}
+    )
+    assert report.text.splitlines()[0] == (
+        "Foo (bar) + warfarin: major interaction (warfarin + bar). Bleeds."
+    )
+    dose = DosageInfoTool(lookup).execute_with_result(DosageQuery(product="Foo"), "Foo dose?")
+    assert dose.text.startswith("Usual dosage for Foo: bar: one a day.")

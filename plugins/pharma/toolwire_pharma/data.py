@@ -4,10 +4,20 @@ substance pairs, dosage notes. Its ``source`` and ``disclaimer`` travel into eve
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 BUNDLED_DATA = Path(__file__).with_name("medicines.json")
+
+
+def folded(name: str) -> str:
+    """A substance name as the tools compare it: ``" Warfarin "`` → ``"warfarin"``."""
+    return " ".join(name.split()).casefold()
+
+
+Substance = Annotated[str, AfterValidator(folded)]
+"""A substance name, case-folded when the data set is read, so a file may write ``Warfarin``."""
 
 
 class Product(BaseModel):
@@ -15,11 +25,11 @@ class Product(BaseModel):
 
     name: str
     brand: str = ""
-    substances: list[str] = Field(min_length=1)
+    substances: list[Substance] = Field(min_length=1)
 
 
 class Interaction(BaseModel):
-    substances: tuple[str, str]
+    substances: tuple[Substance, Substance]
     severity: str
     effect: str
 
@@ -30,14 +40,14 @@ class Interaction(BaseModel):
 
 
 class MedicineData(BaseModel):
-    """The whole data set; read once per tool at build time."""
+    """The whole data set, read once by ``SubstanceLookupTool``; the other tools use its copy."""
 
     source: str
     """Where the data comes from, stated in every answer built on it."""
     disclaimer: str
     products: list[Product]
     interactions: list[Interaction] = Field(default_factory=list)
-    dosage_notes: dict[str, str] = Field(default_factory=dict)
+    dosage_notes: dict[Substance, str] = Field(default_factory=dict)
 
     @classmethod
     def read(cls, path: Path | None = None) -> MedicineData:
@@ -57,7 +67,8 @@ class MedicineData(BaseModel):
 
 
 class DataSettings(BaseModel):
-    """YAML ``settings`` of every pharma tool: which data set it reads."""
+    """YAML ``settings`` of ``substance_lookup``: which data set the domain reads (the other
+    tools read the injected lookup's ``data``)."""
 
     data_file: Path | None = None
     """A JSON data set in the bundled file's format; None: the bundled illustrative one."""

@@ -9,9 +9,10 @@
    decomposition named the products, so no model call names them again.
 2. Back on the parent task it runs as a context consumer over the subtasks' findings, calls the
    injected ``SubstanceLookupTool`` directly for any product no subtask resolved (seed 6.8), and
-   answers with a guaranteed context: the interaction, its severity, the source and the
-   disclaimer. When a product it had to look up itself is ambiguous it asks, and its clarification
-   round continues with the same prior context.
+   answers with a guaranteed context built on the lookup's data set: the substances two products
+   share (a double dose), each interaction and its severity, the source and the disclaimer. When
+   a product it had to look up itself is ambiguous it asks, and its clarification round continues
+   with the same prior context; each reply applies to the product its question named.
 """
 
 from __future__ import annotations
@@ -33,8 +34,7 @@ from toolwire import (
     extract_coordinator_task,
 )
 from toolwire.llm import LanguageModel
-from toolwire_pharma.data import DataSettings, MedicineData
-from toolwire_pharma.lookup import SubstanceLookupTool
+from toolwire_pharma.lookup import RETRY_PREFIX, SubstanceLookupTool
 from toolwire_pharma.messages import InteractionQuestion, SubstanceFinding
 
 DECOMPOSITION_INSTRUCTION = (
@@ -80,14 +80,9 @@ class InteractionAnalysisTool(
 ):
     """Decomposes "can I take A with B?" into lookups, then answers from their findings."""
 
-    settings_model = DataSettings
-
-    def __init__(
-        self, substance_lookup: SubstanceLookupTool, llm: LanguageModel, settings: DataSettings
-    ) -> None:
+    def __init__(self, substance_lookup: SubstanceLookupTool, llm: LanguageModel) -> None:
         self._lookup = substance_lookup
         self._llm = llm
-        self._data = MedicineData.read(settings.data_file)
 
     def executable_instruction(self) -> str:
         return (
@@ -134,7 +129,7 @@ class InteractionAnalysisTool(
     def execute_with_prior_context(
         self, params: InteractionRequest, text: str, prior_context: ContextBuffer
     ) -> ToolExecutionResult:
-        return self._answer(params, text, prior_context, reply=None)
+        return self._answer(params, text, prior_context, clarification=None)
 
     def execute_with_clarification_and_prior_context(
         self,
@@ -143,15 +138,16 @@ class InteractionAnalysisTool(
         clarification: Clarification,
         prior_context: ContextBuffer,
     ) -> ToolExecutionResult:
-        return self._answer(params, text, prior_context, reply=clarification.reply or "")
+        return self._answer(params, text, prior_context, clarification)
 
     def _answer(
         self,
         params: InteractionRequest,
         text: str,
         prior_context: ContextBuffer,
-        reply: str | None,
+        clarification: Clarification | None,
     ) -> ToolExecutionResult:
+        reply = None if clarification is None else clarification.reply or ""
         labels = self._labels(params, text, reply)
         if len(labels) < 2:
             if reply is None:
@@ -161,9 +157,10 @@ class InteractionAnalysisTool(
                 )
             return ToolExecutionResult.as_guaranteed_context(
                 "I need the names of at least two medicines to check an interaction. "
-                + self._data.attribution()
+                + self._lookup.data.attribution()
             )
-        analysis = self._resolve(labels, self._findings(prior_context), reply)
+        replies = {} if clarification is None else replies_by_label(clarification)
+        analysis = self._resolve(labels, self._findings(prior_context), replies)
         if analysis.question is not None:
             return ToolExecutionResult.clarifying_question(analysis.question)
         return ToolExecutionResult.as_guaranteed_context(self.report(analysis.findings))
@@ -193,30 +190,41 @@ class InteractionAnalysisTool(
         return found
 
     def _resolve(
-        self, labels: list[str], looked_up: dict[str, SubstanceFinding], reply: str | None
+        self, labels: list[str], looked_up: dict[str, SubstanceFinding], replies: dict[str, str]
     ) -> _Analysis:
+        """The findings of ``labels``: the subtasks' (``looked_up``), else a direct lookup that
+        narrows an ambiguous label by the user's reply to the question about that label."""
         findings: list[SubstanceFinding] = []
         for label in labels:
             finding = looked_up.get(label.casefold())
             if finding is None:  # no subtask resolved it: a plain method call (seed 6.8)
+                reply = replies.get(label.casefold())
                 products = self._lookup.pick(label, reply)
                 if len(products) > 1:
-                    return _Analysis(findings, self._lookup.which_product_question(label, products))
+                    question = self._lookup.which_product_question(label, products)
+                    if reply is not None:
+                        question = RETRY_PREFIX + question
+                    return _Analysis(findings, question)
                 finding = self._lookup.finding(label, products)
             findings.append(finding)
         return _Analysis(findings)
 
     def report(self, findings: list[SubstanceFinding]) -> str:
-        """The guaranteed answer: each pair's interactions with severity, the unknown names,
-        then the source and the disclaimer."""
+        """The guaranteed answer: for each pair the substances both contain and the
+        interactions with severity, then the unknown names, the source and the disclaimer."""
+        data = self._lookup.data
         known = [finding for finding in findings if finding.product is not None]
         lines: list[str] = []
         for first, second in combinations(known, 2):
-            interactions = self._data.interactions_between(
-                set(first.substances), set(second.substances)
-            )
             pair = f"{first.describe()} + {second.describe()}"
-            if not interactions:
+            shared = [substance for substance in first.substances if substance in second.substances]
+            if shared:
+                names = " and ".join(shared)
+                lines.append(
+                    f"{pair}: both contain {names}; taking both doubles the dose of {names}."
+                )
+            interactions = data.interactions_between(set(first.substances), set(second.substances))
+            if not interactions and not shared:
                 lines.append(
                     f"{pair}: no interaction is listed in this data set (it is small: that "
                     "does not mean the combination is safe)."
@@ -237,8 +245,19 @@ class InteractionAnalysisTool(
                     f"{finding.describe()} is not in the data set{hint}, so its interactions "
                     "cannot be checked here."
                 )
-        lines.append(self._data.attribution())
+        lines.append(data.attribution())
         return "\n".join(lines)
+
+
+def replies_by_label(clarification: Clarification) -> dict[str, str]:
+    """The user's replies to this task's which-product questions, by the case-folded label each
+    question asked about (a later reply replaces an earlier one); other questions are left out."""
+    replies: dict[str, str] = {}
+    for asked in [*clarification.earlier, clarification]:
+        label = SubstanceLookupTool.asked_label(asked.question)
+        if label is not None and asked.reply is not None:
+            replies[label.casefold()] = asked.reply
+    return replies
 
 
 def named_in(text: str, names: list[str]) -> list[str]:

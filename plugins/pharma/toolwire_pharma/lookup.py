@@ -19,7 +19,7 @@ from toolwire import (
     extract_coordinator_original,
     extract_coordinator_task,
 )
-from toolwire_pharma.data import DataSettings, MedicineData, Product
+from toolwire_pharma.data import DataSettings, MedicineData, Product, folded
 from toolwire_pharma.messages import InteractionQuestion, SubstanceFinding
 
 MIN_PREFIX = 3
@@ -29,7 +29,15 @@ RETRY_PREFIX = "I could not tell which one you meant. "
 """Starts the question asked again when a reply did not identify one product."""
 
 _WORD = re.compile(r"[a-z0-9]+")
-_ORDINALS = {"first": 0, "1": 0, "second": 1, "2": 1, "third": 2, "3": 2, "fourth": 3, "4": 3}
+_ORDINALS = {
+    "first": 0, "1st": 0, "1": 0,
+    "second": 1, "2nd": 1, "2": 1,
+    "third": 2, "3rd": 2, "3": 2,
+    "fourth": 3, "4th": 3, "4": 3,
+}  # fmt: skip
+"""A reply that is just one of these (``"2"``, ``"the second one"``) picks by position."""
+_FILLER = frozenset({"the", "one", "number", "no", "option", "please", "i", "mean", "it", "s"})
+"""Words that may surround an ordinal in a reply that is still just the ordinal."""
 
 
 class SubstanceQuery(BaseModel):
@@ -56,7 +64,7 @@ class SubstanceLookupTool(ChatbotTool[SubstanceQuery]):
     def resolve_products(self, label: str) -> list[Product]:
         """The products a label may name: its exact product name, else every product of that
         brand, else the substance itself, else the products whose name begins with it."""
-        wanted = " ".join(label.split()).casefold()
+        wanted = folded(label)
         if not wanted:
             return []
         exact = [p for p in self.data.products if p.name.casefold() == wanted]
@@ -81,23 +89,26 @@ class SubstanceLookupTool(ChatbotTool[SubstanceQuery]):
 
     def pick(self, label: str, reply: str | None = None) -> list[Product]:
         """The label's products, narrowed to the one the user's ``reply`` chose when it was
-        ambiguous and the reply identifies one (by number, or by a word only that one has)."""
+        ambiguous and the reply identifies one: by its name, else by words only that product
+        has (``"the PM one"``), else by its number when the reply is just that (``"2"``,
+        ``"the second one"``)."""
         candidates = self.resolve_products(label)
         if len(candidates) < 2 or not reply:
             return candidates
         chosen = self.resolve_products(reply)
         if len(chosen) == 1 and chosen[0] in candidates:
             return chosen
-        words = _words(reply)
-        ordinal = next((_ORDINALS[word] for word in words if word in _ORDINALS), None)
-        if ordinal is not None and ordinal < len(candidates):
-            return [candidates[ordinal]]
+        words = _WORD.findall(reply.casefold())
         own = [_product_words(candidate) for candidate in candidates]
         shared = set.intersection(*own)
-        scores = [len(words & (mine - shared)) for mine in own]
+        scores = [len(set(words) & (mine - shared)) for mine in own]
         best = max(scores)
         if best > 0 and scores.count(best) == 1:
             return [candidates[scores.index(best)]]
+        ordinals = [_ORDINALS[word] for word in words if word in _ORDINALS]
+        others = [word for word in words if word not in _ORDINALS and word not in _FILLER]
+        if len(ordinals) == 1 and not others and ordinals[0] < len(candidates):
+            return [candidates[ordinals[0]]]
         return candidates
 
     def which_product_question(self, label: str, candidates: list[Product]) -> str:
