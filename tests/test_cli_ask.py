@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -492,6 +493,16 @@ def test_trace_shows_each_model_calls_cached_tokens() -> None:
     assert "2 model call(s), 2850 prompt tokens (1620 cached = 57%), 92 completion" in printed
 
 
+def _trip_app(model: ScriptedModel) -> Callable[[object], App]:
+    """A ``load_app`` for the CLI: the trip domain's booking tool on ``model``, no config."""
+
+    def load_app(ctx: object) -> App:
+        plugins = [plugin_of(DomainSpec(name="trip"), BookingTool)]
+        return App.load(None, plugins=plugins, load_entry_points=False, llm=model)
+
+    return load_app
+
+
 def test_a_dead_model_makes_ask_fail_with_exit_code_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
 ) -> None:
@@ -501,14 +512,8 @@ def test_a_dead_model_makes_ask_fail_with_exit_code_1(
     model = ScriptedModel().on_suitability(toolwire.ModelError("suitability", "down"))
     model.on_answer(down)
 
-    def load_app(ctx: object) -> App:
-        return App.load(
-            None, plugins=[plugin_of(DomainSpec(name="trip"), BookingTool)],
-            load_entry_points=False, llm=model,
-        )  # fmt: skip
-
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(ask_commands, "load_app", load_app)
+    monkeypatch.setattr(ask_commands, "load_app", _trip_app(model))
     result = CliRunner().invoke(cli_app, ["ask", "book a table in Paris"])
 
     assert result.exit_code == 1
@@ -522,14 +527,8 @@ def test_a_failed_turn_is_one_line_and_the_chat_goes_on(
     model.on_answer(toolwire.ModelError("answer", "the model server went away"), times=1)
     model.on_answer("Hello! Where would you like to eat?")
 
-    def load_app(ctx: object) -> App:
-        return App.load(
-            None, plugins=[plugin_of(DomainSpec(name="trip"), BookingTool)],
-            load_entry_points=False, llm=model,
-        )  # fmt: skip
-
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(ask_commands, "load_app", load_app)
+    monkeypatch.setattr(ask_commands, "load_app", _trip_app(model))
     result = CliRunner().invoke(cli_app, ["chat"], input="hello there\nhello there\n")
 
     assert result.exit_code == 0, result.output

@@ -112,13 +112,18 @@ def test_llm_provider_chooses_between_the_built_in_ones() -> None:
         create_language_model(LLMSettings(provider=OPENAI), environ={})
 
 
+def refused(config: Path) -> list[str]:
+    """The problems loading ``config`` (with the shop and the guide's example plugin) raises."""
+    with pytest.raises(ConfigError) as raised:
+        App.load(config, plugins=[shop(), guide_example()], load_entry_points=False)
+    return [str(problem) for problem in raised.value.problems]
+
+
 def test_an_unknown_provider_is_a_located_config_error_listing_the_registered_ones(
     isolated: Path, write_file: WriteFile
 ) -> None:
     config = write_file("toolwire.yaml", "llm:\n  timeout_s: 30\n  provider: generat_server\n")
-    with pytest.raises(ConfigError) as raised:
-        App.load(config, plugins=[shop(), guide_example()], load_entry_points=False)
-    assert [str(problem) for problem in raised.value.problems] == [
+    assert refused(config) == [
         f"{config}:3: llm.provider: unknown model provider 'generat_server'; registered: "
         "embedded, generate_server, openai (a plugin adds one with the register_models hook, "
         "docs/plugins.md)"
@@ -149,9 +154,7 @@ def test_an_openai_provider_without_server_or_model_is_refused_at_load(
         monkeypatch.setenv(name, value)
     config = write_file("toolwire.yaml", yaml)
 
-    with pytest.raises(ConfigError) as raised:
-        App.load(config, plugins=[shop(), guide_example()], load_entry_points=False)
-    assert [str(problem) for problem in raised.value.problems] == [
+    assert refused(config) == [
         f"{config}:1: the 'openai' model provider has no server and no model: set "
         "TOOLWIRE_LLM_MODEL (or llm.model in toolwire.yaml) for OpenAI itself, or set "
         "TOOLWIRE_LLM_BASE_URL to your server"
