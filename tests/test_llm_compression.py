@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from toolwire.context_buffer import PromptAndContext
+from toolwire.errors import TimeBudgetSpentError
 from toolwire.llm import GatekeeperVerdict, Purpose, SuitabilityQuestion
 from toolwire.llm.compression import (
     COMPRESSED_MARKER,
@@ -151,6 +152,22 @@ async def test_the_breaker_opens_after_repeated_failures_and_closes_after_the_co
     result = await comp.fit("q", contexts)
     assert "recovered" in result[0].context
     assert not comp.breaker_open
+
+
+async def test_a_spent_time_budget_leaves_the_parts_uncompressed_and_the_breaker_closed() -> None:
+    spent = TimeBudgetSpentError("compression", "the question's time budget of 1 s is spent")
+    model = FakeCompressingModel(spent, spent, spent, "recovered")
+    comp = compressor(model, reserved_tokens=300, max_failures=3)  # two calls for three parts
+    contexts = [part(n, LONG[:1000]) for n in ("1", "2", "3")]
+    with collect_context_issues() as issues:
+        for _ in range(3):
+            assert await comp.fit("q", contexts) == contexts
+    assert len(model.texts) == 3  # one call a question: the rest was not tried
+    assert not comp.breaker_open
+    assert {(issue.sources, issue.reason) for issue in issues} == {
+        (tuple(f"{n}:pharma.drug_info" for n in "123"), "the question's time budget is spent")
+    }
+    assert "recovered" in (await comp.fit("q", contexts))[0].context
 
 
 async def test_a_summary_copied_from_the_escaped_prompt_is_unescaped_once() -> None:

@@ -3,12 +3,16 @@ and every failure path (timeout, HTTP 500, invalid JSON, JSON failing the schema
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
+import time
 from collections.abc import AsyncIterator
 
+import httpx2
 import pytest
+from openai import AsyncOpenAI
 from pydantic import BaseModel
 from structlog.testing import capture_logs
 
@@ -24,7 +28,9 @@ from toolwire.llm import (
     prompts,
 )
 from toolwire.llm.compression import ContextCompressor
+from toolwire.llm.openai_transport import OpenAITransport
 from toolwire.llm.profiles import ModelProfile
+from toolwire.llm.transport import ChatRequest
 from toolwire.settings import LLMSettings
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest
 from toolwire.testing.guard import block_model_requests
@@ -246,6 +252,24 @@ async def test_auto_mode_switches_to_a_function_call_when_the_server_rejects_jso
     await gateway.aclose()
 
 
+async def test_auto_mode_falls_back_for_every_call_in_flight_when_json_schema_is_rejected() -> None:
+    """Calls sent with the schema before the first rejection came back fall back too."""
+
+    def no_response_format(request: FakeRequest) -> FakeReply:
+        if "response_format" in request.body:
+            return FakeReply(status=400, error="unknown field: response_format", delay_s=0.1)
+        return FakeReply(text='{"drug_a": "a", "drug_b": "b"}')
+
+    async with FakeOpenAIServer(no_response_format) as server:
+        gateway = make_gateway(server, structured_output="auto")
+        with capture_logs() as logs:
+            pairs = await asyncio.gather(*(gateway.extract(DrugPair, "a, b") for _ in range(3)))
+        await gateway.aclose()
+    assert pairs == [DrugPair(drug_a="a", drug_b="b")] * 3
+    assert [r.forced_function for r in server.chat_requests] == [None] * 3 + ["DrugPair"] * 3
+    assert [e["event"] for e in logs].count("structured_output_fallback") == 1
+
+
 async def test_auto_mode_keeps_json_schema_when_a_failure_is_not_about_the_schema(
     server: FakeOpenAIServer,
 ) -> None:
@@ -356,6 +380,69 @@ async def test_retries_stop_at_max_retries_and_name_the_last_status(
     await gateway.aclose()
 
 
+async def test_a_quota_spent_is_not_retried(server: FakeOpenAIServer) -> None:
+    gateway = make_gateway(server, timeout_s=5.0, max_retries=2)
+    quota = {
+        "message": "You exceeded your current quota, please check your plan and billing details.",
+        "type": "insufficient_quota", "param": None, "code": "insufficient_quota",
+    }  # fmt: skip
+    server.script(*[FakeReply(status=429, raw_body=json.dumps({"error": quota}).encode())] * 3)
+    with pytest.raises(ModelError, match="HTTP 429: You exceeded your current quota"):
+        await gateway.answer("q", [])
+    assert len(server.chat_requests) == 1
+    await gateway.aclose()
+
+
+def transport_answering(
+    timeout_s: float, *responses: httpx2.Response
+) -> tuple[OpenAITransport, ChatRequest, list[httpx2.Request]]:
+    """A transport whose requests get ``responses`` in turn, an answer's request, and the
+    requests sent (the fake server sends no ``Retry-After``)."""
+    sent: list[httpx2.Request] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        return responses[len(sent) - 1]
+
+    client = AsyncOpenAI(
+        base_url="http://model.test/v1",
+        api_key="k",
+        max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer)),
+    )
+    transport = OpenAITransport(client=client, model="m", max_retries=2)
+    messages = [{"role": "user", "content": "q"}]
+    request = ChatRequest("answer", messages, schema=None, max_tokens=5, timeout_s=timeout_s)
+    return transport, request, sent
+
+
+def slow_down(retry_after: str) -> httpx2.Response:
+    error = {"error": {"message": "slow down", "type": "rate_limit", "code": None}}
+    return httpx2.Response(429, json=error, headers={"retry-after": retry_after})
+
+
+async def test_a_retry_after_longer_than_the_time_left_fails_at_once() -> None:
+    transport, request, sent = transport_answering(2.0, *[slow_down("30")] * 3)
+    started = time.monotonic()
+    with pytest.raises(ModelError) as raised:
+        await transport.send(request)
+    await transport.aclose()
+    assert time.monotonic() - started < 1.0 and len(sent) == 1
+    assert raised.value.detail.startswith(
+        "HTTP 429: slow down; the server asks for a retry after 30 s, more than the "
+    )
+
+
+async def test_a_retry_after_that_fits_is_waited() -> None:
+    done = httpx2.Response(200, content=completion_body())
+    transport, request, sent = transport_answering(5.0, slow_down("1"), done)
+    started = time.monotonic()
+    reply = await transport.send(request)
+    await transport.aclose()
+    assert reply.text == "Fine." and len(sent) == 2
+    assert time.monotonic() - started >= 1.0  # not the first retry's usual 0.5 s
+
+
 async def test_a_response_that_is_not_json_is_a_model_error(
     server: FakeOpenAIServer, gateway: OpenAIGateway
 ) -> None:
@@ -415,6 +502,16 @@ async def test_json_that_is_not_a_chat_completion_is_a_model_error(
     assert "not an OpenAI chat completion" in raised.value.detail
     assert problem in raised.value.detail
     assert [(call.purpose, call.ok) for call in calls] == [(purpose, False)]
+
+
+async def test_an_error_sent_with_status_200_is_quoted_without_secrets(
+    server: FakeOpenAIServer, gateway: OpenAIGateway
+) -> None:
+    failure = {"error": {"message": "upstream overloaded (key test-key)", "code": 503}}
+    server.script(FakeReply(raw_body=json.dumps(failure).encode()))
+    with pytest.raises(ModelError) as raised:
+        await gateway.answer("q", [])
+    assert raised.value.detail == "the server answered with an error: upstream overloaded (key ***)"
 
 
 async def test_a_server_error_never_quotes_the_api_key_or_other_secrets(
@@ -593,6 +690,22 @@ async def test_structured_output_cut_off_at_the_limit_says_so_and_is_retried_onc
     assert calls[0].error is not None
     assert f"cut off at the limit of {limit} tokens" in calls[0].error
     assert "cut off" in server.chat_requests[1].messages[3]["content"]
+
+
+async def test_a_reply_the_content_filter_stopped_is_a_model_error_and_not_retried(
+    server: FakeOpenAIServer, gateway: OpenAIGateway
+) -> None:
+    server.script(
+        FakeReply(text='{"drug_a": "ibu', finish_reason="content_filter"),
+        FakeReply(text="The dose is", finish_reason="content_filter"),
+    )
+    stopped = "the server's content filter stopped the reply"
+    with collect_calls() as calls, pytest.raises(ModelError, match=stopped):
+        await gateway.extract(DrugPair, "x", purpose=Purpose.PARAMETERS)
+    assert len(server.chat_requests) == 1  # no corrective retry
+    with pytest.raises(ModelError, match=stopped):
+        await gateway.answer("q", [])  # not a partial answer taken as whole
+    assert [call.ok for call in calls] == [False]
 
 
 async def test_an_answer_cut_off_at_the_limit_is_kept_and_logged(

@@ -4,6 +4,7 @@ failure paths (a stream that breaks off, one that is too slow)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -124,6 +125,33 @@ async def test_a_stream_slower_than_the_calls_time_is_a_timeout(server: FakeOpen
     with observing(lambda event: None), pytest.raises(ModelError, match="timed out"):
         await gateway.answer("q", CONTEXT)
     await gateway.aclose()
+
+
+async def test_the_wait_for_the_headers_counts_toward_a_streamed_calls_time(
+    server: FakeOpenAIServer,
+) -> None:
+    """llama.cpp sends the headers once it has read the prompt: 0.4 s of a 0.5 s call are gone
+    before the first piece, and eight pieces 0.05 s apart do not fit the rest."""
+    settings = LLMSettings(base_url=server.base_url, model="fake-model", timeout_s=0.5)
+    gateway = OpenAIGateway(settings, api_key="test-key")
+    server.script(FakeReply(text="a b c d e f g h", delay_s=0.4, piece_delay_s=0.05))
+    started = time.monotonic()
+
+    with observing(lambda event: None), pytest.raises(ModelError, match="timed out"):
+        await gateway.answer("q", CONTEXT)
+    assert time.monotonic() - started < 0.7
+    await gateway.aclose()
+
+
+async def test_a_stream_the_content_filter_stopped_is_a_model_error(
+    server: FakeOpenAIServer, gateway: OpenAIGateway
+) -> None:
+    server.script(FakeReply(text="The dose", finish_reason="content_filter"))
+    seen: list[Event] = []
+
+    with observing(seen.append), pytest.raises(ModelError, match="content filter stopped"):
+        await gateway.answer("q", CONTEXT)
+    assert [e.text for e in seen if isinstance(e, AnswerDelta)] == ["The", " dose"]
 
 
 class WholeReplyTransport:

@@ -406,6 +406,48 @@ async def test_a_server_that_refuses_functions_gets_a_constrained_choice_from_th
     assert gateway.transport.structured_mode == "json_schema"  # no structured-output fallback
 
 
+async def test_an_error_about_one_offered_function_is_no_refusal(server: FakeOpenAIServer) -> None:
+    """OpenAI's 400 on one function (a name too long, an MCP tool's invalid parameters) fails
+    that call alone: function calling stays offered."""
+    too_long = (
+        "Invalid 'tools[3].function.name': string too long. Expected a string with maximum "
+        "length 64, but got a string with length 70 instead."
+    )
+    server.script(FakeReply(status=400, error=too_long), FakeReply(calls=[("circle_area", {})]))
+    gateway = gateway_for(server)
+    with pytest.raises(ModelError, match=r"HTTP 400: Invalid 'tools\[3\]") as raised:
+        await gateway.choose_functions(TASK, OPTIONS)
+    chosen = await gateway.choose_functions(TASK, OPTIONS)
+    await gateway.aclose()
+
+    assert type(raised.value) is ModelError and gateway.offers_functions
+    assert chosen == [FunctionChoice(name="circle_area", arguments={})]
+    assert all(request.offered_functions for request in server.chat_requests)
+
+
+@pytest.mark.parametrize(("arguments", "read"), [({"base": 3}, {"base": 3}), (None, {})])
+async def test_arguments_sent_as_an_object_or_null_are_read(
+    server: FakeOpenAIServer, arguments: dict[str, Any] | None, read: dict[str, Any]
+) -> None:
+    """Some servers (llama.cpp for a while, TGI) send the arguments as an object, not JSON text."""
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "triangle_area", "arguments": arguments},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    body = {
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+    }
+    server.script(FakeReply(raw_body=json.dumps(body).encode()))
+    gateway = gateway_for(server)
+    chosen = await gateway.choose_functions(TASK, OPTIONS)
+    await gateway.aclose()
+
+    assert chosen == [FunctionChoice(name="triangle_area", arguments=read)]
+
+
 async def test_a_transient_error_is_no_refusal(server: FakeOpenAIServer) -> None:
     server.script(FakeReply(status=503, error="busy"), FakeReply(calls=[("circle_area", {})]))
     settings = LLMSettings(base_url=server.base_url, model="m", max_retries=1)

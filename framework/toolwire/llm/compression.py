@@ -9,7 +9,8 @@ line, and a compression that is not shorter after that is refused. A compressed 
 never compressed again. A failed compression leaves its parts uncompressed and is reported
 (:class:`~toolwire.llm.context_limits.CompressionFailure`: the answer lists it). After
 ``max_failures`` failures in a row a breaker opens and the contexts pass uncompressed until
-``cooldown_s`` has passed.
+``cooldown_s`` has passed. A question whose time budget is spent leaves the parts it has not
+compressed yet uncompressed (reported too) without counting a failure: the model did not fail.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import structlog
 from pydantic import BaseModel
 
 from toolwire.context_buffer import PromptAndContext
+from toolwire.errors import TimeBudgetSpentError
 from toolwire.llm.base import LanguageModel, Purpose
 from toolwire.llm.context_limits import (
     CompressionFailure,
@@ -45,6 +47,8 @@ COMPRESSED_TOOL_NAME = "toolwire.compressed"
 """``tool_name`` of a part produced by compression; such a part is never compressed again."""
 COMPRESSED_MARKER = "[compressed context]"
 KEPT_IDENTIFIERS_LABEL = "Identifiers kept verbatim:"
+BUDGET_SPENT = "the question's time budget is spent"
+"""Why parts are left uncompressed when the question has no time left for the call."""
 
 _IDENTIFIER = re.compile(
     r"https?://[^\s<>\"']+"  # URLs
@@ -161,7 +165,8 @@ class ContextCompressor:
             return contexts
         # a part's index → the compressed part in its place (None: compressed into another)
         replaced: dict[int, PromptAndContext | None] = {}
-        for batch in self._batches(question, contexts, fresh):
+        batches = self._batches(question, contexts, fresh)
+        for number, batch in enumerate(batches):
             parts = [contexts[index] for index in batch]
             if self.breaker_open:
                 log.warning("compression_breaker_open", failures=self._failures)
@@ -170,12 +175,15 @@ class ContextCompressor:
                 continue
             key = (question, tuple((part.completion_key, part.context) for part in parts))
             compressed = self._made.get(key) or await self._compress(question, parts)
-            if isinstance(compressed, PromptAndContext):
-                self._keep(key, compressed)
             if isinstance(compressed, CompressionFailure):
+                if compressed.reason == BUDGET_SPENT:  # no failure of the model: not counted
+                    left = [contexts[index] for later in batches[number:] for index in later]
+                    report_context_issue(_failure(left, BUDGET_SPENT))
+                    break
                 self._fail()
                 report_context_issue(compressed)
                 continue
+            self._keep(key, compressed)
             self._failures = 0
             replaced.update(dict.fromkeys(batch[1:]))
             replaced[batch[0]] = compressed
@@ -255,6 +263,9 @@ async def compress_parts(
             instruction=_COMPRESSION_INSTRUCTION,
             purpose=Purpose.COMPRESSION,
         )
+    except TimeBudgetSpentError as exc:  # the question's time, not the model, ran out
+        log.warning("compression_skipped", error=exc.detail)
+        return _failure(fresh, BUDGET_SPENT)
     except Exception as exc:  # any failure leaves the parts as they are (the breaker counts it)
         log.warning("compression_failed", error=str(exc))
         return _failure(fresh, "the model call failed", str(exc) or type(exc).__name__)

@@ -2,8 +2,9 @@
 
 It sends one request through ``openai.AsyncOpenAI``, asks for structured output the way the
 server understands (:mod:`toolwire.llm.structured`), retries transient failures (connection
-errors, 408/409/429/5xx) only while the request's time lasts, and checks that the reply has
-the shape of a chat completion before reading it: a reply that is JSON but not a completion is a
+errors, 408/409/429/5xx) only while the request's time lasts (waiting the ``Retry-After`` the
+server asks for, or failing at once when it does not fit), and checks that the reply has the
+shape of a chat completion before reading it: a reply that is JSON but not a completion is a
 ``ModelError`` like any other bad reply. Error messages carry the HTTP status and a shortened
 server message with the API key and other secret shapes removed, never a body verbatim.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,7 +23,8 @@ import httpx
 import openai
 import structlog
 from openai import AsyncOpenAI
-from pydantic import BaseModel, Field, ValidationError
+from openai.types.chat import ChatCompletionChunk
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from toolwire.errors import FunctionCallingRefusedError, ModelError
 from toolwire.llm.guard import ensure_model_requests_allowed
@@ -35,7 +38,8 @@ BaseUrlProvider = Callable[[], Awaitable[str]]
 """Returns the server's base URL, starting the server if needed (the embedded model)."""
 
 TRANSIENT_STATUS = frozenset({408, 409, 429})
-"""HTTP statuses worth another try (and every 5xx): the server may answer the next one."""
+"""HTTP statuses worth another try (and every 5xx): the server may answer the next one (not a
+429 for ``insufficient_quota``: no retry gets the quota back)."""
 
 RETRY_DELAY_S = 0.5
 """Pause before the first retry; doubled for each further one."""
@@ -43,10 +47,28 @@ RETRY_DELAY_S = 0.5
 MESSAGE_CHARS = 200
 """How much of a server's error message an error quotes."""
 
+FUNCTION_REFUSALS = (
+    "requires --jinja",  # llama.cpp without --jinja: "tools param requires --jinja flag"
+    "unsupported param: tools",  # llama.cpp before its tool calling, bitnet.cpp
+    "enable-auto-tool-choice",  # vLLM: '"auto" tool choice requires --enable-auto-tool-choice'
+    "does not support tools",  # Ollama: "registry.ollama.ai/library/gemma does not support tools"
+)
+"""What a server says, lower-cased, when it refuses function calling itself (not one request's
+functions: OpenAI's "Invalid 'tools[3].function.name'" is an ordinary error of that call)."""
+
 
 class _WireFunction(BaseModel):
     name: str | None = None
     arguments: str = ""
+    """JSON text. An object (llama.cpp for a while, TGI) is taken as its JSON text, null as
+    no arguments."""
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _as_json_text(cls, value: object) -> object:
+        if value is None:
+            return "{}"
+        return json.dumps(value) if isinstance(value, dict) else value
 
 
 class _WireToolCall(BaseModel):
@@ -125,7 +147,7 @@ class OpenAITransport:
         self._structured: StructuredMode = cast(
             StructuredMode, "json_schema" if structured_output == "auto" else structured_output
         )
-        self._may_fall_back = structured_output == "auto"
+        self._auto = structured_output == "auto"
         self._max_retries = max_retries
         self._limit_field = completion_limit_field
         self._on_close = on_close
@@ -150,11 +172,11 @@ class OpenAITransport:
             return await self._send(client, request, mode, deadline)
         except ModelError as error:
             schema_asked = request.schema is not None and mode == "json_schema"
-            if not (self._may_fall_back and schema_asked and _rejects_schema(error)):
+            if not (self._auto and schema_asked and _rejects_schema(error)):
                 raise
-        self._structured = "tools"
-        self._may_fall_back = False
-        log.warning("structured_output_fallback", purpose=request.purpose, mode="tools")
+        if self._structured != "tools":  # the first rejected call switches; those in flight follow
+            self._structured = "tools"
+            log.warning("structured_output_fallback", purpose=request.purpose, mode="tools")
         return await self._send(client, request, "tools", deadline)
 
     async def aclose(self) -> None:
@@ -179,14 +201,16 @@ class OpenAITransport:
                 raise ModelError(request.purpose, _out_of_time(request))
             try:
                 if request.on_text is not None and request.schema is None:
-                    return await self._stream(client, request, parameters, remaining)
-                raw = await client.chat.completions.with_raw_response.create(
-                    model=self._model or "",
-                    messages=cast(Any, list(request.messages)),
-                    temperature=request.temperature,
-                    timeout=remaining,
-                    **parameters,
-                )
+                    reply = await self._stream(client, request, parameters, deadline)
+                else:
+                    raw = await client.chat.completions.with_raw_response.create(
+                        model=self._model or "",
+                        messages=cast(Any, list(request.messages)),
+                        temperature=request.temperature,
+                        timeout=remaining,
+                        **parameters,
+                    )
+                    reply = self._reply(request, raw.content)
             except openai.APITimeoutError as error:
                 raise ModelError(request.purpose, _out_of_time(request)) from error
             except openai.APIError as error:
@@ -194,17 +218,28 @@ class OpenAITransport:
                     raise FunctionCallingRefusedError(
                         request.purpose, self._describe(error)
                     ) from error
-                delay = RETRY_DELAY_S * 2**attempt
-                retry = _is_transient(error) and attempt < self._max_retries
-                if retry and deadline - time.monotonic() > delay:
-                    log.info(
-                        "llm_call_retry", purpose=request.purpose, attempt=attempt + 1,
-                        problem=self._describe(error),
-                    )  # fmt: skip
-                    await asyncio.sleep(delay)
-                    continue
-                raise ModelError(request.purpose, self._describe(error)) from error
-            return _reply(request, raw.content, self._model or "")
+                if not (_is_transient(error) and attempt < self._max_retries):
+                    raise ModelError(request.purpose, self._describe(error)) from error
+                asked = _retry_after(error)
+                delay = RETRY_DELAY_S * 2**attempt if asked is None else asked
+                left = deadline - time.monotonic()
+                if delay >= left:
+                    problem = self._describe(error)
+                    if asked is not None:
+                        problem += (
+                            f"; the server asks for a retry after {asked:g} s, more than the "
+                            f"{max(left, 0):.1f} s the call has left"
+                        )
+                    raise ModelError(request.purpose, problem) from error
+                log.info(
+                    "llm_call_retry", purpose=request.purpose, attempt=attempt + 1,
+                    problem=self._describe(error),
+                )  # fmt: skip
+                await asyncio.sleep(delay)
+                continue
+            if reply.finish_reason == "content_filter":  # a partial reply: no retry helps
+                raise ModelError(request.purpose, "the server's content filter stopped the reply")
+            return reply
         raise AssertionError("unreachable: the loop returns or raises")
 
     async def _stream(
@@ -212,35 +247,44 @@ class OpenAITransport:
         client: AsyncOpenAI,
         request: ChatRequest,
         parameters: dict[str, Any],
-        remaining: float,
+        deadline: float,
     ) -> ChatReply:
         """The reply streamed (``stream=True``): each piece of text goes to ``request.on_text``
-        as it arrives. A failure once the stream is open is a ``ModelError`` (not retried: the
-        watcher has seen part of the text). A server that answers with a whole body instead of
-        an event stream is read, and checked, as an ordinary reply."""
+        as it arrives. One deadline bounds the wait for the headers (llama.cpp sends them once
+        it has read the prompt) and the stream together."""
+        left = deadline - time.monotonic()
+        try:
+            async with asyncio.timeout_at(asyncio.get_running_loop().time() + left):
+                stream = await client.chat.completions.create(
+                    model=self._model or "",
+                    messages=cast(Any, list(request.messages)),
+                    temperature=request.temperature,
+                    timeout=left,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                    **parameters,
+                )
+                return await self._read_stream(request, stream)
+        except TimeoutError as error:
+            raise ModelError(request.purpose, _out_of_time(request)) from error
+
+    async def _read_stream(
+        self, request: ChatRequest, stream: openai.AsyncStream[ChatCompletionChunk]
+    ) -> ChatReply:
+        """An open stream's reply. A failure now is a ``ModelError`` (not retried: the watcher
+        has seen part of the text). A server that answers with a whole body instead of an event
+        stream is read, and checked, as an ordinary reply."""
         assert request.on_text is not None
-        stream = await client.chat.completions.create(
-            model=self._model or "",
-            messages=cast(Any, list(request.messages)),
-            temperature=request.temperature,
-            timeout=remaining,
-            stream=True,
-            stream_options={"include_usage": True},
-            **parameters,
-        )
         if "text/event-stream" not in stream.response.headers.get("content-type", ""):
             try:
                 body = await stream.response.aread()
             finally:
                 await stream.close()
-            return _reply(request, body, self._model or "")
+            return self._reply(request, body)
         reply = _StreamedReply(self._model or "")
         try:
-            async with asyncio.timeout(remaining):
-                async for chunk in stream:
-                    request.on_text(reply.add(chunk.model_dump()))
-        except TimeoutError as error:
-            raise ModelError(request.purpose, _out_of_time(request)) from error
+            async for chunk in stream:
+                request.on_text(reply.add(chunk.model_dump()))
         except ValidationError as error:
             message = f"a streamed chunk is not a chat completion chunk ({_problems(error)})"
             raise ModelError(request.purpose, message) from error
@@ -317,32 +361,41 @@ class OpenAITransport:
             return f"cannot connect to the model server{where}: {self._quote(str(error))}{hint}"
         return f"{type(error).__name__}: {self._quote(str(error))}"
 
+    def _reply(self, request: ChatRequest, body: bytes) -> ChatReply:
+        """The reply's text and figures; ``ModelError`` when the body is not a chat completion
+        (an error sent with status 200, ``{"error": {"message": …}}``, is quoted)."""
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError) as error:  # JSON and UTF-8 errors
+            raise ModelError(request.purpose, _unreadable(error, "chat completion")) from None
+        if isinstance(data, dict) and data.get("error"):
+            failure = data["error"]
+            message = failure.get("message", failure) if isinstance(failure, dict) else failure
+            quoted = self._quote(str(message))
+            raise ModelError(request.purpose, f"the server answered with an error: {quoted}")
+        try:
+            completion = _WireCompletion.model_validate(data)
+        except (ValueError, RecursionError) as error:  # validation errors
+            raise ModelError(request.purpose, _unreadable(error, "chat completion")) from None
+        choice = completion.choices[0]
+        usage = completion.usage or _WireUsage()
+        offered = bool(request.functions)
+        return ChatReply(
+            text=(choice.message.content or "") if offered else _output_text(choice.message),
+            model=completion.model or self._model or "",
+            calls=_calls(choice.message) if offered else (),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_prompt_tokens=_cached_tokens(usage, completion.timings),
+            truncated=choice.finish_reason == "length",
+            finish_reason=choice.finish_reason,
+        )
+
     def _quote(self, text: str) -> str:
         """A server's text as an error quotes it: redacted (this transport's API key too), on one
         line, at most ``MESSAGE_CHARS`` long."""
         line = redact(text, secrets=[self._api_key or ""]).replace("\n", " ")
         return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 1] + "…"
-
-
-def _reply(request: ChatRequest, body: bytes, model: str) -> ChatReply:
-    """The reply's text and figures; ``ModelError`` when the body is not a chat completion."""
-    try:
-        completion = _WireCompletion.model_validate(json.loads(body))
-    except (ValueError, RecursionError) as error:  # JSON, UTF-8 and validation errors
-        raise ModelError(request.purpose, _unreadable(error, "chat completion")) from None
-    choice = completion.choices[0]
-    usage = completion.usage or _WireUsage()
-    offered = bool(request.functions)
-    return ChatReply(
-        text=(choice.message.content or "") if offered else _output_text(choice.message),
-        model=completion.model or model,
-        calls=_calls(choice.message) if offered else (),
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        cached_prompt_tokens=_cached_tokens(usage, completion.timings),
-        truncated=choice.finish_reason == "length",
-        finish_reason=choice.finish_reason,
-    )
 
 
 def _cached_tokens(usage: _WireUsage, timings: _WireTimings | None) -> int:
@@ -493,10 +546,22 @@ def _address(url: str) -> str:
 
 def _is_transient(error: openai.APIError) -> bool:
     if isinstance(error, openai.APIStatusError):
-        if _is_schema_rejection(error):
+        if _is_schema_rejection(error) or error.code == "insufficient_quota":
             return False
         return error.status_code in TRANSIENT_STATUS or error.status_code >= 500
     return isinstance(error, openai.APIConnectionError)
+
+
+def _retry_after(error: openai.APIError) -> float | None:
+    """The seconds a server asks to wait before the next try (``Retry-After``), None when it
+    does not say in seconds."""
+    if not isinstance(error, openai.APIStatusError) or "retry-after" not in error.response.headers:
+        return None
+    try:
+        seconds = float(error.response.headers["retry-after"])
+    except ValueError:  # an HTTP date: rare from model servers, the usual pause then
+        return None
+    return None if math.isnan(seconds) else max(seconds, 0.0)
 
 
 def _server_message(error: openai.APIStatusError) -> str:
@@ -509,12 +574,12 @@ def _server_message(error: openai.APIStatusError) -> str:
 
 
 def _is_function_rejection(error: openai.APIError) -> bool:
-    """Whether a server refused the offered functions: an error status that speaks of tools
-    ("tools param requires --jinja flag", "does not support tools", "\"auto\" tool choice
-    requires --enable-auto-tool-choice")."""
+    """Whether a server refused function calling: an error status that says one of
+    :data:`FUNCTION_REFUSALS`."""
     if not isinstance(error, openai.APIStatusError) or error.status_code in TRANSIENT_STATUS:
         return False
-    return "tool" in (str(error.message) + str(error.body)).lower()
+    text = (str(error.message) + str(error.body)).lower()
+    return any(refusal in text for refusal in FUNCTION_REFUSALS)
 
 
 def _rejects_schema(error: ModelError) -> bool:

@@ -1,6 +1,6 @@
 """Structured output from pydantic models: how the schema is sent, and how the answer is read.
 
-Two ways to make a server answer in a schema, both deterministic so the request stays
+Three ways to make a server answer in a schema, each deterministic so the request stays
 byte-identical between questions:
 
 * ``json_schema``: the schema as ``response_format`` (OpenAI, vLLM, recent llama.cpp);
