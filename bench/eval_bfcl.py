@@ -56,9 +56,13 @@ class Outcome:
     """One question's result under one pipeline."""
 
     called: dict[str, dict[str, Any] | None]
-    """Function (BFCL name) → the arguments it runs with (None: none could be read)."""
+    """Function (BFCL name) → the arguments it runs with (None: none could be read); a function
+    the model made up (not offered) is kept under its own name, as a call."""
     calls: list[CallRecord]
     seconds: float
+    failure: str | None = None
+    """A model call the choice depended on failed: the question counts as wrong, whatever was
+    (not) chosen (a failure is no refusal)."""
 
 
 @dataclass
@@ -80,7 +84,7 @@ class Row:
     def add(self, entry: BfclItem, outcome: Outcome) -> None:
         item = entry.item
         chosen = set(outcome.called)
-        right = chosen == ({item.expected} if item.expected else set())
+        right = outcome.failure is None and chosen == ({item.expected} if item.expected else set())
         if item.kind == "multiple":
             self.multiple += 1
             self.multiple_right += right
@@ -91,7 +95,10 @@ class Row:
             self.irrelevance += 1
             self.irrelevance_right += right
         if not right:
-            self.wrong.append(f"{item.id}: called {sorted(chosen)}, expected {item.expected}")
+            failed = f" (failed: {outcome.failure})" if outcome.failure else ""
+            self.wrong.append(
+                f"{item.id}: called {sorted(chosen)}, expected {item.expected}{failed}"
+            )
         self.calls += len(outcome.calls)
         self.prompt_tokens += sum(call.prompt_tokens for call in outcome.calls)
         self.failures += sum(not call.ok for call in outcome.calls)
@@ -132,16 +139,17 @@ def native_options(entry: BfclItem) -> list[Option]:
 async def run_native(entry: BfclItem, llm: LanguageModel) -> Outcome:
     names = {short_name_for(function.name): function.name for function in entry.item.functions}
     started = time.perf_counter()
+    failure = None
     with collect_calls() as calls:
         try:
             choices = await llm.choose_functions(entry.item.question, native_options(entry))
-        except ModelError:
-            choices = []
+        except ModelError as error:
+            choices, failure = [], str(error)
     called: dict[str, dict[str, Any] | None] = {}
-    for choice in choices:
-        if choice.name in names:
-            called.setdefault(names[choice.name], choice.arguments)
-    return Outcome(called, list(calls), time.perf_counter() - started)
+    for choice in choices:  # a made-up function is a call too (BFCL counts it as one)
+        name = names.get(choice.name, f"{choice.name} (not offered)")
+        called.setdefault(name, choice.arguments)
+    return Outcome(called, list(calls), time.perf_counter() - started, failure)
 
 
 async def run_pipeline(
@@ -167,7 +175,8 @@ async def run_pipeline(
                     called[remote[name]] = None
                     continue
             called[remote[name]] = wire_arguments(params)
-    return Outcome(called, list(calls), time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    return Outcome(called, list(calls), seconds, selection.record.failure)
 
 
 async def evaluate(
