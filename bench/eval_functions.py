@@ -189,14 +189,15 @@ async def evaluate_native(
             for function in item.functions
         ]
         started = time.perf_counter()
+        failure = None
         with collect_calls() as calls:
             try:
                 called = [call.name for call in await llm.choose_functions(item.question, options)]
-            except ModelError:  # counted as a failed call; the run goes on
-                called = []
+            except ModelError as error:  # wrong, whatever it would have chosen; the run goes on
+                called, failure = [], str(error)
         seconds = time.perf_counter() - started
         chosen = {item.tool_name(name) for name in called}
-        right = tally.add(case, chosen, list(calls), seconds)
+        right = tally.add(case, chosen, list(calls), seconds, failure)
         if verbose and not right:
             print(
                 f"  [native] {item.id}: called {sorted(called)}, expected {item.expected}; "

@@ -88,7 +88,8 @@ async def evaluate_routing(
     verbose: bool,
 ) -> None:
     """Each message put to the router as if it named no domain: the labelled domain (none for
-    an off-topic message: the default domain answers it) is the right one."""
+    an off-topic message: the default domain answers it) is the right one; a routing whose model
+    call failed is wrong (a failure is no decision)."""
     orchestrators = {
         name: DomainOrchestrator(domain, app.registry, app.tools, llm, OrchestratorSettings())
         for name, domain in app.domains.items()
@@ -114,7 +115,7 @@ async def evaluate_routing(
         lexical += record.decided_by == "lexical"
         kind = kind_of(message)
         total[kind] += 1
-        right[kind] += record.domain == message.domain
+        right[kind] += record.decided_by != "failure" and record.domain == message.domain
         if verbose and record.domain != message.domain:
             print(
                 f"  [routing] {message.id}: {record.domain} ({record.decided_by}), expected "

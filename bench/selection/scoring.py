@@ -99,11 +99,17 @@ class Tally:
     """…and of them, those equal to what the tool's own extraction gives."""
 
     def add(
-        self, case: Case, chosen: set[str], calls: Sequence[CallRecord], seconds: float
+        self,
+        case: Case,
+        chosen: set[str],
+        calls: Sequence[CallRecord],
+        seconds: float,
+        failure: str | None = None,
     ) -> bool:
-        """Count one case; whether the chosen set was exactly right."""
+        """Count one case; whether the chosen set was exactly right. A case whose selection
+        had a step fail (``failure``) is wrong whatever was chosen: a failure is no refusal."""
         expected = set(case.expected)
-        right = chosen == expected
+        right = failure is None and chosen == expected
         self.by_kind[case.kind] += 1
         self.right_by_kind[case.kind] += right
         if not case.scored:
@@ -115,7 +121,7 @@ class Tally:
         self.false_negatives += len(expected - chosen)
         if not expected:
             self.no_tool_messages += 1
-            self.refusals += not chosen
+            self.refusals += failure is None and not chosen
         self.calls += len(calls)
         self.prompt_tokens += sum(call.prompt_tokens for call in calls)
         self.cached_tokens += sum(call.cached_prompt_tokens for call in calls)
@@ -217,7 +223,7 @@ async def evaluate(
         record = selection.record
         seconds = time.perf_counter() - started
         chosen = set(record.activated)
-        right = tally.add(case, chosen, list(calls), seconds)
+        right = tally.add(case, chosen, list(calls), seconds, record.failure)
         for name, carried in selection.parameters.items():  # measured, not counted as calls
             extracted = await own_extraction(llm, tools[name], case.text)
             tally.carried += 1
