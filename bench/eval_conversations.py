@@ -39,7 +39,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,9 +62,8 @@ from conversation_set import (
 )
 
 from toolwire import App
-from toolwire.llm import ChatModel, LanguageModel, Purpose
-from toolwire.llm.history import conversation_history
-from toolwire.orchestrator import Answer, TaskTrace, follow_up, service
+from toolwire.llm import LanguageModel
+from toolwire.orchestrator import Answer, TaskTrace, follow_up
 from toolwire.search.requests import search_request
 from toolwire.sessions.memory import MemorySessionStore
 from toolwire.settings import LLMSettings
@@ -102,39 +100,6 @@ def _referent_first() -> None:
     follow_up.StandaloneTask = ReferentFirst  # type: ignore[misc]
     follow_up.FOLLOW_UP_INSTRUCTION = REFERENT_FIRST_INSTRUCTION
 
-
-_rewriting: ContextVar[bool] = ContextVar("rewriting", default=False)
-
-
-def _history_to_rewrite_and_answer() -> None:
-    """Candidate: the earlier turns reach only the follow-up rewrite and the answer; every other
-    call of a later turn reads the standalone task as a first turn would."""
-    resolve = follow_up.resolve_follow_up
-
-    async def resolve_flagged(*args: Any, **kwargs: Any) -> Any:
-        token = _rewriting.set(True)
-        try:
-            return await resolve(*args, **kwargs)
-        finally:
-            _rewriting.reset(token)
-
-    service.resolve_follow_up = resolve_flagged  # type: ignore[assignment]
-    send = ChatModel._send_in_slot
-
-    async def send_limited(self: ChatModel, purpose: Purpose, *args: Any) -> Any:
-        if purpose is Purpose.ANSWER or _rewriting.get():
-            return await send(self, purpose, *args)
-        with conversation_history(()):
-            return await send(self, purpose, *args)
-
-    ChatModel._send_in_slot = send_limited  # type: ignore[method-assign]
-
-
-HISTORY_VARIANTS: dict[str, Callable[[], None]] = {
-    "every_call": lambda: None,
-    "rewrite_and_answer": _history_to_rewrite_and_answer,
-}
-"""Which calls of a later turn read the earlier turns: every call (toolwire's), or a candidate."""
 
 FOLLOW_UP_VARIANTS: dict[str, Callable[[], None]] = {
     "rewrite": lambda: None,
@@ -303,7 +268,8 @@ def _cost(turns: Sequence[TurnResult]) -> str:
 
 
 def ratio(tally: Tally, domain: str | None = None) -> float | None:
-    """A later turn's median seconds over a first turn's (turns that raised left out)."""
+    """A later turn's median seconds over a first turn's (later: every turn after the first,
+    follow-ups and subject changes alike; turns that raised left out)."""
     first = [t.seconds for t in tally.of(domain, "first") if t.answer is not None]
     later = [t.seconds for t in tally.of(domain) if t.role != "first" and t.answer is not None]
     if not first or not later:
@@ -313,7 +279,7 @@ def ratio(tally: Tally, domain: str | None = None) -> float | None:
 
 def report(tally: Tally, names: Sequence[str]) -> None:
     print(f"\n== {tally.mode}")
-    heads = ("first right", "later right", "subject right")
+    heads = ("first right", "follow-ups right", "subject right")
     print(f"{'domain':10} " + " ".join(f"{head:>14}" for head in heads) + "  later/first s")
     for name in [*names, None]:
         shown = ratio(tally, name)
@@ -342,7 +308,7 @@ def report(tally: Tally, names: Sequence[str]) -> None:
 def summary(tallies: Sequence[Tally]) -> None:
     print("\n== side by side (all domains)")
     print(
-        f"{'mode':8} {'first':>14} {'later':>14} {'subject':>14} {'later/first s':>14} "
+        f"{'mode':8} {'first':>14} {'follow-ups':>14} {'subject':>14} {'later/first s':>14} "
         f"{'later cached':>13}"
     )
     for tally in tallies:
@@ -357,6 +323,7 @@ def summary(tallies: Sequence[Tally]) -> None:
             f"{(f'{shown:.2f}' if shown is not None else '-'):>14} "
             f"{(f'{cached / prompt:.0%}' if prompt else '-'):>13}"
         )
+    print("(later: every turn after the first, follow-ups and subject changes alike)")
 
 
 def spread(
@@ -413,15 +380,8 @@ async def main() -> None:
         default="rewrite",
         help="how a later turn is made to stand on its own: toolwire's rewrite, or a candidate",
     )
-    parser.add_argument(
-        "--history",
-        choices=sorted(HISTORY_VARIANTS),
-        default="every_call",
-        help="which calls of a later turn read the earlier turns: every call, or a candidate",
-    )
     args = parser.parse_args()
     FOLLOW_UP_VARIANTS[args.follow_up]()
-    HISTORY_VARIANTS[args.history]()
     names = [name.strip() for name in args.domains.split(",") if name.strip()]
     unknown = sorted(set(names) - set(DOMAINS))
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
