@@ -3,10 +3,12 @@ and a tool's own from its text (``ChatbotTool.params_from_text``), with their fa
 
 from __future__ import annotations
 
+import pytest
+from pydantic import BaseModel, field_validator
 from structlog.testing import capture_logs
 
 from orchestration_kit import Coordinator, Query, QueryTool, domain, subtask
-from toolwire import TaskInfo
+from toolwire import OrchestratorActivatedTool, TaskInfo, ToolExecutionResult
 from toolwire.llm import Purpose
 from toolwire.testing import ScriptedModel, conversation_for
 
@@ -76,3 +78,48 @@ async def test_a_params_from_text_that_raises_falls_back_to_extraction() -> None
     assert answer.failures == []
     [failed] = [e for e in logs if e["event"] == "params_from_text_failed"]
     assert "ValueError: cannot read that" in failed["error"]
+
+
+FAILING = {"attribute": AttributeError("no such attribute"), "type": TypeError("wrong type")}
+
+
+class Picky(BaseModel):
+    """Its validator raises what pydantic passes through instead of a ValidationError."""
+
+    query: str
+
+    @field_validator("query")
+    @classmethod
+    def _not_failing(cls, value: str) -> str:
+        if value in FAILING:
+            raise FAILING[value]
+        return value
+
+
+class PickyTool(OrchestratorActivatedTool[Picky]):
+    name = "finder"
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def executable_instruction(self) -> str:
+        return "finder: is a lookup needed?"
+
+    def execute_with_result(self, params: Picky, text: str) -> ToolExecutionResult:
+        self.queries.append(params.query)
+        return ToolExecutionResult.context(f"found {params.query}")
+
+
+@pytest.mark.parametrize("given", sorted(FAILING))
+async def test_coordinator_params_whose_validator_raises_are_extracted(given: str) -> None:
+    """Before, the validator's AttributeError or TypeError ended the question."""
+    model = ScriptedModel().on_suitability([]).on_answer()
+    model.on_extract(Picky, {"query": "extracted"}, purpose=Purpose.PARAMETERS)
+    finder = PickyTool()
+    planner = _lookups({"finder": {"query": given}})
+    with capture_logs() as logs:
+        answer = await conversation_for(domain(), planner, finder, model=model).ask("two colours")
+    assert finder.queries == ["extracted", "extracted"]
+    assert answer.failures == []
+    invalid = [e["error"] for e in logs if e["event"] == "coordinator_params_invalid"]
+    assert invalid == [f"raised {type(FAILING[given]).__name__}: {FAILING[given]}"] * 2

@@ -1,10 +1,11 @@
-"""A conversation asks at most ``orchestrator.max_clarification_rounds`` clarifying questions.
+"""A user's message gets at most ``orchestrator.max_clarification_rounds`` clarifying questions.
 
 Before, nothing bounded them: a tool that asks again after every reply (or a user who never
 gives what it needs) kept the conversation waiting forever, one stored round after another. Now
 a tool's question beyond the limit is not passed on: its run is closed as ``skipped``, the rest
 of the question runs, and the answer is made from what the other tools found, saying so with a
-``clarification_limit`` notice (shown to HTTP and MCP callers like every notice).
+``clarification_limit`` notice (shown to HTTP and MCP callers like every notice). The limit
+counts the questions of one message (its task tree); the conversation's next message starts again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from toolwire import Clarification, OrchestratorActivatedTool, ToolExecutionResu
 from toolwire.disclosure import disclosed_answer
 from toolwire.events import ClarificationAsked
 from toolwire.orchestrator import Answer, ConversationService
+from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.orchestrator.streaming import Answered
 from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore
@@ -55,6 +57,7 @@ def service(
     asker = NeverSatisfied()
     weather = EchoTool("weather", "Sunny in Rome.", priority=200)
     model = ScriptedModel().on_suitability(["booker", "weather"]).on_answer()
+    model.on_extract(StandaloneTask, lambda text, instruction: {"task": text})  # a later message
     conversation = conversation_for(
         DomainSpec(name="trip"),
         asker,
@@ -68,9 +71,9 @@ def service(
 
 def limit_notice(limit: int) -> str:
     return (
-        f"tool trip.booker asked {QUESTION!r}, which was not passed on: a conversation asks at "
-        f"most {limit} clarifying question(s) (orchestrator.max_clarification_rounds: {limit}); "
-        "the answer is made from what the tools found"
+        f"tool trip.booker asked {QUESTION!r}, which was not passed on: a message gets at most "
+        f"{limit} clarifying question(s) before its answer (orchestrator.max_clarification_rounds:"
+        f" {limit}); the answer is made from what the tools found"
     )
 
 
@@ -139,6 +142,25 @@ async def test_questions_within_the_limit_are_asked_as_before() -> None:
     assert [first.kind, second.kind] == ["clarification", "clarification"]
     assert first.notices == second.notices == []
     assert_answered_without_the_question(third, 2)
+
+
+async def test_the_limit_counts_the_questions_of_one_message_not_of_the_conversation() -> None:
+    """The notice says "a message gets at most N": that is what is counted (the task tree of the
+    message); a later message of the same conversation may be asked again."""
+    store = MemorySessionStore()
+    asker, conversation = service(store, max_clarification_rounds=1)
+
+    first = await conversation.ask("book a table")
+    answered = await conversation.ask("Rome", session_id=first.session_id)
+    second = await conversation.ask("book another one", session_id=answered.session_id)
+    again = await conversation.ask("Milan", session_id=second.session_id)
+
+    assert [first.kind, answered.kind, second.kind, again.kind] == [
+        "clarification", "answer", "clarification", "answer"
+    ]  # fmt: skip
+    assert asker.replies == ["Rome", "Milan"]
+    assert_answered_without_the_question(answered, 1)
+    assert_answered_without_the_question(again, 1)
 
 
 def test_the_limit_cannot_be_negative() -> None:

@@ -9,16 +9,19 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from orchestration_kit import AskingTool, Coordinator, EchoTool, NoParams, Query
 from toolwire import (
     ClarifiableContextConsumerTool,
     Clarification,
     ContextBuffer,
+    ModelError,
     OrchestratorActivatedTool,
+    TaskInfo,
     ToolExecutionResult,
 )
-from toolwire.llm import Purpose
+from toolwire.llm import GatekeeperVerdict, Purpose
 from toolwire.registry import DomainSpec
-from toolwire.sessions import SQLiteSessionStore
+from toolwire.sessions import MemorySessionStore, SQLiteSessionStore
 from toolwire.testing import ScriptedModel, conversation_for
 
 
@@ -124,3 +127,60 @@ async def test_a_tool_asking_twice_keeps_the_first_reply(
     assert run.detail.startswith(
         "asked 'Which city?', reply 'city=Rome'; asked 'Which date?', reply 'date=Friday'; "
     )
+
+
+class AsksForTheDate(OrchestratorActivatedTool[NoParams]):
+    """Asks once, then answers with the reply."""
+
+    name = "dates"
+
+    def executable_instruction(self) -> str:
+        return "dates: always false"
+
+    def execute_with_result(self, params: NoParams, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.clarifying_question("Which date?")
+
+    def execute_with_clarification(
+        self, params: NoParams, text: str, clarification: Clarification
+    ) -> ToolExecutionResult:
+        return ToolExecutionResult.context(f"on {clarification.reply}")
+
+
+def search_the_dates(task: TaskInfo) -> None:
+    """The deep fallback: a round adds a subtask that asks (in the chain it adds nothing)."""
+    if task.run.deep_search.missing:
+        task.sub_tasks.append(TaskInfo(task_prompt="find the date", required_tool_names={"dates"}))
+
+
+async def test_a_resumed_tool_failing_extraction_leaves_at_most_one_question_waiting() -> None:
+    """Before, the task whose tool asked stayed waiting when that tool's extraction failed on
+    the reply: a deep fallback subtask that then asked left two questions waiting, and the next
+    reply was refused as an inconsistent conversation (SessionError), losing it."""
+    model = ScriptedModel().on_suitability(["asks"]).on_answer()
+    model.on_extract(Query, {"query": "x"}, times=1)
+    model.on_extract(Query, ModelError("parameters", "timeout"))  # once the user replied
+    model.on_gatekeeper(GatekeeperVerdict(sufficient=False, missing=["the date"]), times=1)
+    model.on_gatekeeper(True)
+    store = MemorySessionStore()
+    service = conversation_for(
+        DomainSpec(name="trip", rag_tool="rag", deep_fallback={"*": "deep"}),
+        EchoTool("rag", "partial", priority=1),
+        AskingTool("asks"),
+        AsksForTheDate(),
+        Coordinator("deep", search_the_dates),
+        model=model,
+        store=store,
+    )
+
+    first = await service.ask("q")
+    second = await service.ask("that one", session_id=first.session_id)
+    stored = (await store.load(second.session_id)).task
+    assert stored is not None
+    waiting = [task.task_no for task in stored.walk() if task.run.pending_clarification]
+    third = await service.ask("Monday", session_id=second.session_id)
+
+    assert [first.text, second.text] == ["Which one?", "Which date?"]
+    assert waiting == ["1.1"]
+    assert second.failures[0].startswith("task 1: parameters could not be extracted")
+    assert third.kind == "answer" and "on Monday" in third.text
+    assert [third.trace.status, third.trace.sub_tasks[0].status] == ["done", "done"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import pytest
 from structlog.testing import capture_logs
@@ -283,6 +284,49 @@ async def test_a_coordinator_that_raises_or_returns_another_task_is_undone(
     ]
     assert "must return the TaskInfo instance it received" in answer.failures[0]
     assert "ValueError: async boom" in answer.failures[1]
+
+
+def _a_model_in_tool_params(task: TaskInfo) -> None:
+    cast(dict[str, object], task.tool_params)["lookup"] = Query(query="x")  # not its data
+
+
+def _a_number_in_required_tool_names(task: TaskInfo) -> None:
+    cast(set[object], task.required_tool_names).add(5)
+
+
+@pytest.mark.parametrize("edit", [_a_model_in_tool_params, _a_number_in_required_tool_names])
+async def test_a_coordinator_writing_invalid_fields_in_place_is_undone_and_recorded(
+    scripted_model: ScriptedModel, edit: Callable[[TaskInfo], None]
+) -> None:
+    """An edit in place is not validated as an assignment is: before, taking it into the tree
+    raised ValidationError outside the coordinator's failure handling and ended the question."""
+
+    def decompose(task: TaskInfo) -> None:
+        task.task_prompt = "rewritten"  # valid, but undone with the rest of its run
+        edit(task)
+
+    scripted_model.on_suitability(["echo"]).on_answer()
+    orchestrator = orchestrator_for(
+        domain(),
+        Coordinator("careless", decompose, priority=1),
+        Coordinator("careful", lambda task: task.important_words.append("kept"), priority=2),
+        EchoTool("echo", "echoed"),
+        model=scripted_model,
+    )
+    task = TaskInfo(task_prompt="q")
+
+    result = await orchestrator.run_round(task)
+
+    assert result.kind == "answer" and result.text.startswith("echoed")
+    assert (task.task_prompt, task.tool_params, task.required_tool_names) == ("q", {}, set())
+    assert task.important_words == ["kept"]  # the chain went on
+    assert [(r.coordinator_name, r.outcome) for r in task.run.coordinator_runs] == [
+        ("demo.careless", "error"),
+        ("demo.careful", "decomposed"),
+    ]
+    assert result.failures[0].startswith(
+        "task 1: coordinator demo.careless raised ValidationError: 1 validation error for TaskInfo"
+    )
 
 
 def _raise(parent: TaskInfo, nxt: TaskInfo, done: object) -> SubtaskDecision:

@@ -5,8 +5,9 @@ numbers two tasks alike, since their results would overwrite each other in the b
 from __future__ import annotations
 
 from orchestration_kit import ActivatedConsumer, Coordinator, EchoTool, NoParams, domain, subtask
-from toolwire import TaskInfo, ToolExecutionResult, extract_coordinator_task
+from toolwire import SubtaskDecision, TaskInfo, ToolExecutionResult, extract_coordinator_task
 from toolwire.orchestrator import Answer, TaskTrace
+from toolwire.task import AGENT_COORDINATOR_MARKER
 from toolwire.testing import ScriptedModel, conversation_for
 
 
@@ -147,3 +148,38 @@ async def test_a_chosen_number_an_earlier_coordinator_already_took_is_rejected(
         "coordinator demo.second raised ValueError: two tasks are numbered '1.1'"
         in (answer.failures[0])
     )
+
+
+async def test_a_later_coordinator_adding_under_an_earlier_ones_subtask_numbers_and_owns_it(
+    scripted_model: ScriptedModel,
+) -> None:
+    """Before, only the task's direct children counted as new: the nested one kept the number
+    "1" (the root's) and was stamped as the earlier coordinator's, whose decision it then got."""
+    decided: list[TaskInfo] = []
+
+    def first(task: TaskInfo) -> None:
+        task.sub_tasks = unnumbered("a")
+
+    def second(task: TaskInfo) -> None:
+        task.sub_tasks[0].sub_tasks.append(
+            TaskInfo(task_prompt="b", conditional=True, required_tool_names={"finder"})
+        )
+
+    def decide(parent: TaskInfo, next_subtask: TaskInfo, done: object) -> SubtaskDecision:
+        decided.append(next_subtask)
+        return SubtaskDecision.RUN
+
+    earlier = Coordinator("first", first, priority=1, decide=decide)
+    later = Coordinator("second", second, priority=2, decide=decide)
+    answer, collector = await ask_with(scripted_model, earlier, later)
+
+    assert numbers(answer.trace) == ["1", "1.1", "1.1.1"]
+    [a] = answer.trace.sub_tasks
+    [b] = a.sub_tasks
+    assert (a.owner_coordinator_name, b.owner_coordinator_name) == ("demo.first", "demo.second")
+    assert b.applied_coordinator_names == ["demo.first", "demo.second"]
+    assert [no for no, _ in later.decisions] == ["1.1.1"] and earlier.decisions == []
+    [b_as_decided] = decided
+    assert b_as_decided.prompt_context == f"q{AGENT_COORDINATOR_MARKER}a"  # its parent's text
+    assert found(collector) == {"1.1.1:finder": ["found b"], "1.1:finder": ["found a"]}
+    assert answer.failures == []

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
+from pydantic import BaseModel
 
 from orchestration_kit import (
     AskingTool,
@@ -21,11 +23,13 @@ from orchestration_kit import (
     subtask,
 )
 from toolwire import TaskInfo, ToolExecutionResult
-from toolwire.errors import PLUGIN_FAILURES
+from toolwire.errors import PLUGIN_FAILURES, PluginExitError
 from toolwire.llm import Purpose
 from toolwire.settings import OrchestratorSettings
 from toolwire.task import MAX_TASK_DEPTH
 from toolwire.testing import ScriptedModel, conversation_for, orchestrator_for
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class BrokenInstruction(EchoTool):
@@ -222,6 +226,50 @@ async def test_cancellation_is_never_recorded_as_a_tool_failure(
 
     with pytest.raises(asyncio.CancelledError):
         await orchestrator.run_round(TaskInfo(task_prompt="q", required_tool_names={"canceller"}))
+
+
+class FirstExtractionExits(ScriptedModel):
+    """Its first parameter extraction raises ``SystemExit`` once the others started; every other
+    one waits for a reply that never comes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.extractions = 0
+        self.waiting: list[asyncio.Task[object]] = []
+
+    async def extract(
+        self,
+        schema: type[M],
+        text: str,
+        *,
+        instruction: str = "",
+        purpose: Purpose = Purpose.DECOMPOSITION,
+    ) -> M | None:
+        if purpose is not Purpose.PARAMETERS:
+            return await super().extract(schema, text, instruction=instruction, purpose=purpose)
+        self.extractions += 1
+        if self.extractions == 1:
+            await asyncio.sleep(0)  # the other extraction starts meanwhile
+            raise SystemExit("the model gave up")
+        current = asyncio.current_task()
+        assert current is not None
+        self.waiting.append(current)
+        await asyncio.Event().wait()
+        raise AssertionError("never reached")
+
+
+async def test_an_extraction_ending_the_question_cancels_the_others() -> None:
+    """Before, the other extraction went on after the question ended (it could call the model
+    for a question nobody waits for any more)."""
+    model = FirstExtractionExits().on_suitability(["first", "second"])
+    service = conversation_for(domain(), QueryTool("first"), QueryTool("second"), model=model)
+
+    with pytest.raises(PluginExitError):
+        await service.ask("q")
+
+    assert model.extractions == 2
+    [other] = model.waiting
+    assert other.cancelled()  # ended with the question: nothing of it is pending
 
 
 # -- item 4: a tool that never returns ---------------------------------------------------------

@@ -213,7 +213,7 @@ class Notice(BaseModel):
     ``context_cut``: a retrieved part was cut for the model's prompts (``llm.max_part_tokens``);
     ``compression_failed``: parts went to the model uncompressed; ``answer_cut_off``: the answer
     reached its length limit; ``clarification_limit``: a tool's clarifying question was not
-    asked, the conversation having asked ``orchestrator.max_clarification_rounds`` questions
+    asked, the message having asked ``orchestrator.max_clarification_rounds`` questions
     (the answer is made from what the tools found). ``message`` is toolwire's own words (tool
     names, counts, the setting to change, and a question a tool wrote for the user), so HTTP
     and MCP callers see it as it is; ``detail``, when there is one, may hold what a server or a

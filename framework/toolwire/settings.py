@@ -143,8 +143,8 @@ class OrchestratorSettings(Section):
     call per subtask; :mod:`toolwire.orchestrator.isolation`). docs/orchestrator.md says how the
     default was chosen."""
     max_clarification_rounds: int = Field(default=5, ge=0)
-    """Clarifying questions one conversation may ask the user (each waits for a reply: one
-    round). A tool that asks beyond them is not passed on: its run is closed as ``skipped``, the
+    """Clarifying questions one message may ask the user before its answer (each waits for a
+    reply: one round; the next message of the conversation starts counting again). A tool that asks beyond them is not passed on: its run is closed as ``skipped``, the
     rest of the question runs and the answer is made from what the tools found, with a
     ``clarification_limit`` notice saying so. 0: no question is ever asked."""
     model_attempts: int = Field(default=1, ge=1)

@@ -48,19 +48,22 @@ async def apply_coordinators(
 ) -> None:
     """Run each coordinator not yet applied on ``task`` (ascending priority), each on the
     previous one's output; then extend the applied set on the task and every new subtask and stamp
-    the new subtasks' number, owner and prompt context.
+    the new subtasks' number, owner and prompt context (a subtask added under another subtask, an
+    earlier coordinator's too, is new: it is numbered under its parent, and the coordinator that
+    added it owns it).
 
     A coordinator works on a copy of the task (:func:`coordinator_view`: its SPEC §2 fields,
     ``prompt_context`` hidden, none of the run state); what it changes of those fields is then
     taken into the tree (every existing task keeps its identity and its run state). One that
-    raises, runs out of time, returns another instance or numbers two tasks alike leaves the task
-    as it was and the chain goes on (a plain method that ran out of time may still be running: it
-    changes only its copy); it still counts as applied, since it had its chance. ``force`` runs
-    the coordinators even when already applied: the deep fallback, a separate step from the
-    chain, whose copy carries the task's deep search progress and whose progress is taken back.
+    raises, runs out of time, returns another instance, numbers two tasks alike or leaves a value
+    a field does not accept (changed in place) leaves the task as it was and the chain goes on
+    (a plain method that ran out of time may still be running: it changes only its copy); it
+    still counts as applied, since it had its chance. ``force`` runs the coordinators even when
+    already applied: the deep fallback, a separate step from the chain, whose copy carries the
+    task's deep search progress and whose progress is taken back.
     """
     ran: list[str] = []
-    created: list[tuple[TaskInfo, str]] = []
+    created: list[tuple[TaskInfo, TaskInfo, str]] = []  # new subtask, its parent, its owner
     for named in coordinators:
         if named.applied_on(task) and not force:
             continue
@@ -80,7 +83,8 @@ async def apply_coordinators(
                     f"(changed in place), not {type(returned).__name__}"
                 )
             _check_depth(working)
-            new = [sub_task for sub_task in working.sub_tasks if id(sub_task) not in originals]
+            _check_fields(working)
+            new = new_subtasks(working, originals)
             number_subtasks(working, new)
         except PLUGIN_FAILURES as error:
             detail = describe(error)
@@ -103,7 +107,9 @@ async def apply_coordinators(
         if force:
             task.run.deep_search = working.run.deep_search
         _adopt(working, originals)
-        created.extend((sub_task, named.qualified_name) for sub_task in new)
+        created.extend(
+            (sub_task, originals[id(parent)], named.qualified_name) for parent, sub_task in new
+        )
         task.run.coordinator_runs.append(
             CoordinatorRunRecord(
                 coordinator_name=named.qualified_name,
@@ -111,7 +117,7 @@ async def apply_coordinators(
                 detail=f"{len(new)} new subtask(s)" if new else "",
             )
         )
-        _finished(step, task, new)
+        _finished(step, task, [sub_task for _, sub_task in new])
         log.info(
             "coordinator_applied",
             task_no=task.task_no,
@@ -123,8 +129,8 @@ async def apply_coordinators(
         return
     applied = task.applied_coordinator_names | set(ran)
     task.applied_coordinator_names = applied
-    for sub_task, owner in created:
-        _stamp(sub_task, owner, task.execution_text(), applied)
+    for sub_task, parent, owner in created:  # a parent before the subtasks added under it
+        _stamp(sub_task, owner, parent.execution_text(), applied)
 
 
 def _check_depth(task: TaskInfo) -> None:
@@ -137,6 +143,28 @@ def _check_depth(task: TaskInfo) -> None:
             f"{MAX_TASK_DEPTH} (orchestrator.max_depth of them are processed): put subtasks "
             "side by side in sub_tasks instead of each inside the previous one"
         )
+
+
+def _check_fields(task: TaskInfo) -> None:
+    """Refuse a copy whose tasks hold values their fields do not accept: a coordinator may have
+    changed a field in place (``tool_params[name] = Params(...)``, ``required_tool_names.add(5)``),
+    which no assignment validated. Checked as assigning them into the tree would check them."""
+    for each in task.walk():
+        TaskInfo.model_validate({name: getattr(each, name) for name in _SPEC_FIELDS_BUT_SUBTASKS})
+
+
+def new_subtasks(
+    working: TaskInfo, originals: Mapping[int, TaskInfo]
+) -> list[tuple[TaskInfo, TaskInfo]]:
+    """The subtasks a coordinator added to its copy at any depth, each after its parent: those
+    under a copied task (a new task's own subtasks are new with it), depth-first."""
+    return [
+        (parent, sub_task)
+        for parent in working.walk()
+        if id(parent) in originals
+        for sub_task in parent.sub_tasks
+        if id(sub_task) not in originals
+    ]
 
 
 def spec_dump(task: TaskInfo) -> dict[str, Any]:
@@ -193,8 +221,9 @@ def _adopt(working: TaskInfo, originals: Mapping[int, TaskInfo]) -> TaskInfo:
     return task
 
 
-def number_subtasks(task: TaskInfo, new: Sequence[TaskInfo]) -> None:
-    """Give new subtasks (and theirs) numbers under their parent's: ``"<parent>.<n>"`` (SPEC §3).
+def number_subtasks(task: TaskInfo, new: Sequence[tuple[TaskInfo, TaskInfo]]) -> None:
+    """Give new subtasks (and theirs), each given after its parent in ``task``'s tree, numbers
+    under their parent's: ``"<parent>.<n>"`` (SPEC §3).
 
     A number the coordinator chose under the parent's (``"1.2"``, the deep search's ``"1.2.n"``)
     is kept: a coordinator may find its subtasks by it. Any other (the default ``"1"`` of a
@@ -202,9 +231,13 @@ def number_subtasks(task: TaskInfo, new: Sequence[TaskInfo]) -> None:
     numbers key the context buffer, so two alike would overwrite each other's results: a
     coordinator that chooses a number already taken in the task's tree is rejected.
     """
-    fresh = {id(each) for sub_task in new for each in sub_task.walk()}
+    fresh = {id(each) for _, sub_task in new for each in sub_task.walk()}
     taken = {each.task_no for each in task.walk() if id(each) not in fresh}
-    _number_children(task.task_no, new, taken)
+    siblings: dict[int, tuple[TaskInfo, list[TaskInfo]]] = {}
+    for parent, sub_task in new:
+        siblings.setdefault(id(parent), (parent, []))[1].append(sub_task)
+    for parent, children in siblings.values():
+        _number_children(parent.task_no, children, taken)
 
 
 def _number_children(parent_no: str, children: Sequence[TaskInfo], taken: set[str]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -313,9 +313,10 @@ class DomainOrchestrator:
         the step it belongs to: ``domain``, ``task_no``, ``coordinator`` (the one decomposing, or
         the one that created the task) and ``tool``. Every model call of the round, tools'
         included, shares the domain's fixed text. What the model's prompts left out (a part cut
-        to fit, a compression that failed) is filed on its task as a notice. Once the
-        conversation has asked ``orchestrator.max_clarification_rounds`` clarifying questions, a
-        tool's further question is not asked (:meth:`_decline`).
+        to fit, a compression that failed) is filed on its task as a notice. Once ``root``'s
+        tree (one user message and the replies to its questions) has asked
+        ``orchestrator.max_clarification_rounds`` clarifying questions, a tool's further question
+        is not asked (:meth:`_decline`); the next message starts a new tree, and a new count.
         """
         asked = sum(len(task.run.clarifications) for task in root.walk())
         if preselected is not None:
@@ -356,6 +357,10 @@ class DomainOrchestrator:
             return stop
 
     async def _process(self, task: TaskInfo, depth: int) -> Stop | None:
+        if task.run.status is TaskStatus.WAITING_FOR_USER:
+            # resumed with the reply: its question is answered, whatever its tools do next (a
+            # tool that fails or asks again must not leave it counted as waiting)
+            task.run.status = TaskStatus.PENDING
         await apply_coordinators(task, self._coordinators, self.runner)
         stop = await self._process_subtasks(task, depth)
         if stop is not None:
@@ -426,7 +431,7 @@ class DomainOrchestrator:
     async def _run_pending(self, task: TaskInfo) -> Stop | None:
         """Run the task's activated tools that have not run yet, in their (priority) order."""
         waiting = [run for run in task.run.tool_runs if run.state is not ToolRunState.CLOSED]
-        await asyncio.gather(*(self._prepare(task, run) for run in waiting))
+        await _all_or_none(self._prepare(task, run) for run in waiting)
         for run in waiting:
             if run.state is ToolRunState.CLOSED:  # its parameters could not be extracted
                 continue
@@ -442,7 +447,7 @@ class DomainOrchestrator:
     async def _prepare(self, task: TaskInfo, run: ToolRun) -> None:
         """Extract parameters for a tool run (kept on it) unless it has them; a run waiting for
         the user's reply extracts them again, from the reply too. It runs in a task of its own
-        (``gather``), so the model's ``SystemExit`` is turned into an error here."""
+        (:func:`_all_or_none`), so the model's ``SystemExit`` is turned into an error here."""
         if run.params is not None and run.state is ToolRunState.PENDING:
             return
         with bound(tool=run.tool_name), exits_as_errors():
@@ -509,7 +514,6 @@ class DomainOrchestrator:
         if run.state is ToolRunState.WAITING and task.run.clarifications:
             *earlier, answered = task.run.clarifications
             clarification = answered.model_copy(update={"earlier": earlier})
-            task.run.status = TaskStatus.PENDING
             asked = "".join(
                 f"asked {each.question!r}, reply {each.reply!r}; "
                 for each in task.run.clarifications
@@ -597,16 +601,17 @@ class DomainOrchestrator:
         return tool
 
     def _decline(self, task: TaskInfo, run: ToolRun, asked: str, question: str) -> None:
-        """A clarifying question beyond ``orchestrator.max_clarification_rounds`` is not asked:
-        the tool's run is closed, the task goes on without it, and a notice tells the caller
-        that the answer is made from what the tools found."""
+        """A clarifying question beyond ``orchestrator.max_clarification_rounds`` (counted per
+        user message: its task tree's) is not asked: the tool's run is closed, the task goes on
+        without it, and a notice tells the caller that the answer is made from what the tools
+        found."""
         limit = self.settings.max_clarification_rounds
         setting = f"orchestrator.max_clarification_rounds: {limit}"
         run.close("skipped", f"{asked}asked {question[:DETAIL_CHARS]!r}, not passed on ({setting})")
         message = (
-            f"tool {run.tool_name} asked {question!r}, which was not passed on: a conversation "
-            f"asks at most {limit} clarifying question(s) ({setting}); the answer is made from "
-            "what the tools found"
+            f"tool {run.tool_name} asked {question!r}, which was not passed on: a message gets "
+            f"at most {limit} clarifying question(s) before its answer ({setting}); the answer "
+            "is made from what the tools found"
         )
         task.run.notify(Notice(kind="clarification_limit", task_no=task.task_no, message=message))
         log.warning(
@@ -630,7 +635,8 @@ class DomainOrchestrator:
         fallback decomposes the task into search subtasks (adding its round to the progress),
         they run, and the fallback then runs on the task as a tool (a context consumer sees
         their results). At most ``deep_search_max_rounds`` rounds; a later round that adds no
-        subtask ends the search, and so does a fallback that spent its own budget
+        subtask ends the search, and so do a round whose decomposition fails (raises, runs out
+        of time; recorded like a coordinator's failure) and a fallback that spent its own budget
         (``progress.stopped``): it would add nothing, and judging again costs a call past it.
         A round interrupted by a clarification is finished by :meth:`process` before this runs.
         """
@@ -664,7 +670,7 @@ class DomainOrchestrator:
             fallback = await self._fallback_for(task)
             if fallback is None:
                 return None
-            progress.missing = list(verdict.missing) or [task.task_prompt]
+            progress.missing = list(verdict.missing) or [task.question()]  # what was judged
             progress.consulted = _consulted(task)
             emit(
                 DeepSearchRound(
@@ -675,11 +681,13 @@ class DomainOrchestrator:
                 )
             )
             if isinstance(fallback, AgentCoordinator):
-                before = len(task.sub_tasks)
+                before, records = len(task.sub_tasks), len(task.run.coordinator_runs)
                 await apply_coordinators(
                     task, [NamedCoordinator.of(fallback)], self.runner, force=True
                 )
                 progress = task.run.deep_search  # the fallback's progress, taken back
+                if any(r.outcome == "error" for r in task.run.coordinator_runs[records:]):
+                    return None  # its decomposition failed (recorded): it would fail again
                 if progress.stopped is not None and len(task.sub_tasks) == before:
                     return None  # its budget is spent: judging again would change nothing
                 if rounds and len(task.sub_tasks) == before:
@@ -790,6 +798,19 @@ def _not_led(guaranteed: list[str], composed: str) -> list[str]:
             return guaranteed[index:]
         rest = rest[len(exact) :].lstrip()
     return []
+
+
+async def _all_or_none(steps: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run the steps side by side; when one raises, the others are cancelled (and awaited)
+    before the error goes on, so none of them calls the model after the question ended."""
+    tasks = [asyncio.ensure_future(step) for step in steps]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for each in tasks:
+            each.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _kept(text: str) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from toolwire.context_buffer import ContextBuffer
 from toolwire.errors import PLUGIN_FAILURES
@@ -43,13 +43,15 @@ def known_params(
     """A tool's parameters when no model call is needed to find them: the coordinator's
     (``task.tool_params`` under the tool's prefixed or short name), else the tool's own from
     the text (:meth:`ChatbotTool.params_from_text`); None: the model extracts them. Data that
-    fails the tool's model, or a ``params_from_text`` that raises, is logged and extracted."""
+    fails the tool's model (or whose validators raise anything else: pydantic passes an
+    ``AttributeError`` or a ``TypeError`` through), or a ``params_from_text`` that raises, is
+    logged and extracted."""
     given = task.tool_params.get(qualified_name, task.tool_params.get(tool.name))
     if given is not None:
         try:
             return tool.params_model.model_validate(given).model_dump(mode="json")
-        except ValidationError as error:
-            log.warning("coordinator_params_invalid", tool=qualified_name, error=str(error))
+        except PLUGIN_FAILURES as error:  # its parameters are then extracted
+            log.warning("coordinator_params_invalid", tool=qualified_name, error=failed(error))
     try:
         own = tool.params_from_text(text)
         if own is None:
