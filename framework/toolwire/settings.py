@@ -144,8 +144,9 @@ class OrchestratorSettings(Section):
     default was chosen."""
     max_clarification_rounds: int = Field(default=5, ge=0)
     """Clarifying questions one message may ask the user before its answer (each waits for a
-    reply: one round; the next message of the conversation starts counting again). A tool that asks beyond them is not passed on: its run is closed as ``skipped``, the
-    rest of the question runs and the answer is made from what the tools found, with a
+    reply: one round; the next message of the conversation starts counting again). A tool that
+    asks beyond them is not passed on: its run is closed as ``skipped``, the rest of the
+    question runs and the answer is made from what the tools found, with a
     ``clarification_limit`` notice saying so. 0: no question is ever asked."""
     model_attempts: int = Field(default=1, ge=1)
     """Attempts the orchestrator makes per model call (on ``ModelError`` or invalid output) before
