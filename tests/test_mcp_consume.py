@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +35,7 @@ NOTES_COMMAND = json.dumps([sys.executable, str(NOTES_SERVER)])
 REPORT_SERVER = NOTES_SERVER.with_name("report_server.py")
 REPORT_COMMAND = json.dumps([sys.executable, str(REPORT_SERVER)])
 JSON_BODY_SERVER = NOTES_SERVER.with_name("json_body_server.py")
+SCHEMA_COMMAND = json.dumps([sys.executable, str(NOTES_SERVER.with_name("schema_server.py"))])
 FAILING_COMMAND = json.dumps(
     [sys.executable, "-c", "import sys; sys.stderr.write('cannot open notes.db'); sys.exit(3)"]
 )
@@ -389,10 +391,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def over_http(server: Path, tmp_path: Path, *flags: str) -> Iterator[str]:
-    """A test MCP server on streamable HTTP (127.0.0.1, a free port; ``flags`` after the port):
-    its URL."""
-    port = free_port()
+def over_http(server: Path, tmp_path: Path, *flags: str, port: int | None = None) -> Iterator[str]:
+    """A test MCP server on streamable HTTP (127.0.0.1, ``port`` or a free one; ``flags`` after
+    the port): its URL."""
+    port = port or free_port()
     log_path = tmp_path / f"{server.stem}-http.log"
     log = log_path.open("wb")
     process = subprocess.Popen(
@@ -646,3 +648,68 @@ def test_an_endless_or_compressed_json_answer_fails_at_the_limit_and_the_session
         assert str(compressed.value) == refused
         assert dump.call_sync(answer="short").text == "a short answer"
         assert app.mcp.connected() == ["warehouse"]
+
+
+def test_over_http_a_call_the_server_refuses_for_a_forgotten_session_goes_to_a_new_one(
+    load: Factory, tmp_path: Path
+) -> None:
+    """A restarted server (or one that dropped an idle session) answers 404 for the session:
+    every later call failed, as the tool refusing, until toolwire restarted. The MCP spec says
+    the client starts a new session; the request never ran, so it is sent again."""
+    port = free_port()
+    with over_http(NOTES_SERVER, tmp_path, port=port) as url:
+        app = load(config(f"  - name: notes\n    url: {url}\n"))
+        process_id = app.tool("process_id")
+        assert isinstance(process_id, McpTool)
+        first = process_id.call_sync().text
+    with over_http(NOTES_SERVER, tmp_path, port=port):  # the same URL, a server new to us
+        second = process_id.call_sync().text
+        assert second.isdigit() and second != first
+        assert process_id.call_sync().text == second  # the new session is kept
+        assert app.mcp.connected() == ["notes"]
+
+
+async def test_a_result_that_does_not_match_its_output_schema_fails_that_call_only(
+    load: Factory,
+) -> None:
+    """The SDK checks a result against the tool's output schema and raises RuntimeError, which
+    was taken for a crashed transport: the server was stopped and started again."""
+    app = load(config(f"  - name: schemas\n    command: {SCHEMA_COMMAND}\n"))
+    process_id, count_notes, list_titles = (
+        app.tool(name) for name in ("process_id", "count_notes", "list_titles")
+    )
+    assert isinstance(process_id, McpTool)
+    assert isinstance(count_notes, McpTool) and isinstance(list_titles, McpTool)
+    pid = (await process_id.call()).text
+    with pytest.raises(McpServerError) as mismatch:
+        await count_notes.call()
+    assert str(mismatch.value) == (
+        "MCP tool 'count_notes' of server 'schemas' returned a result that does not match its "
+        "output schema: Invalid structured content returned by tool count_notes: 'many' is not "
+        "of type 'integer'"
+    )
+    with pytest.raises(McpServerError, match=r"did not return structured content$"):
+        await list_titles.call()
+    assert app.mcp.connected() == ["schemas"]
+    assert (await process_id.call()).text == pid  # the same server process, not restarted
+
+
+async def test_a_stdio_server_that_exited_while_idle_is_started_again_by_the_next_call(
+    load: Factory,
+) -> None:
+    """Its connection stayed marked open, and the next call failed at once (connection closed)
+    as the tool's failure, although nothing was sent."""
+    app = load(config(NOTES))
+    process_id = app.tool("process_id")
+    assert isinstance(process_id, McpTool)
+    first = int((await process_id.call()).text)
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while (pid_alive(first) or app.mcp.connected()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not pid_alive(first)
+    assert app.mcp.connected() == []  # its stdout closed: the connection knows it is gone
+    second = int((await process_id.call()).text)
+    assert second != first
+    assert app.mcp.connected() == ["notes"]
+    await app.aclose()

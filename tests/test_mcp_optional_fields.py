@@ -21,7 +21,8 @@ from toolwire.llm import OpenAIGateway
 from toolwire.llm.base import Purpose
 from toolwire.llm.structured import json_schema
 from toolwire.mcp import McpTool
-from toolwire.mcp.discovery import optional_fields_nullable
+from toolwire.mcp.discovery import optional_fields_nullable, params_model_for
+from toolwire.mcp.tool import wire_arguments
 from toolwire.settings import LLMSettings
 from toolwire.testing import ScriptedModel
 from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest
@@ -108,3 +109,49 @@ def test_only_optional_properties_become_nullable_at_any_depth() -> None:
     }
     assert schema["properties"]["q"] == {"type": "string"}  # the listing itself is kept
     assert schema["$defs"]["P"]["properties"]["x"] == {"type": "integer"}
+
+
+@pytest.mark.requires_extra("mcp")
+async def test_a_null_for_a_required_nullable_parameter_is_sent(
+    toolwire_app_factory: Callable[..., App],
+) -> None:
+    """Every null was dropped, so the server said the required argument was missing."""
+    app = toolwire_app_factory(config=CONFIG, llm=ScriptedModel())
+    remind = app.tool("remind")
+    assert isinstance(remind, McpTool)
+    assert remind.params_model.model_fields["note"].is_required()
+
+    result = await remind.call(note=None)
+    assert not result.is_error, result.text
+    assert json.loads(result.text) == {"note": None, "day": "today"}
+
+
+def test_only_the_nulls_of_optional_properties_are_left_out_at_any_depth() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "day": {"type": "string", "default": None},
+            "plan": {"$ref": "#/$defs/Plan"},
+        },
+        "required": ["note", "plan"],
+        "$defs": {
+            "Plan": {
+                "type": "object",
+                "properties": {
+                    "until": {"type": ["string", "null"]},
+                    "hours": {"type": "integer"},
+                },
+                "required": ["until"],
+            }
+        },
+    }
+    model = params_model_for(schema, "RemindParams")
+    params = model.model_validate(
+        {"note": None, "day": None, "plan": {"until": None, "hours": None}}
+    )
+    assert wire_arguments(params) == {"note": None, "plan": {"until": None}}
+    assert wire_arguments(model.model_validate({"note": "x", "plan": {"until": "May"}})) == {
+        "note": "x",
+        "plan": {"until": "May"},
+    }

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 from structlog.testing import capture_logs
 
 from _build_samples import make_plugin
@@ -358,6 +358,69 @@ async def test_a_tool_whose_question_raises_is_left_out_and_the_others_served(
     assert [(e["tool"], e["error"]) for e in left_out] == [("demo.questionless", "SystemExit: 2")]
     with pytest.raises(MCPError, match=re.escape("this server offers: demo.ask, demo.boom")):
         await served.call("demo.questionless", {})
+
+
+class QuietTool(BoomTool):
+    """Answers quietly; the domain excludes it."""
+
+    def execute_with_result(self, params: Nothing, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.context("quiet")
+
+
+async def test_an_excluded_tool_is_neither_offered_nor_run(toolwire_app_factory: Any) -> None:
+    """SPEC §5: a domain's excluded tools are never activated, not even when required; the MCP
+    server listed and ran them."""
+    from mcp import MCPError
+
+    from toolwire.mcp.server import DomainMcpServer
+
+    demo = make_plugin("demo", domains=("demo",), tools=(QuietTool, BoomTool))
+    excluding = DEMO_CONFIG + "domains:\n  - name: demo\n    excluded_tools: [quiet]\n"
+    app = toolwire_app_factory(plugins=[demo], config=excluding, llm=ScriptedModel())
+    served = DomainMcpServer(app, "demo")
+
+    assert [tool.name for tool in served.listing()] == ["demo.ask", "demo.boom"]
+    offered = "unknown tool 'demo.quiet'; this server offers: demo.ask, demo.boom"
+    with pytest.raises(MCPError, match=re.escape(offered)):
+        await served.call("demo.quiet", {})
+
+
+class Keyed(BaseModel):
+    key: str = ""
+
+    @field_validator("key")
+    @classmethod
+    def known(cls, value: str) -> str:
+        return {"a": "alpha"}[value]  # raises KeyError, which pydantic does not wrap
+
+
+class KeyedTool(OrchestratorActivatedTool[Keyed]):
+    """Looks a key up while validating its parameters."""
+
+    def executable_instruction(self) -> str:
+        return "Does the user name a key?"
+
+    def execute_with_result(self, params: Keyed, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.context(params.key)
+
+
+async def test_a_parameter_model_that_raises_gives_an_error_result_with_secrets_masked(
+    toolwire_app_factory: Any,
+) -> None:
+    """Only a ValidationError was an error result: a KeyError escaped as a protocol error, its
+    message unmasked."""
+    from toolwire.mcp.server import DomainMcpServer
+
+    demo = make_plugin("demo", domains=("demo",), tools=(KeyedTool,))
+    app = toolwire_app_factory(plugins=[demo], config=DEMO_CONFIG, llm=ScriptedModel())
+    served = DomainMcpServer(app, "demo")
+    assert (await served.call("demo.keyed", {"key": "a"})).content[0].text == "alpha"  # type: ignore[union-attr]
+
+    failed = await served.call("demo.keyed", {"key": "password=swordfish42"})
+    assert failed.is_error
+    assert failed.content[0].text == (  # type: ignore[union-attr]
+        "invalid arguments for demo.keyed: its parameter model raised KeyError: 'password=***'"
+    )
 
 
 async def test_domain_ask_refuses_what_post_v1_ask_refuses(toolwire_app_factory: Any) -> None:

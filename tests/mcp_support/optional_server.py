@@ -3,7 +3,9 @@ tests: ``{"type": "string", "default": null}`` (a default no value of the type s
 
 Run as ``python optional_server.py`` (stdio). Its tool ``forecast`` answers with the arguments
 it received, as JSON; a null for ``day`` or ``hours`` fails the server's own validation, as it
-would on a server that means "leave it out"."""
+would on a server that means "leave it out". Its tool ``remind`` has a required nullable
+parameter (``note: str | None`` without a default, which FastMCP lists as required) and answers
+with what it received."""
 
 from __future__ import annotations
 
@@ -29,6 +31,12 @@ def forecast(
     """The weather forecast for a city."""
     given = {"city": city, "day": day, "window": window.model_dump() if window else None}
     return json.dumps({key: value for key, value in given.items() if value is not None})
+
+
+@server.tool()
+def remind(note: str | None, day: str = "today") -> str:
+    """Set a reminder, with a note or none."""
+    return json.dumps({"note": note, "day": day})
 
 
 if __name__ == "__main__":

@@ -8,7 +8,12 @@ keeps its transport open inside one task per server; callers' requests are corre
 session, so concurrent calls share the connection.
 
 A call that fails at the transport (the server crashed, the pipe closed, no answer within
-``timeout_s``) closes that connection: the next call starts the server again.
+``timeout_s``) closes that connection: the next call starts the server again. A stdio server that
+exited while idle is noticed before a call is sent to it (its stdout closed), and the call starts
+it again. A streamable HTTP server that no longer knows the session (it restarted, or dropped the
+session after idling) answers 404 without running the request; the call is then sent once more
+in a new session, as the MCP spec asks. A result that does not match the tool's output schema
+(the SDK checks it) fails that call only; the connection stays.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import concurrent.futures
 import os
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
@@ -32,7 +37,7 @@ from toolwire.orchestrator.invoke import describe
 from toolwire.redaction import redact
 
 if TYPE_CHECKING:
-    from mcp import ClientSession
+    from mcp import ClientSession, MCPError
 
 log = structlog.get_logger(__name__)
 
@@ -43,6 +48,13 @@ MAX_TOOL_PAGES = 100
 STDERR_TAIL_CHARS = 600
 """How much of a failed server's stderr an error message quotes."""
 CLOSE_TIMEOUT_S = 10.0
+MAX_REASON_CHARS = 500
+"""How much of the SDK's reason a result that does not match its output schema quotes."""
+SESSION_LOST = ("session not found", "session terminated")
+"""The messages of the error a streamable HTTP call gets when the server answers 404 for the
+session (it restarted, or dropped the session after idling; the Python SDK's default is 30
+minutes): the server's own JSON-RPC error (the Python and TypeScript SDKs say "Session not
+found"), or the SDK client's stand-in for a 404 without one ("Session terminated")."""
 
 
 class McpConnections:
@@ -104,7 +116,10 @@ class McpConnections:
                 self._loop = _LoopThread()
             return self._loop.submit(coroutine)
 
-    async def _call(self, server: str, tool: str, arguments: dict[str, Any]) -> McpToolResult:
+    async def _call(
+        self, server: str, tool: str, arguments: dict[str, Any], *, again: bool = False
+    ) -> McpToolResult:
+        """Call ``tool``; ``again``: the retry in a new session after the server forgot ours."""
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -112,9 +127,7 @@ class McpConnections:
         if entry is None:
             known = ", ".join(sorted(self.servers)) or "none"
             raise McpServerError(f"no MCP server {server!r} is declared; declared: {known}")
-        connection = self._open.get(server)
-        if connection is None or not connection.alive:
-            connection = self._open[server] = _Connection(entry)
+        connection = await self._connection(entry)
         session = await connection.session()
         try:
             result = await asyncio.wait_for(
@@ -131,11 +144,22 @@ class McpConnections:
                     f"max_result_bytes allows ({refused.limit:,}); ask the tool for less, or "
                     f"raise max_result_bytes of the mcp server {server!r}"
                 ) from None
-            if error.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+            lost = session_lost(error, entry)
+            if lost and not again:  # the request never ran: a new session sends it (MCP spec)
+                log.info("mcp_session_lost", server=server, tool=tool, error=error.message)
+                await connection.close()
+                return await self._call(server, tool, arguments, again=True)
+            if not lost and error.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
                 raise McpServerError(
                     f"mcp server {server!r} refused tool {tool!r}: {error.message}"
                 ) from None
             failure: BaseException = error
+        except RuntimeError as error:  # call_tool's own check of the result: the session is fine
+            reason = str(error).partition("\n")[0][:MAX_REASON_CHARS]
+            raise McpServerError(
+                f"MCP tool {tool!r} of server {server!r} returned a result that does not match "
+                f"its output schema: {reason}"
+            ) from None
         except Exception as error:  # a crashed server, a closed pipe, a timeout
             failure = error
         else:
@@ -147,6 +171,19 @@ class McpConnections:
             f"mcp server {server!r} failed during a call of {tool!r}: {_failure(failure, entry)}"
             f"{stderr}; the connection was closed and the next call starts it again"
         ) from None
+
+    async def _connection(self, entry: McpServerEntry) -> _Connection:
+        """The server's open connection, or a new one in place of one that was closed or whose
+        server exited while idle (that one is closed now, its process reaped)."""
+        connection = self._open.get(entry.name)
+        if connection is not None and connection.alive:
+            return connection
+        self._open[entry.name] = fresh = _Connection(entry)
+        if connection is not None:
+            if not connection.closed:
+                log.info("mcp_server_exited", server=entry.name, target=entry.target)
+            await connection.close()
+        return fresh
 
     async def _close_all(self) -> None:
         connections, self._open = list(self._open.values()), {}
@@ -177,12 +214,20 @@ class _Connection:
 
     def __init__(self, entry: McpServerEntry) -> None:
         self.entry = entry
-        self.alive = True
+        self.closed = False
+        """Closed, failed to start, or lost."""
+        self._transport_ended: Callable[[], bool] = lambda: False
         self._ready: asyncio.Future[ClientSession] | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stderr: TextIO | None = None
         self._ended_stderr = ""
+
+    @property
+    def alive(self) -> bool:
+        """Not closed, and its transport open (a stdio server that exited while idle closed its
+        stdout: the next call must not be sent to it, and is not its failure)."""
+        return not self.closed and not self._transport_ended()
 
     async def session(self) -> ClientSession:
         """The open session; the first caller opens it, later ones wait for the same one."""
@@ -193,7 +238,7 @@ class _Connection:
         try:
             return await asyncio.shield(self._ready)
         except Exception as error:
-            self.alive = False
+            self.closed = True
             raise McpServerError(
                 f"mcp server {self.entry.name!r} ({self.entry.target}) did not start: "
                 f"{_failure(error, self.entry)}{self.stderr_tail()}"
@@ -203,7 +248,8 @@ class _Connection:
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
             self._stderr = stderr
             try:
-                async with open_session(self.entry, stderr) as session:
+                async with open_session(self.entry, stderr) as (session, ended):
+                    self._transport_ended = ended
                     ready.set_result(session)
                     await self._stop.wait()
             except BaseException as error:
@@ -214,12 +260,12 @@ class _Connection:
                         "mcp_connection_lost", server=self.entry.name, error=describe(error)
                     )
             finally:
-                self.alive = False
+                self.closed = True
                 self._ended_stderr = self.stderr_tail()
                 self._stderr = None
 
     async def close(self) -> None:
-        self.alive = False
+        self.closed = True
         self._stop.set()
         if self._task is not None:
             try:
@@ -240,9 +286,14 @@ class _Connection:
 
 
 @asynccontextmanager
-async def open_session(entry: McpServerEntry, stderr: TextIO) -> AsyncIterator[ClientSession]:
-    """An initialized ``ClientSession`` to the server; the transport closes on exit."""
+async def open_session(
+    entry: McpServerEntry, stderr: TextIO
+) -> AsyncIterator[tuple[ClientSession, Callable[[], bool]]]:
+    """An initialized ``ClientSession`` to the server, and whether its transport has ended (a
+    stdio server that exited: the transport closed its end of the read stream); the transport
+    closes on exit."""
     import httpx2
+    from anyio.streams.memory import MemoryObjectReceiveStream
     from mcp import ClientSession, StdioServerParameters, stdio_client
     from mcp.client.streamable_http import streamable_http_client
 
@@ -276,7 +327,19 @@ async def open_session(entry: McpServerEntry, stderr: TextIO) -> AsyncIterator[C
             ClientSession(*streams, read_timeout_seconds=entry.timeout_s)
         )
         await asyncio.wait_for(session.initialize(), entry.timeout_s)
-        yield session
+        read = streams[0]
+
+        def ended() -> bool:
+            if not isinstance(read, MemoryObjectReceiveStream):  # HTTP: its client is ours
+                return False
+            return read.statistics().open_send_streams == 0
+
+        yield session, ended
+
+
+def session_lost(error: MCPError, entry: McpServerEntry) -> bool:
+    """Whether a call over HTTP failed because the server no longer knows its session."""
+    return entry.transport == "http" and error.message.strip().lower() in SESSION_LOST
 
 
 def _auth_headers(entry: McpServerEntry) -> dict[str, str]:
@@ -304,7 +367,7 @@ async def _list_one(entry: McpServerEntry) -> list[RemoteTool] | McpServerError:
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
         try:
             async with asyncio.timeout(entry.timeout_s):
-                async with open_session(entry, stderr) as session:
+                async with open_session(entry, stderr) as (session, _ended):
                     tools: list[RemoteTool] = []
                     cursor: str | None = None
                     for _page in range(MAX_TOOL_PAGES):

@@ -2,7 +2,8 @@
 
 What a client sees (docs/mcp.md):
 
-- every enabled orchestrator-activated tool of the domain, named by its prefixed name
+- every enabled orchestrator-activated tool of the domain but its ``excluded_tools`` (a call of
+  one is an unknown tool), named by its prefixed name
   (``pharma.dosage_info``; MCP tool names may contain dots), its input schema the tool's
   parameter model, its description the tool's description followed by its yes/no question (a
   tool whose description or question raises is left out, logged as ``mcp_tool_left_out``);
@@ -10,7 +11,8 @@ What a client sees (docs/mcp.md):
   ``{"kind", "text"}`` as structured content (``kind``: ``context``, ``guaranteed`` — a finished
   answer to pass on verbatim —, ``clarification`` — a question for the user; call again with the
   answer in the arguments —, ``terminal``). A tool that raises, or arguments its model rejects,
-  give an error result (``isError``), as MCP asks of tool failures;
+  give an error result (``isError``), as MCP asks of tool failures (a validator of the model that
+  raises, rather than rejects, too: ``its parameter model raised KeyError: ...``, masked);
 - ``<domain>.ask``: the whole orchestrator on a message, returning the answer's text and kind,
   the conversation's ``session_id`` (send the next message, a follow-up or the reply to a
   clarifying question, with it), its ``turn`` and ``context`` (what the turn took from the turns
@@ -138,10 +140,15 @@ class DomainMcpServer:
         self.domain = name
         self.ask_name = f"{name}.{ASK_TOOL}"
         instances = app.tools
+        excluded = {  # never activated, not even when required (SPEC §5): not offered either
+            app.registry.resolve(tool, name).qualified_name
+            for tool in app.domains[name].excluded_tools
+        }
         activated: dict[str, ChatbotTool[Any]] = {
             registration.qualified_name: instances[registration.qualified_name]
             for registration in app.registry.in_domain(name)
             if isinstance(instances.get(registration.qualified_name), OrchestratorActivatedTool)
+            and registration.qualified_name not in excluded
         }
         if self.ask_name in activated:
             raise ConfigError(
@@ -160,8 +167,8 @@ class DomainMcpServer:
             for qualified_name, tool in activated.items()
             if qualified_name in self.descriptions
         }
-        """Prefixed name → singleton: the enabled orchestrator-activated tools of the domain
-        whose description and question could be read."""
+        """Prefixed name → singleton: the enabled orchestrator-activated tools of the domain,
+        but its ``excluded_tools``, whose description and question could be read."""
         self.places = QuestionPlaces(lambda: app.config.server.max_concurrent_questions)
         """The questions ``<domain>.ask`` answers at once: ``server.max_concurrent_questions``,
         over stdio too (one client can send many calls at once, each run in its own task)."""
@@ -237,6 +244,9 @@ class DomainMcpServer:
             params = tool.params_model.model_validate(arguments)
         except ValidationError as error:
             return _error(f"invalid arguments for {name}: {_validation_message(error)}")
+        except PLUGIN_FAILURES as error:  # a validator of the tool's model raised, not rejected
+            log.warning("mcp_arguments_failed", tool=name, error=describe(error))
+            return _error(f"invalid arguments for {name}: its parameter model {failed(error)}")
         text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
         log.info("mcp_tool_called", tool=name, caller=caller)
         try:

@@ -107,10 +107,29 @@ class McpTool(OrchestratorActivatedTool[BaseModel]):
 
 
 def wire_arguments(params: BaseModel) -> dict[str, Any]:
-    """The arguments sent to the server: the schema's own names, only what was given."""
-    dumped: dict[str, Any] = params.model_dump(
-        mode="json", by_alias=True, exclude_unset=True, exclude_none=True
-    )
+    """The arguments sent to the server: the schema's own names, only what was given, and a null
+    only for a required property, at any depth. A null for an optional one means "none" (such
+    properties are made to admit it, :func:`toolwire.mcp.discovery.optional_fields_nullable`)
+    and is left out; a required nullable one (``str | None`` without a default, as FastMCP
+    writes it) must be sent, or the server says it is missing."""
+    return _given(params, params.model_dump(mode="json", by_alias=True, exclude_unset=True))
+
+
+def _given(params: BaseModel, dumped: dict[str, Any]) -> dict[str, Any]:
+    """``dumped`` (``params`` as JSON) without the nulls of its optional properties."""
+    given: dict[str, Any] = {}
+    for name, field in type(params).model_fields.items():
+        key = field.serialization_alias or field.alias or name
+        if key in dumped and (dumped[key] is not None or field.is_required()):
+            given[key] = _given_value(getattr(params, name), dumped[key])
+    return given
+
+
+def _given_value(value: Any, dumped: Any) -> Any:
+    if isinstance(value, BaseModel) and isinstance(dumped, dict):
+        return _given(value, dumped)
+    if isinstance(value, list | tuple) and isinstance(dumped, list):
+        return [_given_value(item, sent) for item, sent in zip(value, dumped, strict=True)]
     return dumped
 
 

@@ -36,7 +36,8 @@ TITLE_WEIGHT = 4.0
 
 _SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 WORD = re.compile(r"\w+")
-"""A word of a query (and of a task's leading action, :mod:`toolwire.selection.actions`)."""
+"""A word of a query (and of a task's leading action,
+:mod:`toolwire.selection.english.leading_action`)."""
 
 _STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been
     before being
