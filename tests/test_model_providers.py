@@ -20,6 +20,7 @@ from toolwire.llm import ChatModel, OpenAIGateway, create_language_model
 from toolwire.llm.providers import EMBEDDED, OPENAI
 from toolwire.plugins import BUILTIN_PLUGIN_NAME, discover
 from toolwire.settings import LLMSettings
+from toolwire.testing import ScriptedModel
 from toolwire.testing.fake_openai import default_output
 
 GUIDE = Path(__file__).resolve().parent.parent / "docs" / "plugins.md"
@@ -161,6 +162,21 @@ def test_an_openai_provider_without_server_or_model_is_refused_at_load(
     ]
     monkeypatch.setenv("TOOLWIRE_LLM_MODEL", "gpt-test")  # a model named: it loads
     App.load(config, plugins=[shop(), guide_example()], load_entry_points=False)
+
+
+def test_a_model_passed_in_code_is_not_refused_for_the_configured_providers_settings(
+    isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A developer with OPENAI_API_KEY exported testing with a scripted model: the configured
+    provider is never made, so its settings are not checked."""
+    for name in ("TOOLWIRE_LLM_BASE_URL", "TOOLWIRE_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    config = write_file("toolwire.yaml", "llm:\n  local_model: nope\n")
+
+    app = App.load(config, plugins=[shop()], load_entry_points=False, llm=ScriptedModel())
+
+    assert isinstance(app.llm, ScriptedModel)
 
 
 def factory(settings: LLMSettings, environ: object, profile: object) -> ChatModel:

@@ -460,6 +460,7 @@ def test_the_otel_variables_decide_whether_questions_are_traced() -> None:
 def test_the_exporter_variable_is_a_list_of_names() -> None:
     assert exporter_names({"OTEL_TRACES_EXPORTER": "Console, otlp,console"}) == ["console", "otlp"]
     assert exporter_names({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}) == ["otlp"]
+    assert exporter_names({"OTEL_TRACES_EXPORTER": "  "}) == ["otlp"]  # blank: the default
 
 
 def test_trace_questions_without_the_extra_names_it_in_one_line(

@@ -138,7 +138,9 @@ class App:
         plugin_set = dataclasses.replace(plugin_set, tools=plugin_set.tools + mcp_tools.tools)
         problems = [
             *problems,
-            *_registered_name_problems(config, plugin_set, store_given=session_store is not None),
+            *_registered_name_problems(
+                config, plugin_set, store_given=session_store is not None, llm_given=llm is not None
+            ),
         ]
         try:
             built = build(plugin_set, config, problems, _wiring_problems)
@@ -334,15 +336,15 @@ def _wiring_problems(registry: ToolRegistry) -> list[Problem]:
 
 
 def _registered_name_problems(
-    config: AppConfig, plugin_set: PluginSet, *, store_given: bool = False
+    config: AppConfig, plugin_set: PluginSet, *, store_given: bool = False, llm_given: bool = False
 ) -> list[Problem]:
     """``llm.provider``, ``llm.profile``, the selection steps and ``sessions.store`` must name
     registered ones, ``llm.local_model`` a model the embedded provider knows when that provider
     serves the questions (the ``openai`` provider a server or a model, when it does), and the
     built-in Redis store needs its extra installed (checked at load, not at the first question;
-    ``store_given``: the caller passed a store, so the configured one is never made)."""
-    from toolwire.llm.factory import provider_name, resolve_settings, unknown_provider
-    from toolwire.llm.providers import EMBEDDED, OPENAI, openai_settings_problem
+    ``store_given``, ``llm_given``: the caller passed a store or a model, so the configured one
+    is never made and its own settings are not checked)."""
+    from toolwire.llm.factory import unknown_provider
     from toolwire.selection.pipeline import unknown_step
     from toolwire.sessions.factory import redis_missing, unknown_store
 
@@ -357,17 +359,8 @@ def _registered_name_problems(
     if provider is not None and provider not in plugin_set.models:
         line = config.line_of("llm", "provider")
         problems.append(Problem(unknown_provider(provider, plugin_set.models), config.path, line))
-    elif (serving := provider_name(resolve_settings(config.llm), os.environ)) == OPENAI:
-        if (problem := openai_settings_problem(resolve_settings(config.llm))) is not None:
-            problems.append(Problem(problem, config.path, config.line_of("llm")))
-    elif serving == EMBEDDED:
-        from toolwire.llm.local import local_model_spec
-
-        try:
-            local_model_spec(config.llm.local_model)
-        except ConfigError as error:  # what the first question would say, without the line
-            line = config.line_of("llm", "local_model")
-            problems.append(Problem(str(error), config.path, line))
+    elif not llm_given:  # a model passed in serves: the configured one is never made
+        problems.extend(_provider_settings_problems(config))
     store = config.sessions.store
     if store not in plugin_set.session_stores:
         line = config.line_of("sessions", "store")
@@ -377,6 +370,26 @@ def _registered_name_problems(
         line = config.line_of("sessions", "store")
         problems.append(Problem(missing, config.path, line))
     return problems
+
+
+def _provider_settings_problems(config: AppConfig) -> list[Problem]:
+    """What the first question would find wrong with the provider that serves it: the
+    ``openai`` one needs a server or a model, the embedded one a ``local_model`` it knows."""
+    from toolwire.llm.factory import provider_name, resolve_settings
+    from toolwire.llm.providers import EMBEDDED, OPENAI, openai_settings_problem
+
+    settings = resolve_settings(config.llm)
+    serving = provider_name(settings, os.environ)
+    if serving == OPENAI and (problem := openai_settings_problem(settings)) is not None:
+        return [Problem(problem, config.path, config.line_of("llm"))]
+    if serving == EMBEDDED:
+        from toolwire.llm.local import local_model_spec
+
+        try:
+            local_model_spec(config.llm.local_model)
+        except ConfigError as error:  # what the first question would say, without the line
+            return [Problem(str(error), config.path, config.line_of("llm", "local_model"))]
+    return []
 
 
 def _profile_problems(config: AppConfig, plugin_set: PluginSet) -> list[Problem]:

@@ -151,7 +151,7 @@ def _configured_tracer(environ: Mapping[str, str]) -> Tracer:
 def exporter_names(environ: Mapping[str, str]) -> list[str]:
     """``OTEL_TRACES_EXPORTER`` as the list of exporter names it may be (``console,otlp``);
     ``otlp`` when it is unset (an OTLP endpoint asked for traces)."""
-    value = environ.get("OTEL_TRACES_EXPORTER", "") or "otlp"
+    value = environ.get("OTEL_TRACES_EXPORTER", "").strip() or "otlp"
     return list(dict.fromkeys(n.strip().lower() for n in value.split(",") if n.strip()))
 
 

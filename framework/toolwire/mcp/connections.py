@@ -50,6 +50,13 @@ STDERR_TAIL_CHARS = 600
 CLOSE_TIMEOUT_S = 10.0
 MAX_REASON_CHARS = 500
 """How much of the SDK's reason a result that does not match its output schema quotes."""
+OUTPUT_SCHEMA_FAILURES = (
+    "Invalid structured content returned by tool",
+    "has an output schema but did not return structured content",
+    "Invalid schema for tool",
+)
+"""What the ``RuntimeError`` of the SDK's own check of a result against the tool's output schema
+says (``call_tool``); any other ``RuntimeError`` is the connection's."""
 SESSION_LOST = ("session not found", "session terminated")
 """The messages of the error a streamable HTTP call gets when the server answers 404 for the
 session (it restarted, or dropped the session after idling; the Python SDK's default is 30
@@ -154,12 +161,15 @@ class McpConnections:
                     f"mcp server {server!r} refused tool {tool!r}: {error.message}"
                 ) from None
             failure: BaseException = error
-        except RuntimeError as error:  # call_tool's own check of the result: the session is fine
-            reason = str(error).partition("\n")[0][:MAX_REASON_CHARS]
-            raise McpServerError(
-                f"MCP tool {tool!r} of server {server!r} returned a result that does not match "
-                f"its output schema: {reason}"
-            ) from None
+        except RuntimeError as error:
+            if not any(words in str(error) for words in OUTPUT_SCHEMA_FAILURES):
+                failure = error  # not the SDK's check of the result: treated as a crash
+            else:  # call_tool's own check of the result: the session is fine
+                reason = str(error).partition("\n")[0][:MAX_REASON_CHARS]
+                raise McpServerError(
+                    f"MCP tool {tool!r} of server {server!r} returned a result that does not "
+                    f"match its output schema: {reason}"
+                ) from None
         except Exception as error:  # a crashed server, a closed pipe, a timeout
             failure = error
         else:

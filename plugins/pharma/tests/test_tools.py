@@ -93,6 +93,8 @@ def test_resolution_order(lookup: SubstanceLookupTool) -> None:
         ("paracetamol", ["Excedrin Extra Strength", "Excedrin PM Headache"]),  # both have it
         ("the second one", ["Excedrin PM Headache"]),
         ("2nd", ["Excedrin PM Headache"]),
+        ("I'll take the second", ["Excedrin PM Headache"]),  # one ordinal word: a choice
+        ("I take 1 at night", ["Excedrin Extra Strength", "Excedrin PM Headache"]),  # a dose
         # A word only one product has wins over an ordinal that is not the whole reply.
         ("the PM one, not the first", ["Excedrin PM Headache"]),
         ("PM headache, I take 1 at night", ["Excedrin PM Headache"]),

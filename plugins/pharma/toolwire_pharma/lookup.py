@@ -35,9 +35,9 @@ _ORDINALS = {
     "third": 2, "3rd": 2, "3": 2,
     "fourth": 3, "4th": 3, "4": 3,
 }  # fmt: skip
-"""A reply that is just one of these (``"2"``, ``"the second one"``) picks by position."""
+"""Positions a reply may name: one ordinal word anywhere in it, a digit only as the whole reply."""
 _FILLER = frozenset({"the", "one", "number", "no", "option", "please", "i", "mean", "it", "s"})
-"""Words that may surround an ordinal in a reply that is still just the ordinal."""
+"""Words that may surround a digit in a reply that is still just the digit."""
 
 
 class SubstanceQuery(BaseModel):
@@ -90,8 +90,8 @@ class SubstanceLookupTool(ChatbotTool[SubstanceQuery]):
     def pick(self, label: str, reply: str | None = None) -> list[Product]:
         """The label's products, narrowed to the one the user's ``reply`` chose when it was
         ambiguous and the reply identifies one: by its name, else by words only that product
-        has (``"the PM one"``), else by its number when the reply is just that (``"2"``,
-        ``"the second one"``)."""
+        has (``"the PM one"``), else by its position: one ordinal word (``"I'll take the
+        second"``), or a bare number when the reply is just that (``"2"``)."""
         candidates = self.resolve_products(label)
         if len(candidates) < 2 or not reply:
             return candidates
@@ -105,11 +105,16 @@ class SubstanceLookupTool(ChatbotTool[SubstanceQuery]):
         best = max(scores)
         if best > 0 and scores.count(best) == 1:
             return [candidates[scores.index(best)]]
-        ordinals = [_ORDINALS[word] for word in words if word in _ORDINALS]
+        named = {_ORDINALS[word] for word in words if word in _ORDINALS and not word.isdigit()}
+        digits = [_ORDINALS[word] for word in words if word in _ORDINALS and word.isdigit()]
         others = [word for word in words if word not in _ORDINALS and word not in _FILLER]
-        if len(ordinals) == 1 and not others and ordinals[0] < len(candidates):
-            return [candidates[ordinals[0]]]
-        return candidates
+        if len(named) == 1 and not digits:  # "I'll take the second"
+            position = named.pop()
+        elif not named and len(digits) == 1 and not others:  # "2", not "I take 1 at night"
+            position = digits[0]
+        else:
+            return candidates
+        return [candidates[position]] if position < len(candidates) else candidates
 
     def which_product_question(self, label: str, candidates: list[Product]) -> str:
         """The clarifying question for an ambiguous label, numbering the candidates."""
