@@ -356,14 +356,13 @@ class ConversationService:
             write = self._save_turn(stored, conversation)
         writing = asyncio.ensure_future(write)
         try:
-            saved = await asyncio.shield(writing)
+            return await asyncio.shield(writing)
         except asyncio.CancelledError:
-            await asyncio.wait([writing])
-            if not writing.cancelled() and writing.exception() is None:
-                note_turn_stored(turn)
+            await asyncio.wait([writing])  # the store goes on with it: learn its outcome
             raise
-        note_turn_stored(turn)
-        return saved
+        finally:
+            if writing.done() and not writing.cancelled() and writing.exception() is None:
+                note_turn_stored(turn)
 
     async def _save_turn(self, stored: StoredSession, conversation: Conversation) -> StoredSession:
         """Apply a turn with optimistic concurrency: of two replicas continuing the same
