@@ -176,9 +176,9 @@ class ContextCompressor:
             key = (question, tuple((part.completion_key, part.context) for part in parts))
             compressed = self._made.get(key) or await self._compress(question, parts)
             if isinstance(compressed, CompressionFailure):
-                if compressed.reason == BUDGET_SPENT:  # no failure of the model: not counted
+                if compressed.out_of_time:  # no failure of the model: not counted
                     left = [contexts[index] for later in batches[number:] for index in later]
-                    report_context_issue(_failure(left, BUDGET_SPENT))
+                    report_context_issue(_failure(left, BUDGET_SPENT, out_of_time=True))
                     break
                 self._fail()
                 report_context_issue(compressed)
@@ -265,7 +265,7 @@ async def compress_parts(
         )
     except TimeBudgetSpentError as exc:  # the question's time, not the model, ran out
         log.warning("compression_skipped", error=exc.detail)
-        return _failure(fresh, BUDGET_SPENT)
+        return _failure(fresh, BUDGET_SPENT, out_of_time=True)
     except Exception as exc:  # any failure leaves the parts as they are (the breaker counts it)
         log.warning("compression_failed", error=str(exc))
         return _failure(fresh, "the model call failed", str(exc) or type(exc).__name__)
@@ -306,10 +306,20 @@ def _keep_line(question: str) -> str:
 
 
 def _failure(
-    parts: list[PromptAndContext], reason: str, error: str | None = None
+    parts: list[PromptAndContext],
+    reason: str,
+    error: str | None = None,
+    *,
+    out_of_time: bool = False,
 ) -> CompressionFailure:
     sources = tuple(ctx.completion_key for ctx in parts)
-    return CompressionFailure(task_no=parts[0].task_no, sources=sources, reason=reason, error=error)
+    return CompressionFailure(
+        task_no=parts[0].task_no,
+        sources=sources,
+        reason=reason,
+        error=error,
+        out_of_time=out_of_time,
+    )
 
 
 def _tags_tokens(contexts: Sequence[PromptAndContext]) -> int:

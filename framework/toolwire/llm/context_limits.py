@@ -115,6 +115,9 @@ class CompressionFailure(BaseModel):
     """Why, in toolwire's words (the compression call failed, the summary was not shorter ...)."""
     error: str | None = None
     """What the failed model call raised (a server's words, kept from callers)."""
+    out_of_time: bool = False
+    """The question's time budget was spent before the call: no failure of the model (a
+    compressor's breaker does not count it, and the parts after it are not tried)."""
 
     def notice(self) -> Notice:
         message = (
