@@ -18,7 +18,6 @@ import hashlib
 import importlib.resources
 import importlib.util
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -35,7 +34,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import httpx
 import structlog
 
-from toolwire.cache_root import cache_root
+from toolwire.cache_root import cache_root, new_cache_file
 from toolwire.errors import ConfigError, ModelError
 from toolwire.events import ModelProgress, emit
 from toolwire.settings import LLMSettings
@@ -161,13 +160,9 @@ def _has_model_size(spec: LocalModelSpec, target: Path) -> bool:
 def _replacing(target: Path) -> Iterator[BinaryIO]:
     """A new file in ``target``'s directory that takes ``target``'s place, synced to disk, when
     the block ends without error, and is removed otherwise: ``target`` is never seen half
-    written (a crash leaves the old file, or none, and at most a ``*.tmp`` beside it).
-
-    Created with the permissions of any new file (``0o666`` less the umask), not ``mkstemp``'s
-    owner-only ones: a cache filled by another user (a container image built as root) stays
-    readable for the user who runs toolwire."""
-    tmp = target.with_name(f"{target.name}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    written (a crash leaves the old file, or none, and at most a ``*.tmp`` beside it); readable
+    by other users (:func:`~toolwire.cache_root.new_cache_file`)."""
+    tmp, fd = new_cache_file(target)
     try:
         with os.fdopen(fd, "wb") as out:
             yield out

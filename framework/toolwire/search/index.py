@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import structlog
 
-from toolwire.cache_root import cache_root
+from toolwire.cache_root import cache_root, new_cache_file
 from toolwire.errors import ConfigError
 from toolwire.search.pages import Page, PageSource
 
@@ -191,10 +190,8 @@ def _stored_fingerprint(path: Path) -> str | None:
 
 
 def _build(source: PageSource, path: Path, fingerprint: str) -> int:
-    # not mkstemp's owner-only file: an index built by another user (a container image built
-    # as root) must stay readable, so a new file's permissions (0o666 less the umask)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    temporary, descriptor = new_cache_file(path, prefix=".")  # readable by other users
+    os.close(descriptor)  # sqlite opens it by name
     try:
         connection = sqlite3.connect(temporary)
         try:
