@@ -386,7 +386,7 @@ def _provider_settings_problems(config: AppConfig) -> list[Problem]:
         from toolwire.llm.local import local_model_spec
 
         try:
-            local_model_spec(config.llm.local_model)
+            local_model_spec(settings.local_model)
         except ConfigError as error:  # what the first question would say, without the line
             return [Problem(str(error), config.path, config.line_of("llm", "local_model"))]
     return []

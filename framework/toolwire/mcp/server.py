@@ -49,6 +49,7 @@ from toolwire.disclosure import disclosed_answer
 from toolwire.errors import PLUGIN_FAILURES, ConfigError, ToolwireError, UnknownDomainError
 from toolwire.mcp.callers import caller_of
 from toolwire.message_text import MessageText
+from toolwire.orchestrator.activation import excluded_names
 from toolwire.orchestrator.execution import execute
 from toolwire.orchestrator.invoke import describe, failed
 from toolwire.redaction import redact
@@ -140,10 +141,7 @@ class DomainMcpServer:
         self.domain = name
         self.ask_name = f"{name}.{ASK_TOOL}"
         instances = app.tools
-        excluded = {  # never activated, not even when required (SPEC §5): not offered either
-            app.registry.resolve(tool, name).qualified_name
-            for tool in app.domains[name].excluded_tools
-        }
+        excluded = excluded_names(app.domains[name], app.registry)
         activated: dict[str, ChatbotTool[Any]] = {
             registration.qualified_name: instances[registration.qualified_name]
             for registration in app.registry.in_domain(name)

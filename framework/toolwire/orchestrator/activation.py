@@ -105,9 +105,7 @@ class DomainTools:
         """Resolve the domain's references (they must have passed the reference check) and
         build its tool selector (the tool index and ``steps``)."""
         order = {reg.qualified_name: index for index, reg in enumerate(registry)}
-        excluded = frozenset(
-            registry.resolve(name, domain.name).qualified_name for name in domain.excluded_tools
-        )
+        excluded = excluded_names(domain, registry)
         unselected = ToolSelector(ToolCatalogue.build([]), ())
         scope = cls(domain.name, registry, tools, order, excluded, (), None, unselected)
         rag = scope.candidate(domain.rag_tool) if domain.rag_tool else None
@@ -238,3 +236,11 @@ async def _suitable(
     if record.failure:
         task.run.failures.append(record.failure)
     return selection
+
+
+def excluded_names(domain: DomainSpec, registry: ToolRegistry) -> frozenset[str]:
+    """The qualified names of ``domain``'s ``excluded_tools``: never activated, not even when
+    required (SPEC §5), and not offered by the domain's MCP server either."""
+    return frozenset(
+        registry.resolve(name, domain.name).qualified_name for name in domain.excluded_tools
+    )
