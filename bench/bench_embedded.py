@@ -196,6 +196,7 @@ async def run_config(
                     run.pydocs.append(ModelRow(question, answer, row.seconds))
             run.rows.append(row)
             print(row.line(), flush=True)
+            await app.settle()  # the next turn's warm-up runs here, outside any question's time
             if calls:
                 print("\n".join(row.call_lines()), flush=True)
     finally:

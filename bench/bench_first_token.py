@@ -55,6 +55,7 @@ async def watch(app: App, domain: str, question: str) -> Timing:
         if isinstance(event, Answered):
             gaps = [later - earlier for earlier, later in itertools.pairwise(seen)]
             calls = event.answer.usage.llm_calls
+            await app.settle()  # the next turn's warm-up, outside the question's time
             return Timing(seen[0], first_token, now, max(gaps), len(seen), calls)
     raise AssertionError("the stream ended without an answer")
 

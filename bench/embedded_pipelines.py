@@ -104,6 +104,7 @@ async def _ask(app: Any, label: str, domain: str, message: str, session: str | N
         if isinstance(event, Answered):
             answer = event.answer
     wall = time.perf_counter() - started
+    await app.settle()  # the next turn's warm-up, outside the question's time
     assert answer is not None
     usage = answer.usage
     return {

@@ -28,6 +28,11 @@ Printed per mode and per domain: first turns, later turns (``follow_up``) and su
 right; per turn role the medians of model calls, prompt tokens and seconds, and the share of the
 role's prompt tokens that the server had cached; the ratio of a later turn's median seconds
 (follow-ups and subject changes) to a first turn's; every wrong turn with why.
+
+After each turn the run waits, as a user reading the answer would, until the app has settled
+(``App.settle``: the next turn's prompt warmed into the server's cache where the model profile
+has ``prefix_warming``); that wait is in no turn's seconds and is printed apart (warm-up s).
+A run from the recording alone warms nothing: its seconds are the recorded ones.
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ from conversation_set import (
 )
 
 from toolwire import App
-from toolwire.llm import LanguageModel
+from toolwire.llm import ChatModel, LanguageModel
 from toolwire.orchestrator import Answer, TaskTrace, follow_up
 from toolwire.search.requests import search_request
 from toolwire.sessions.memory import MemorySessionStore
@@ -183,6 +188,9 @@ class Tally:
     mode: str
     turns: list[TurnResult] = field(default_factory=list)
     misses: list[str] = field(default_factory=list)
+    warm_ups: list[float] = field(default_factory=list)
+    """The seconds after each turn until the app settled (its warm-up of the next turn's prompt,
+    ``prefix_warming``): spent while a user reads the answer, not in any turn's seconds."""
 
     def of(self, domain: str | None = None, role: str | None = None) -> list[TurnResult]:
         return [
@@ -242,6 +250,9 @@ async def run_mode(
                     tally.misses.append(f"{where}: {'; '.join(why)} (task {task!r}{noted})")
                 if mode == "history":
                     session = answer.session_id
+                clock.start()  # a user reads the answer: the next message waits for the warm-up
+                await app.settle()
+                tally.warm_ups.append(clock.seconds())
     return tally
 
 
@@ -308,10 +319,11 @@ def report(tally: Tally, names: Sequence[str]) -> None:
 def summary(tallies: Sequence[Tally]) -> None:
     print("\n== side by side (all domains)")
     print(
-        f"{'mode':8} {'first':>14} {'follow-ups':>14} {'subject':>14} {'later/first s':>14} "
-        f"{'later cached':>13}"
+        f"{'mode':8} {'first':>14} {'follow-ups':>14} {'subject':>14} {'first s':>8} "
+        f"{'later s':>8} {'later/first s':>14} {'later cached':>13} {'warm-up s':>10}"
     )
     for tally in tallies:
+        first = [t.seconds for t in tally.of(role="first") if t.answer is not None]
         later = [t for t in tally.turns if t.role != "first" and t.answer is not None]
         prompt = sum(t.answer.usage.prompt_tokens for t in later if t.answer)
         cached = sum(t.answer.usage.cached_prompt_tokens for t in later if t.answer)
@@ -320,10 +332,14 @@ def summary(tallies: Sequence[Tally]) -> None:
             f"{tally.mode:8} {_right(tally.of(role='first')):>14} "
             f"{_right(tally.of(role='follow_up')):>14} "
             f"{_right(tally.of(role='subject_change')):>14} "
+            f"{_median(first):8.1f} {_median([t.seconds for t in later]):8.1f} "
             f"{(f'{shown:.2f}' if shown is not None else '-'):>14} "
-            f"{(f'{cached / prompt:.0%}' if prompt else '-'):>13}"
+            f"{(f'{cached / prompt:.0%}' if prompt else '-'):>13} "
+            f"{_median(tally.warm_ups):10.1f}"
         )
-    print("(later: every turn after the first, follow-ups and subject changes alike)")
+    print("(later: every turn after the first, follow-ups and subject changes alike; seconds are")
+    print(" medians; warm-up s: after each turn, until the next turn's prompt was warmed, while")
+    print(" a user reads the answer: in no turn's seconds)")
 
 
 def spread(
@@ -335,6 +351,13 @@ def spread(
         return conversations
     kept = {id(every[i * len(every) // limit][1]) for i in range(limit)}
     return {name: [c for c in listed if id(c) in kept] for name, listed in conversations.items()}
+
+
+def without_warming(llm: LanguageModel) -> None:
+    """``llm`` with its profile's ``prefix_warming`` off (a model without a profile warms
+    nothing anyway)."""
+    if isinstance(llm, ChatModel):
+        llm.profile = llm.profile.model_copy(update={"prefix_warming": False})
 
 
 def build_app(args: argparse.Namespace) -> tuple[App, LanguageModel | None, Any]:
@@ -375,6 +398,13 @@ async def main() -> None:
         "--replay", action="store_true", help="answer from that recording alone, no model"
     )
     parser.add_argument(
+        "--warming",
+        choices=["profile", "off"],
+        default="profile",
+        help="warm the next turn's prompt between turns as the model profile says "
+        "(prefix_warming), or never (to measure what warming saves)",
+    )
+    parser.add_argument(
         "--follow-up",
         choices=sorted(FOLLOW_UP_VARIANTS),
         default="rewrite",
@@ -393,6 +423,8 @@ async def main() -> None:
     count = sum(len(listed) for listed in conversations.values())
     print(f"{count} conversations, {turns} turns ({args.split} split; {', '.join(names)})")
     app, own_llm, transport = build_app(args)
+    if args.warming == "off":
+        without_warming(app.llm)
     domains = {
         name: Domain(
             name, frozenset(answering_tools(app, name)), frozenset(text_query_tools(app, name))

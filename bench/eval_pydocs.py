@@ -260,6 +260,7 @@ async def with_model(
                 seconds = time.perf_counter() - started
                 rows[mode].append(ModelRow(question, answer, seconds, found))
                 print(f"  {mode:5} {rows[mode][-1].line()}")
+                await app.settle()  # the next turn's warm-up, outside any question's time
     finally:
         orchestrator.settings = settings
         await app.aclose()

@@ -6,6 +6,7 @@ runs them. They keep to unambiguous questions a small model gets right.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import io
@@ -551,6 +552,20 @@ async def test_a_start_failure_reports_the_exit_code_and_the_output_tail() -> No
         await server.ensure_started()
     assert raised.value.detail.endswith("its last output:\nloading model\nbad magic")
     assert server.base_url is None and server.process is None
+
+
+async def test_a_start_cancelled_while_the_server_loads_leaves_no_process() -> None:
+    """A question cancelled while the server loads (a client gone, a warm-up preempted) must
+    not leave a server process behind that the next start would never stop."""
+    server = StandInServer(STAND_IN_SERVER, delay_s=30)
+    starting = asyncio.create_task(server.ensure_started())
+    while server.process is None:
+        await asyncio.sleep(0.01)
+    process = server.process
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    assert server.process is None and process.poll() is not None
 
 
 async def test_a_server_that_never_answers_is_stopped_after_the_startup_timeout() -> None:

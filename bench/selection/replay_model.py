@@ -24,7 +24,8 @@ def replayed_model(
     if recording is None:
         return create_language_model(settings, environ={}), None
     if replay_only:
-        profile = model_profile(settings, environ={})  # the embedded model's, as recorded
+        # the embedded model's, as recorded; no warm-ups, which only fill a live server's cache
+        profile = model_profile(settings, environ={}).model_copy(update={"prefix_warming": False})
         named = settings.model_copy(update={"model": local_model_spec(settings.local_model).name})
         transport = ReplayTransport(recording, supports_functions=True)
         return ChatModel(transport, named, profile=profile, concurrency=1), transport

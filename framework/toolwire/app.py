@@ -275,6 +275,13 @@ class App:
         """
         return self._conversation_service().ask_stream(message, domain, session_id, caller=caller)
 
+    async def settle(self) -> None:
+        """Wait for what toolwire does between turns to finish: the next turn's prompt warmed
+        into the model server's cache (the model profile's ``prefix_warming``). Nothing needs
+        to call it; a benchmark or a test that times or counts the next turn's calls does."""
+        if self._conversations is not None:
+            await self._conversations.settle()
+
     def add_observer(self, start: Callable[[], Observer]) -> None:
         """Watch every question from now on: ``start()`` makes the observer of one question,
         which gets every step event of it (``toolwire.events``); ``toolwire.telemetry`` traces
@@ -313,6 +320,8 @@ class App:
         """Release the model and the session store this app created (not ones passed in), close
         the connections to MCP servers (stopping the ones started as commands), and end the idle
         tool threads. The app can still answer: what it needs is started again."""
+        if self._conversations is not None:
+            await self._conversations.aclose()
         await self.mcp.aclose()
         self.plugin_runner.release_threads()
         if self._owns_llm and self._llm is not None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, NoReturn
 
 import typer
@@ -164,7 +167,8 @@ def _chat(
     while True:
         prompt = "reply> " if waiting else "you> "
         try:
-            line = console.input(prompt).strip()
+            with settling(runner, app):
+                line = console.input(prompt).strip()
         except EOFError:
             return
         if not line or line.lower() in EXIT_WORDS:
@@ -189,6 +193,32 @@ def _chat(
         answer = disclosed_answer(answered, verbose=trace)
         session_id, waiting = answer.session_id, answer.kind == "clarification"
         show_answer(console, answer, trace=trace, streamed=view.text)
+
+
+@contextmanager
+def settling(runner: asyncio.Runner, app: App) -> Iterator[None]:
+    """While the main thread reads the prompt, the runner's loop runs in a thread of its own
+    until the app has settled (``App.settle``: the embedded model warms the next turn's prompt
+    while the user types; with the loop stopped it would wait for the next question). Leaving
+    the block stops that thread; a warm-up still in flight goes on in the next question, whose
+    first call cancels it."""
+    stop = asyncio.Event()
+
+    async def until_settled_or_stopped() -> None:
+        stopping = asyncio.ensure_future(stop.wait())
+        settled = asyncio.ensure_future(app.settle())
+        await asyncio.wait({stopping, settled}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+
+    thread = threading.Thread(
+        target=runner.run, args=(until_settled_or_stopped(),), name="toolwire-settle", daemon=True
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        runner.get_loop().call_soon_threadsafe(stop.set)
+        thread.join()
 
 
 def show_answer(console: Console, answer: Answer, *, trace: bool, streamed: str = "") -> None:

@@ -330,3 +330,28 @@ class LanguageModel(Protocol):
     async def aclose(self) -> None:
         """Release connections and any process the model owns."""
         ...
+
+
+@runtime_checkable
+class PrefixWarming(Protocol):
+    """A model that can have its server read a prompt ahead of the call that will send it
+    (:class:`~toolwire.llm.ChatModel`, as its profile's ``prefix_warming`` allows). Optional:
+    the conversation service warms only a model that has it."""
+
+    @property
+    def warms_prefixes(self) -> bool:
+        """Whether :meth:`prefill` sends anything (the profile's ``prefix_warming``)."""
+        ...
+
+    async def prefill(
+        self,
+        schema: type[BaseModel],
+        *,
+        instruction: str = "",
+        purpose: Purpose = Purpose.DECOMPOSITION,
+    ) -> bool:
+        """Send :meth:`LanguageModel.extract`'s prompt for ``schema`` up to its text, for the
+        server's prompt cache alone (nothing is parsed); True when it was sent and answered.
+
+        A call made meanwhile cancels it rather than wait for it."""
+        ...

@@ -5,7 +5,8 @@
   ``decisive_words`` before the choice (a question whose words point at one tool costs one
   call less, where every call is paid for; bench/selection/LOG.md);
 * ``embedded``: the embedded Qwen2.5-Coder 0.5B and 1.5B (:mod:`toolwire.llm.local`): JSON
-  schema (llama.cpp makes it a grammar), limits sized for a laptop CPU, their server's window.
+  schema (llama.cpp makes it a grammar), limits sized for a laptop CPU, their server's window,
+  and the next turn's prompt warmed while the user reads (``prefix_warming``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ EMBEDDED_PROFILE = ModelProfile(
         classification=128, decomposition=256, gatekeeper=128, answer=384, compression=512
     ),
     context_window_tokens=8192,
+    # its own server on the user's machine: idle between turns, and a prompt cache to warm
+    prefix_warming=True,
 )
 
 

@@ -107,6 +107,10 @@ class ChatModel:
         )
         """Whether the tool choice offers functions (:meth:`choose_functions`)."""
         self._last_prompt = ""
+        self._prefilling: set[asyncio.Task[_Sent]] = set()
+        """The warm-ups in flight (:meth:`prefill`), which a call cancels rather than wait for."""
+        self._preempted: set[asyncio.Task[_Sent]] = set()
+        """The warm-ups a call cancelled (their prefill returns False, not a cancellation)."""
         window = self.profile.context_window_tokens
         self.part_limit = PartLimit.of(window, self.settings.max_part_tokens)
         """How much of one retrieved part (a tool's result, a page) a prompt may carry."""
@@ -230,6 +234,59 @@ class ChatModel:
         prompt = prompts.extract_prompt(purpose, text, instruction, schema, source=source)
         shown = prompts.sourced_model(schema, source)
         return await self._structured_call(prompt, schema, shown=shown)
+
+    @property
+    def warms_prefixes(self) -> bool:
+        """Whether :meth:`prefill` sends anything: the profile's ``prefix_warming``."""
+        return self.profile.prefix_warming
+
+    async def prefill(
+        self,
+        schema: type[BaseModel],
+        *,
+        instruction: str = "",
+        purpose: Purpose = Purpose.DECOMPOSITION,
+    ) -> bool:
+        """:class:`~toolwire.llm.base.PrefixWarming`: :meth:`extract`'s prompt with an empty text,
+        sent with the same schema (so the same request but for the text, which follows the
+        instruction in a purpose laid out fixed-first) and a one-token limit, so that the
+        server's prompt cache holds everything before the text when :meth:`extract` sends it.
+
+        A purpose laid out with its text first (parameters, relevance) warms only what comes
+        before the text: the system message and an open history.
+
+        Sent only where the profile's ``prefix_warming`` is on, a slot is free and no other
+        warm-up is in flight (warming must not queue before a question). A call made while it
+        is in flight cancels it; the server stops it once the batch it is evaluating is done,
+        and keeps those tokens, so the call waits for that batch at most. A warm-up is in no
+        question's calls: it logs ``prefix_warmed`` or ``prefill_failed``, not ``llm_call``."""
+        if not self.profile.prefix_warming or self._slots.locked() or self._prefilling:
+            return False
+        prompt = prompts.extract_prompt(purpose, "", instruction, schema)
+        messages = self._messages(prompt)
+        sending = asyncio.ensure_future(self._send(purpose, messages, schema, 1, warming=True))
+        self._prefilling.add(sending)
+        try:
+            sent = await sending
+        except asyncio.CancelledError:
+            if sending in self._preempted:
+                return False
+            raise  # the caller is cancelled, not the warm-up preempted
+        except ModelError as error:
+            log.info("prefill_failed", purpose=str(purpose), error=error.detail)
+            return False
+        finally:
+            self._prefilling.discard(sending)
+            self._preempted.discard(sending)
+        record = sent.record
+        log.info(
+            "prefix_warmed",
+            purpose=record.purpose,
+            prompt_tokens=record.prompt_tokens,
+            cached_prompt_tokens=record.cached_prompt_tokens,
+            latency_ms=record.latency_ms,
+        )
+        return True
 
     async def judge_pages(self, question: str, pages: Sequence[PageToJudge]) -> list[bool | None]:
         """One call for all the pages, reading them where the tool's context will stand
@@ -365,16 +422,23 @@ class ChatModel:
         *,
         on_text: Callable[[str], None] | None = None,
         functions: Sequence[FunctionOffer] = (),
+        warming: bool = False,
     ) -> _Sent:
         """One request through the transport, within the question's time budget; a failure
         leaves a failed record and raises (a call the budget has no time for is not made).
 
         The call waits for one of the model's slots first (``concurrency``); its own timeout
-        starts once it has one. ``on_text`` asks for the reply's text as it is produced, when
+        starts once it has one. Warm-ups in flight (:meth:`prefill`; ``warming``: this is one)
+        are cancelled first. ``on_text`` asks for the reply's text as it is produced, when
         someone observes the question (the answer's tokens, streamed)."""
+        if not warming and self._prefilling:
+            for warm_up in self._prefilling:
+                warm_up.cancel()
+                self._preempted.add(warm_up)
+            log.info("prefill_preempted", purpose=str(purpose))
         async with self._slots:
             return await self._send_in_slot(
-                purpose, messages, schema, max_tokens, on_text, functions
+                purpose, messages, schema, max_tokens, on_text, functions, warming
             )
 
     async def _send_in_slot(
@@ -385,6 +449,7 @@ class ChatModel:
         max_tokens: int | None,
         on_text: Callable[[str], None] | None,
         functions: Sequence[FunctionOffer],
+        warming: bool = False,
     ) -> _Sent:
         timeout = call_time(purpose, self.settings.timeout_s, is_answer=purpose is Purpose.ANSWER)
         messages = prompts.sendable(with_history(messages))  # earlier turns after the system
@@ -409,6 +474,8 @@ class ChatModel:
                 if streamed is not None and not streamed.pieces and reply.text:
                     streamed.add(reply.text)  # a transport that does not stream: all at once
         except ModelError as error:
+            if warming:  # no question's call: prefill logs it
+                raise
             self._finish(
                 CallRecord(
                     purpose=str(purpose),

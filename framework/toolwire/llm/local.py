@@ -448,7 +448,11 @@ class LocalModelServer:
         emit(ModelProgress(model=self.spec.name, stage="starting"))
         process = self._spawn(self._command(model_path, port))
         base_url = f"http://127.0.0.1:{port}/v1"
-        await self._wait_until_healthy(process, base_url)
+        try:
+            await self._wait_until_healthy(process, base_url)
+        except asyncio.CancelledError:  # nobody waits for this start any more: no process left
+            self._stop()
+            raise
         self._base_url = base_url
         seconds = round(time.perf_counter() - started, 2)
         log.info("local_model_server_started", base_url=base_url, pid=process.pid, seconds=seconds)

@@ -92,6 +92,14 @@ class ModelProfile(BaseModel):
     ``call`` selection step gets a constrained choice instead."""
     selection_steps: tuple[str, ...] = DEFAULT_SELECTION_STEPS
     """The selection steps when ``orchestrator.selection.steps`` names none."""
+    prefix_warming: bool = False
+    """Whether toolwire has the server read the next turn's first prompt while the user reads
+    the answer: once a turn is stored, the follow-up rewrite's prompt up to the message (the
+    earlier turns, its instruction) is sent with a one-token limit, so the next turn's rewrite
+    evaluates only the message. It pays where the server keeps a prompt cache and its idle time
+    costs nothing (the embedded server); a question that arrives meanwhile cancels it (and waits
+    at most for the batch the server is evaluating), but it is one more request per turn, billed
+    by a paid API (docs/conversations.md, "Warming the next turn")."""
 
 
 class ProfileError(ValueError):

@@ -10,6 +10,10 @@ unchanged. A rewrite that fails, is empty, drops an identifier of the message, o
 longer than the message is not used: the message is read as it was sent, and the turn's record
 says why. A message as long as the rewrite's limit is not sent for a rewrite at all: even a
 faithful copy of it would reach the limit, and be refused as a loop.
+
+Where the model's profile has ``prefix_warming``, the conversation service calls
+:func:`warm_follow_up` once a turn is stored: the server then reads the next rewrite's prompt up
+to the message while the user reads the answer, and the rewrite evaluates only the message.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from toolwire.errors import ModelError
 from toolwire.llm.attempts import call_model
-from toolwire.llm.base import LanguageModel, Purpose
+from toolwire.llm.base import LanguageModel, PrefixWarming, Purpose
 from toolwire.llm.compression import holds_identifier, identifiers
 from toolwire.llm.history import reading_history
 
@@ -98,6 +102,23 @@ async def resolve_follow_up(llm: LanguageModel, message: str, attempts: int) -> 
     rewritten = text != " ".join(message.split())
     log.info("follow_up_resolved", rewritten=rewritten, chars=len(text))
     return Resolved(text if rewritten else message, rewritten)
+
+
+def warms_follow_ups(llm: LanguageModel) -> bool:
+    """Whether :func:`warm_follow_up` would send anything to ``llm``: a model that can warm a
+    prefix (:class:`~toolwire.llm.base.PrefixWarming`) and whose profile does."""
+    return isinstance(llm, PrefixWarming) and llm.warms_prefixes
+
+
+async def warm_follow_up(llm: LanguageModel) -> bool:
+    """Have the model's server read the next turn's rewrite prompt up to its message (the open
+    history is the conversation as stored): True when it did."""
+    if not isinstance(llm, PrefixWarming):
+        return False
+    with reading_history():
+        return await llm.prefill(
+            StandaloneTask, instruction=FOLLOW_UP_INSTRUCTION, purpose=Purpose.DECOMPOSITION
+        )
 
 
 def _refused(message: str, text: str, *, looped: bool) -> str | None:

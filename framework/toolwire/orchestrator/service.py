@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,9 +40,9 @@ from toolwire.logging import bound
 from toolwire.orchestrator.answer import Answer, TaskTrace
 from toolwire.orchestrator.buffer import subtree_results
 from toolwire.orchestrator.domain_orchestrator import DomainOrchestrator
-from toolwire.orchestrator.follow_up import resolve_follow_up
+from toolwire.orchestrator.follow_up import resolve_follow_up, warm_follow_up, warms_follow_ups
 from toolwire.orchestrator.streaming import Answered, stream_question
-from toolwire.orchestrator.turn_compression import compact
+from toolwire.orchestrator.turn_compression import compact, history_tokens
 from toolwire.redaction import session_ref
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.request_progress import note_turn_stored
@@ -68,7 +69,9 @@ class ConversationService:
     rewrite and the answer read the earlier turns; every other model call reads the task alone
     (:mod:`toolwire.llm.history`). The conversation is kept in the session store,
     within ``sessions.max_turns`` and ``sessions.max_bytes``, for ``sessions.ttl_s`` after its
-    last turn.
+    last turn. Once a turn is stored, a model whose profile has ``prefix_warming`` reads the
+    next turn's rewrite prompt up to its message while the user reads the answer
+    (:func:`~toolwire.orchestrator.follow_up.warm_follow_up`); :meth:`settle` waits for it.
     """
 
     def __init__(
@@ -112,6 +115,12 @@ class ConversationService:
             if self.settings.routing.enabled and len(self.orchestrators) > 1
             else None
         )
+        self._warming: set[asyncio.Task[None]] = set()
+        """The warm-ups started between turns and not finished (:meth:`settle`)."""
+        self._asking = 0
+        """Questions in flight: a warm-up waits for none, so none starts beside another."""
+        self._closed = False
+        """:meth:`aclose` was called: a turn that ends later starts no warm-up."""
 
     async def ask(
         self,
@@ -132,6 +141,20 @@ class ConversationService:
         task, whose loop (the server's) those two would stop.
         """
         observers = [start() for start in self.observers]
+        self._asking += 1
+        try:
+            return await self._ask(message, domain, session_id, caller, observers)
+        finally:
+            self._asking -= 1
+
+    async def _ask(
+        self,
+        message: str,
+        domain: str | None,
+        session_id: str | None,
+        caller: str | None,
+        observers: list[Observer],
+    ) -> Answer:
         resumed = session_id is not None
         with exits_as_errors(), observing(*observers):
             try:  # first the conversation, so that the round starts knowing its turn
@@ -228,6 +251,7 @@ class ConversationService:
             stored = await self._store(
                 stored, orchestrator.domain.name, kept, caller, turn.number
             )
+            self._warm_next_turn(orchestrator, stored.session_id, kept)
         log.info(
             "question_answered",
             domain=orchestrator.domain.name,
@@ -251,6 +275,57 @@ class ConversationService:
             usage=Usage.of(calls),
             model_calls=list(calls),
         )
+
+    def _warm_next_turn(
+        self, orchestrator: DomainOrchestrator, session_id: str, conversation: Conversation
+    ) -> None:
+        """Start warming the next turn's rewrite prompt, in the background and outside this
+        question (its budget, its observers, its calls): when the model warms prefixes, no
+        other question is in flight (it would wait for the warm-up's batch), the next message
+        will be rewritten (no clarifying question waits), and it will read the history as
+        stored (no compression first)."""
+        if (
+            self._closed
+            or self._asking > 1
+            or not warms_follow_ups(self.llm)
+            or conversation.pending is not None
+            or history_tokens(conversation) > self.sessions.history_tokens
+        ):
+            return
+        warming = asyncio.create_task(
+            self._warm(orchestrator, session_id, conversation), context=contextvars.Context()
+        )
+        self._warming.add(warming)
+        warming.add_done_callback(self._warming.discard)
+
+    async def _warm(
+        self, orchestrator: DomainOrchestrator, session_id: str, conversation: Conversation
+    ) -> None:
+        with (
+            bound(session=session_ref(session_id)),
+            orchestrator.fixed_text(),
+            conversation_history(history_messages(conversation)),
+        ):
+            try:
+                with exits_as_errors():  # a task: SystemExit would stop the loop it runs on
+                    await warm_follow_up(self.llm)
+            except asyncio.CancelledError:
+                raise
+            except BaseException:  # a warm-up only saves time: its failure is logged, not raised
+                log.exception("prefix_warming_failed")
+
+    async def settle(self) -> None:
+        """Wait for the warm-ups started between turns to finish (a user reading the answer)."""
+        while self._warming:
+            await asyncio.gather(*self._warming, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancel the warm-ups in flight, and start none after: nobody will send the turns they
+        prepare here."""
+        self._closed = True
+        for warming in self._warming:
+            warming.cancel()
+        await asyncio.gather(*self._warming, return_exceptions=True)
 
     async def _continued(
         self, session_id: str, domain: str | None, caller: str | None
