@@ -32,7 +32,8 @@ role's prompt tokens that the server had cached; the ratio of a later turn's med
 After each turn the run waits, as a user reading the answer would, until the app has settled
 (``App.settle``: the next turn's prompt warmed into the server's cache where the model profile
 has ``prefix_warming``); that wait is in no turn's seconds and is printed apart (warm-up s).
-A run from the recording alone warms nothing: its seconds are the recorded ones.
+A run with a recording (``--record``, ``--replay``) warms nothing: its seconds are unwarmed
+ones (``replay_model.py`` says why); warmed seconds come from a live run without one.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ from conversation_set import (
 )
 
 from toolwire import App
-from toolwire.llm import ChatModel, LanguageModel
+from toolwire.llm import LanguageModel
 from toolwire.orchestrator import Answer, TaskTrace, follow_up
 from toolwire.search.requests import search_request
 from toolwire.sessions.memory import MemorySessionStore
@@ -353,13 +354,6 @@ def spread(
     return {name: [c for c in listed if id(c) in kept] for name, listed in conversations.items()}
 
 
-def without_warming(llm: LanguageModel) -> None:
-    """``llm`` with its profile's ``prefix_warming`` off (a model without a profile warms
-    nothing anyway)."""
-    if isinstance(llm, ChatModel):
-        llm.profile = llm.profile.model_copy(update={"prefix_warming": False})
-
-
 def build_app(args: argparse.Namespace) -> tuple[App, LanguageModel | None, Any]:
     """The app the set is labelled against, its sessions in memory; with ``--record`` or
     ``--replay`` its model behind the recording (``bench/selection/replay_model.py``), returned
@@ -424,6 +418,8 @@ async def main() -> None:
     print(f"{count} conversations, {turns} turns ({args.split} split; {', '.join(names)})")
     app, own_llm, transport = build_app(args)
     if args.warming == "off":
+        from replay_model import without_warming
+
         without_warming(app.llm)
     domains = {
         name: Domain(

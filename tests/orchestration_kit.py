@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from toolwire.hookspecs import RegisterDomain, RegisterTool
 from toolwire.orchestrator import Answer
 from toolwire.registry import DomainSpec
 from toolwire.run_state import SelectionRecord
+from toolwire.testing.fake_openai import FakeReply, FakeRequest
 
 
 class NoParams(BaseModel):
@@ -247,3 +249,19 @@ def selection_of(answer: Answer) -> SelectionRecord:
     """The root task's selection record (it must have one)."""
     assert answer.trace.selection is not None
     return answer.trace.selection
+
+
+def dosage_server_reply(request: FakeRequest) -> FakeReply:
+    """A fake OpenAI server's reply for a domain whose one tool takes a ``Query``: every option
+    chosen, every tool's question answered yes, the follow-up rewrite "What is the dose of
+    ibuprofen?", the query "ibuprofen", and the answer "Ibuprofen: 400 mg."."""
+    fields = (request.output_schema or {}).get("properties", {})
+    if "choice" in fields:
+        return FakeReply(text=json.dumps({"choice": fields["choice"]["items"]["enum"]}))
+    if "answer" in fields:
+        return FakeReply(text='{"answer": "yes"}')
+    if "task" in fields:
+        return FakeReply(text='{"task": "What is the dose of ibuprofen?"}')
+    if fields:
+        return FakeReply(text='{"query": "ibuprofen"}')
+    return FakeReply(text="Ibuprofen: 400 mg.")

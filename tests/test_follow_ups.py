@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestration_kit import Query, QueryTool
+from orchestration_kit import Query, QueryTool, dosage_server_reply
 from toolwire import ModelError
 from toolwire.conversation import SUMMARY_MARKER, TurnSummary
 from toolwire.llm import OpenAIGateway, Purpose
@@ -22,7 +22,7 @@ from toolwire.registry import DomainSpec
 from toolwire.sessions import MemorySessionStore
 from toolwire.settings import LLMSettings, SessionSettings
 from toolwire.testing import ScriptedModel, conversation_for
-from toolwire.testing.fake_openai import FakeOpenAIServer, FakeReply, FakeRequest
+from toolwire.testing.fake_openai import FakeOpenAIServer
 
 DOMAIN = DomainSpec(name="pharma", description="Medicines.")
 
@@ -225,19 +225,7 @@ async def test_the_rewrite_and_the_answer_read_the_history_in_standard_roles_aft
     message; every other call of the later turn reads the rewritten task alone, as a first
     turn's would (the earlier turns there dragged the old topic into new requests)."""
 
-    def reply(request: FakeRequest) -> FakeReply:
-        fields = (request.output_schema or {}).get("properties", {})
-        if "choice" in fields:
-            return FakeReply(text=json.dumps({"choice": fields["choice"]["items"]["enum"]}))
-        if "answer" in fields:
-            return FakeReply(text='{"answer": "yes"}')
-        if "task" in fields:
-            return FakeReply(text='{"task": "What is the dose of ibuprofen?"}')
-        if fields:
-            return FakeReply(text='{"query": "ibuprofen"}')
-        return FakeReply(text="Ibuprofen: 400 mg.")
-
-    async with FakeOpenAIServer(reply) as server:
+    async with FakeOpenAIServer(dosage_server_reply) as server:
         settings = LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0)
         gateway = OpenAIGateway(settings, api_key="k", concurrency=1)
         chat = conversation_for(DOMAIN, QueryTool("dosage"), model=gateway)

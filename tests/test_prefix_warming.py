@@ -7,13 +7,13 @@ call holds the slot), and its failure costs nothing but the time it would have s
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any, TypeVar, cast
 
+import pytest
 from structlog.testing import capture_logs
 
-from orchestration_kit import AskingTool, Query, QueryTool
+from orchestration_kit import AskingTool, Query, QueryTool, dosage_server_reply
 from toolwire import App
 from toolwire.cli.ask_commands import settling
 from toolwire.llm import OpenAIGateway, Purpose
@@ -43,16 +43,7 @@ def replying(warm_up: FakeReply | None = None) -> Any:
     def reply(request: FakeRequest) -> FakeReply:
         if is_warm_up(request):
             return warm_up or FakeReply(text="{")
-        fields = (request.output_schema or {}).get("properties", {})
-        if "choice" in fields:
-            return FakeReply(text=json.dumps({"choice": fields["choice"]["items"]["enum"]}))
-        if "answer" in fields:
-            return FakeReply(text='{"answer": "yes"}')
-        if "task" in fields:
-            return FakeReply(text='{"task": "What is the dose of ibuprofen?"}')
-        if fields:
-            return FakeReply(text='{"query": "ibuprofen"}')
-        return FakeReply(text="Ibuprofen: 400 mg.")
+        return dosage_server_reply(request)
 
     return reply
 
@@ -176,6 +167,7 @@ async def test_a_failed_warm_up_is_logged_and_the_next_turn_goes_on_as_without_i
 
     failed = [e for e in logs if e["event"] == "prefill_failed"]
     assert len(failed) == 1 and failed[0]["purpose"] == "decomposition"
+    assert all(e["ok"] for e in logs if e["event"] == "llm_call")  # no question's call failed
     assert second.kind == "answer" and second.text == "Ibuprofen: 400 mg."
 
 
@@ -266,8 +258,10 @@ async def test_no_warm_up_when_the_next_turn_compresses_the_history_first() -> N
     assert model.warm_ups == []
 
 
-async def test_a_warm_up_that_raises_is_logged_and_loses_nothing() -> None:
-    model = scripted(WarmingModel(fails=RuntimeError("socket gone")))
+@pytest.mark.parametrize("error", [RuntimeError("socket gone"), SystemExit(3)])
+async def test_a_warm_up_that_raises_is_logged_and_loses_nothing(error: BaseException) -> None:
+    """Even a SystemExit from the model's code: in a task it would stop the event loop."""
+    model = scripted(WarmingModel(fails=error))
     chat = conversation_for(DOMAIN, QueryTool("dosage"), model=model)
     with capture_logs() as logs:
         first = await chat.ask("Tell me about ibuprofen")

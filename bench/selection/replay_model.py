@@ -16,21 +16,35 @@ from toolwire.settings import LLMSettings
 from toolwire.testing.replay import ReplayTransport
 
 
+def without_warming(llm: LanguageModel) -> None:
+    """``llm`` with its profile's ``prefix_warming`` off (a model without a profile warms
+    nothing anyway)."""
+    if isinstance(llm, ChatModel):
+        llm.profile = llm.profile.model_copy(update={"prefix_warming": False})
+
+
 def replayed_model(
     recording: Path | None, *, replay_only: bool = False, settings: LLMSettings | None = None
 ) -> tuple[LanguageModel, ReplayTransport | None]:
-    """The model the evaluations use, and the recording's transport (None: no recording)."""
+    """The model the evaluations use, and the recording's transport (None: no recording).
+
+    With a recording the model warms no prefixes (``prefix_warming``): a warm-up kept in it
+    would be replayed later without reaching the server, so the rewrite after it would meet a
+    cold cache while the run believed it warm. A recording's seconds are unwarmed ones; warmed
+    seconds are measured live, without one."""
     settings = settings or LLMSettings()
     if recording is None:
         return create_language_model(settings, environ={}), None
     if replay_only:
-        # the embedded model's, as recorded; no warm-ups, which only fill a live server's cache
-        profile = model_profile(settings, environ={}).model_copy(update={"prefix_warming": False})
+        profile = model_profile(settings, environ={})
         named = settings.model_copy(update={"model": local_model_spec(settings.local_model).name})
         transport = ReplayTransport(recording, supports_functions=True)
-        return ChatModel(transport, named, profile=profile, concurrency=1), transport
+        replayed = ChatModel(transport, named, profile=profile, concurrency=1)
+        without_warming(replayed)
+        return replayed, transport
     llm = create_language_model(settings, environ={})
     assert isinstance(llm, ChatModel)
     transport = ReplayTransport(recording, inner=llm.transport)
     llm.transport = transport
+    without_warming(llm)
     return llm, transport

@@ -230,9 +230,7 @@ class ChatModel:
         instruction: str = "",
         purpose: Purpose = Purpose.DECOMPOSITION,
     ) -> M | None:
-        source = current_parameters_source() if purpose is Purpose.PARAMETERS else None
-        prompt = prompts.extract_prompt(purpose, text, instruction, schema, source=source)
-        shown = prompts.sourced_model(schema, source)
+        prompt, shown = _extraction(purpose, text, instruction, schema)
         return await self._structured_call(prompt, schema, shown=shown)
 
     @property
@@ -262,9 +260,9 @@ class ChatModel:
         question's calls: it logs ``prefix_warmed`` or ``prefill_failed``, not ``llm_call``."""
         if not self.profile.prefix_warming or self._slots.locked() or self._prefilling:
             return False
-        prompt = prompts.extract_prompt(purpose, "", instruction, schema)
+        prompt, shown = _extraction(purpose, "", instruction, schema)
         messages = self._messages(prompt)
-        sending = asyncio.ensure_future(self._send(purpose, messages, schema, 1, warming=True))
+        sending = asyncio.ensure_future(self._send(purpose, messages, shown, 1, warming=True))
         self._prefilling.add(sending)
         try:
             sent = await sending
@@ -515,6 +513,16 @@ class ChatModel:
         record_call(record)
         emit(ModelCallFinished(step=step, record=record.model_copy()))
         log.info("llm_call", **record.model_dump())
+
+
+def _extraction(
+    purpose: Purpose, text: str, instruction: str, schema: type[BaseModel]
+) -> tuple[Prompt, type[BaseModel]]:
+    """An extraction's prompt and the schema its request shows (an MCP tool's parameters carry
+    their descriptions as external content): :meth:`ChatModel.extract`'s, and its warm-up's."""
+    source = current_parameters_source() if purpose is Purpose.PARAMETERS else None
+    prompt = prompts.extract_prompt(purpose, text, instruction, schema, source=source)
+    return prompt, prompts.sourced_model(schema, source)
 
 
 def _answer_delta(text: str) -> None:

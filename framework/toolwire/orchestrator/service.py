@@ -307,12 +307,11 @@ class ConversationService:
             conversation_history(history_messages(conversation)),
         ):
             try:
-                with exits_as_errors():  # a task: SystemExit would stop the loop it runs on
-                    await warm_follow_up(self.llm)
+                await warm_follow_up(self.llm)
             except asyncio.CancelledError:
                 raise
-            except BaseException:  # a warm-up only saves time: its failure is logged, not raised
-                log.exception("prefix_warming_failed")
+            except BaseException:  # SystemExit too: raised in a task it would stop the loop
+                log.exception("prefix_warming_failed")  # a warm-up only saves time
 
     async def settle(self) -> None:
         """Wait for the warm-ups started between turns to finish (a user reading the answer)."""
