@@ -108,7 +108,7 @@ async def test_a_bad_rewrite_is_never_used_and_the_trace_says_why() -> None:
 
 
 async def test_a_rewrite_that_holds_an_identifier_only_inside_a_longer_one_dropped_it() -> None:
-    """"80" inside "8080" is another number: the rewrite lost the message's, as a compression
+    """ "80" inside "8080" is another number: the rewrite lost the message's, as a compression
     would (the same check serves both)."""
     model, seen = model_with({"task": "Is the service up on port 8080?"})
     chat = service(model)
@@ -159,9 +159,15 @@ async def test_old_turns_are_compressed_once_marked_stored_and_reused() -> None:
     chat = service(model, history_tokens=budget)
     first = await chat.ask("dose 1?")
     made: dict[int, TurnSummary] = {}
+    notes: list[str] = []
     for number in range(2, turns + 1):
+        forgotten = (await chat.store.load(first.session_id)).conversation.forgotten
         last = await chat.ask(f"dose {number}?", session_id=first.session_id)
         stored = (await chat.store.load(first.session_id)).conversation
+        assert last.context is not None
+        notes += last.context.notes
+        if stored.forgotten > forgotten:  # the turn says which turns it can no longer read
+            assert any(" forgotten with their summary: " in note for note in last.context.notes)
         made.update((summary.first, summary) for summary in stored.summaries)
         # what the next turn reads is within the budget, but for the turn just added
         assert history_tokens(stored.model_copy(update={"turns": stored.turns[:-1]})) <= budget
@@ -175,6 +181,7 @@ async def test_old_turns_are_compressed_once_marked_stored_and_reused() -> None:
     assert "SKU-11234" in made[1].text  # an identifier the model dropped, kept verbatim
     assert stored.turns[-1].number == turns and len(stored.turns) >= 2
     assert stored.forgotten > 0  # the oldest summary was forgotten whole, not compressed again
+    assert notes and all(" forgotten with their summary: " in note for note in notes)
     # every later turn reads a stored summary first, as it was written
     after = [h for h in histories if h and h[0]["content"].startswith(SUMMARY_MARKER)]
     assert after and all(h[0]["content"] in {s.text for s in made.values()} for h in after)
@@ -199,13 +206,50 @@ async def test_turns_too_long_for_the_budget_are_forgotten_without_a_compression
     assert model.calls_for(Purpose.COMPRESSION) == []
     assert [turn.number for turn in stored.turns] == [6, 7, 8] and stored.forgotten == 5
     assert last.context is not None and last.context.turns_read == [6, 7]
+    (note,) = last.context.notes
+    assert note.startswith(
+        "earlier turns 5-5 forgotten, not compressed: the latest 2 turns leave 0 of the 256 "
+        "tokens of sessions.history_tokens, and a summary of them needs "
+    )
+
+
+async def test_no_compression_is_spent_on_a_summary_with_no_room_beside_the_latest_turns() -> None:
+    """The reviewer's case: the latest two turns take 1,988 of the 2,048 tokens. A summary of
+    the turns before them cannot fit in the 60 left, so none is asked for: the turns are
+    forgotten at once, and the turn's notes say so (a compression there was made, then forgotten
+    in the same pass, and nothing said it)."""
+    model = ScriptedModel().on_suitability({"dosage": True}).on_extract(Query, {"query": "x"})
+    model.on_extract(StandaloneTask, lambda text, instruction: {"task": text})
+    summary = {"summary": "The user asked for the doses of three products, one after another. " * 3}
+    model.on_extract(CompressedContext, summary, purpose=Purpose.COMPRESSION)
+    long = {"dose 4?", "dose 5?"}  # 994 tokens each with the message; turns 1-3: 40 each
+    model.on_answer(lambda question, contexts: "y" * (3964 if question in long else 150))
+    chat = service(model, history_tokens=2048)
+    first = await chat.ask("dose 1?")
+    for number in range(2, 6):
+        await chat.ask(f"dose {number}?", session_id=first.session_id)
+    stored = (await chat.store.load(first.session_id)).conversation
+    assert history_tokens(stored.model_copy(update={"turns": stored.turns[-2:]})) == 1988
+
+    sixth = await chat.ask("dose 6?", session_id=first.session_id)
+
+    assert model.calls_for(Purpose.COMPRESSION) == []
+    stored = (await chat.store.load(first.session_id)).conversation
+    assert stored.summaries == [] and stored.forgotten == 3
+    assert [turn.number for turn in stored.turns] == [4, 5, 6]
+    assert sixth.context is not None and sixth.context.turns_read == [4, 5]
+    (note,) = sixth.context.notes
+    assert note.startswith(
+        "earlier turns 1-3 forgotten, not compressed: the latest 2 turns leave 60 of the 2048 "
+        "tokens of sessions.history_tokens, and a summary of them needs "
+    )
 
 
 async def test_a_failed_compression_keeps_the_turns_and_says_so() -> None:
     model = ScriptedModel().on_suitability({"dosage": True}).on_extract(Query, {"query": "x"})
     model.on_extract(StandaloneTask, lambda text, instruction: {"task": text})
     model.on_extract(CompressedContext, None, purpose=Purpose.COMPRESSION)  # garbage
-    model.on_answer("y" * 450)  # two turns fit the budget, three do not
+    model.on_answer("y" * 400)  # two turns fit the budget with room for a summary, three do not
     chat = service(model, history_tokens=300)
     first = await chat.ask("dose one?")
     await chat.ask("dose two?", session_id=first.session_id)

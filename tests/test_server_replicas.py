@@ -176,7 +176,7 @@ def test_two_replicas_resuming_at_once_apply_the_round_once(replicas: Replicas) 
     loser = next(r for r in responses if r.status_code == 409).json()
     assert winner["kind"] == "clarification" and winner["session_id"] == session_id
     assert loser["error"] == "session_conflict"
-    assert "send the message again" in loser["message"]
+    assert "send this message again with the same session id" in loser["message"]
     assert loser["details"]["session_id"] == session_id
 
     # Nothing is lost: the conversation still waits, and either replica can finish it.

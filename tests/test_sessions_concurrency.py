@@ -131,7 +131,7 @@ async def test_a_round_resumed_twice_at_once_is_applied_once_and_stays_resumable
 
     assert winner.kind == "clarification" and winner.session_id == first.session_id
     assert (conflict.expected_version, conflict.actual_version) == (1, 2)
-    assert "send the message again" in str(conflict)
+    assert "send this message again with the same session id" in str(conflict)
     stored = await stores[1].load(first.session_id)
     assert stored.version == 2  # the winner's round, and only it
     # The loser's user sends the message again, on either replica: the conversation finishes.

@@ -89,7 +89,8 @@ async def test_a_stale_round_conflicts_and_keeps_the_winner(store: RedisSessionS
         await store.save(second)
 
     assert (caught.value.expected_version, caught.value.actual_version) == (1, 2)
-    assert "reload the conversation" in str(caught.value)
+    assert "the other request's turn was stored" in str(caught.value)
+    assert "send this message again with the same session id" in str(caught.value)
     stored = await store.load(session.session_id)
     assert (stored.version, stored.task.task_prompt) == (2, "winner")
 
@@ -217,7 +218,7 @@ async def test_an_unreachable_redis_is_a_clear_session_error() -> None:
 def test_from_settings_uses_url_and_ttl() -> None:
     settings = SessionSettings(store="redis", redis_url="redis://127.0.0.1:1/3", ttl_s=42)
     store = RedisSessionStore.from_settings(settings)
-    assert store._ttl_s == 42
+    assert store.ttl_s == 42
     assert store._url == "redis://127.0.0.1:1/3"
     with pytest.raises(ValueError, match="ttl_s must be positive"):
         RedisSessionStore(ttl_s=0)

@@ -35,6 +35,7 @@ from toolwire.plugins import (
 )
 from toolwire.registry import DomainSpec, ToolRegistry
 from toolwire.sessions import SessionStore
+from toolwire.settings import ENV_BASE_URL, base_url_problem
 from toolwire.telemetry import observers_from_environment
 from toolwire.tool_threads import PluginRunner
 from toolwire.tools import ChatbotTool
@@ -382,11 +383,16 @@ def _registered_name_problems(
 
 
 def _provider_settings_problems(config: AppConfig) -> list[Problem]:
-    """What the first question would find wrong with the provider that serves it: the
-    ``openai`` one needs a server or a model, the embedded one a ``local_model`` it knows."""
+    """What the first question would find wrong with the provider that serves it: a
+    ``TOOLWIRE_LLM_BASE_URL`` that is no server's URL (the file's ``llm.base_url`` is checked
+    as it is read), the ``openai`` provider needs a server or a model, the embedded one a
+    ``local_model`` it knows."""
     from toolwire.llm.factory import provider_name, resolve_settings
     from toolwire.llm.providers import EMBEDDED, OPENAI, openai_settings_problem
 
+    url = os.environ.get(ENV_BASE_URL)
+    if url and (problem := base_url_problem(url)) is not None:  # an empty one is unset
+        return [Problem(f"{ENV_BASE_URL} (llm.base_url): {problem}")]
     settings = resolve_settings(config.llm)
     serving = provider_name(settings, os.environ)
     if serving == OPENAI and (problem := openai_settings_problem(settings)) is not None:
@@ -403,10 +409,12 @@ def _provider_settings_problems(config: AppConfig) -> list[Problem]:
 
 def _profile_problems(config: AppConfig, plugin_set: PluginSet) -> list[Problem]:
     """``llm.profile`` must resolve (a registered name, valid traits; located at the key that is
-    wrong), ``llm.max_part_tokens`` fit its window, and the selection steps it names (when
-    ``orchestrator.selection.steps`` names none) be registered."""
+    wrong), ``llm.max_part_tokens`` and ``sessions.history_tokens`` fit its window, and the
+    selection steps it names (when ``orchestrator.selection.steps`` names none) be
+    registered."""
     from toolwire.llm.factory import profile_order, profiled_model_name, resolve_settings
     from toolwire.llm.profiles import ProfileError, part_limit_problem, resolve_profile
+    from toolwire.orchestrator.turn_compression import history_budget_problem
 
     settings = resolve_settings(config.llm)
     model = profiled_model_name(settings, os.environ)
@@ -418,6 +426,9 @@ def _profile_problems(config: AppConfig, plugin_set: PluginSet) -> list[Problem]
     problems = []
     if (problem := part_limit_problem(settings.max_part_tokens, profile)) is not None:
         problems.append(Problem(problem, config.path, config.line_of("llm", "max_part_tokens")))
+    if (problem := history_budget_problem(config.sessions.history_tokens, profile)) is not None:
+        line = config.line_of("sessions", "history_tokens")
+        problems.append(Problem(problem, config.path, line))
     if config.orchestrator.selection.steps is None:
         line = config.line_of("llm", "profile")
         for step in profile.selection_steps:

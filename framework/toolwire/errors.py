@@ -18,7 +18,8 @@
     ├── ToolThreadsExhaustedError      every tool thread is held by a call that ran out of time
     ├── PluginExitError                plugin code raised SystemExit or KeyboardInterrupt in a task
     └── SessionError                   a conversation's stored state cannot be used
-        ├── UnknownSessionError
+        ├── UnknownSessionError        unknown, expired, or another caller's
+        ├── UnreadableSessionError     damaged, or written by an incompatible version
         ├── SessionConflictError       another process applied the same round first
         └── SessionStoreUnavailableError  the store cannot be reached (retry later)
 
@@ -261,14 +262,59 @@ class SessionError(ToolwireError):
 
 
 class UnknownSessionError(SessionError):
-    """The session id names no stored conversation."""
+    """The session id names no stored conversation this caller may continue.
 
-    def __init__(self, session_id: str) -> None:
+    An unknown id, an expired conversation and another caller's conversation read alike, so an
+    API key cannot learn that another tenant's conversation exists. ``store`` names the store
+    that was asked and ``ttl_s`` its time-to-live, when the store knows them; ``location`` (a
+    SQLite store's file) is not in the message, which may reach a remote caller: the command
+    line shows it, so a user who ran from another working directory sees that another file was
+    opened.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        store: str | None = None,
+        location: str | None = None,
+        ttl_s: float | None = None,
+    ) -> None:
         self.session_id = session_id
-        super().__init__(
-            f"no conversation is stored under session id {session_id!r}; "
-            "omit the session id to start a new conversation"
+        self.store = store
+        self.location = location
+        self.ttl_s = ttl_s
+        where = f" in {store}" if store else ""
+        kept = (
+            f" (a conversation is kept {_seconds(ttl_s)} s after its last turn: sessions.ttl_s)"
+            if ttl_s is not None
+            else ""
         )
+        super().__init__(
+            f"no conversation is stored under session id {session_id!r}{where}: it is unknown, "
+            f"expired{kept} or was started under another API key; omit the session id to start "
+            "a new conversation"
+        )
+
+
+def _seconds(value: float) -> str:
+    """``86,400`` (whole seconds) or ``0.5``: a duration as the documentation writes it."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,}"
+
+
+class UnreadableSessionError(SessionError):
+    """A stored conversation that no longer reads (damaged, or written by an incompatible
+    version).
+
+    It carries the ``owner`` and ``domain`` as they were stored (either may be damaged too):
+    only the conversation's owner may learn that it is damaged; to every other caller it is an
+    unknown session, as if it did not exist.
+    """
+
+    def __init__(self, message: str, *, owner: object = None, domain: object = None) -> None:
+        self.owner = owner
+        self.domain = domain
+        super().__init__(message)
 
 
 class SessionConflictError(SessionError):
@@ -279,11 +325,34 @@ class SessionConflictError(SessionError):
         self.expected_version = expected_version
         self.actual_version = actual_version
         super().__init__(
-            f"session {session_id!r} was changed by another request "
-            f"(expected version {expected_version}, found {actual_version}); "
-            "reload the conversation and send the message again"
+            f"session {session_id!r} was changed by another request while this message was "
+            f"answered (expected version {expected_version}, found {actual_version}): the other "
+            "request's turn was stored and this one was not; send this message again with the "
+            "same session id to make it the next turn"
         )
 
 
 class SessionStoreUnavailableError(SessionError):
-    """The session store cannot be reached or failed; nothing was changed, retry later."""
+    """The session store cannot be reached or failed.
+
+    Raised while a conversation was being loaded, nothing was changed. Raised while a turn was
+    being stored (``while_storing``: :meth:`storing_turn`), the tools of the turn had run and
+    its answer could not be stored; a store that timed out (Redis) may have stored it after all.
+    """
+
+    def __init__(self, message: str, *, while_storing: bool = False) -> None:
+        self.while_storing = while_storing
+        super().__init__(message)
+
+    @classmethod
+    def storing_turn(cls, error: SessionStoreUnavailableError) -> SessionStoreUnavailableError:
+        """``error``, raised while a turn was being stored, saying what that means for the turn:
+        the user must not read it as "nothing happened" (a tool may have booked or sent)."""
+        return cls(f"storing this turn failed: {STORING_TURN_FAILED}; {error}", while_storing=True)
+
+
+STORING_TURN_FAILED = (
+    "its answer could not be stored and its tools may have run (a store that timed out may have "
+    "stored the answer after all)"
+)
+"""What a store's failure while storing a turn means for the user; every front door says it."""

@@ -5,8 +5,9 @@ section is owned by the module that uses it and documented field by field."""
 from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolwire.task import MAX_TASK_DEPTH
 
@@ -24,6 +25,24 @@ ENV_BASE_URL = "TOOLWIRE_LLM_BASE_URL"
 """Overrides ``llm.base_url``."""
 ENV_MODEL = "TOOLWIRE_LLM_MODEL"
 """Overrides ``llm.model``."""
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be ``llm.base_url`` (None: it can). An HTTP client reads
+    ``localhost:8080`` as a relative path, not a server: without this check it passes ``toolwire
+    check`` and the first question fails, "cannot connect to the model server at
+    localhost:8080/". The URL itself is not repeated: it may carry a password."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (parsing the port is the check)
+    except ValueError as error:  # an unclosed IPv6 bracket, a port out of range
+        return f"is not a URL ({error}); write the server's URL, e.g. http://localhost:8080/v1"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return (
+            "needs an http:// or https:// scheme and a host: write the server's whole URL, "
+            "e.g. http://localhost:8080/v1"
+        )
+    return None
 
 
 def _in_the_profile(example: str) -> str:
@@ -46,9 +65,7 @@ class LLMSettings(Section):
         "completion_limit_field": _in_the_profile(
             "{base: general, completion_limit_field: max_completion_tokens}"
         ),
-        "context_window_tokens": _in_the_profile(
-            "{base: general, context_window_tokens: 32768}"
-        ),
+        "context_window_tokens": _in_the_profile("{base: general, context_window_tokens: 32768}"),
         "prompt_layout": "remove it: every call has the shared-prefix layout",
         "compression_threshold": "it is fixed (toolwire.llm.compression.COMPRESSION_THRESHOLD)",
     }
@@ -58,7 +75,8 @@ class LLMSettings(Section):
     model), or one a plugin registers with ``register_models``. None: ``openai`` when a base URL
     or an API key is set, else ``embedded``."""
     base_url: str | None = None
-    """An OpenAI-compatible endpoint; ``TOOLWIRE_LLM_BASE_URL``. None and no API key: the embedded
+    """An OpenAI-compatible endpoint, an http or https URL with a host
+    (``http://localhost:8080/v1``); ``TOOLWIRE_LLM_BASE_URL``. None and no API key: the embedded
     local model."""
     model: str | None = None
     """``TOOLWIRE_LLM_MODEL``; defaults to the embedded model's name when it is used."""
@@ -85,6 +103,15 @@ class LLMSettings(Section):
     a prompt; a longer part is cut there, with a marker, and the cut is a ``context_cut`` notice
     of the answer (the tool's whole result is kept). None: half of the model profile's
     ``context_window_tokens``; less than it."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_a_server(cls, value: str | None) -> str | None:
+        """Refused when the file is read, at its line (the environment variable's value is
+        checked when the app loads: ``toolwire.app``)."""
+        if value is not None and (problem := base_url_problem(value)) is not None:
+            raise ValueError(problem)
+        return value
 
 
 class SelectionSettings(Section):
@@ -180,7 +207,8 @@ class SessionSettings(Section):
     ttl_s: int = Field(default=86_400, gt=0)
     """How long a conversation nobody continues is kept (renewed by each turn)."""
     max_turns: int = Field(default=50, ge=1)
-    """Turns a conversation keeps verbatim (older ones are compressed once, or forgotten)."""
+    """Turns a conversation keeps: past it the oldest are forgotten (their numbers are not
+    reused). Compression (``history_tokens``) may replace turns by a summary before then."""
     history_tokens: int = Field(default=2048, ge=256)
     """How many tokens of earlier turns a turn's follow-up rewrite and answer may read (its
     other calls read none): past it the old turns are compressed once into a summary, and the

@@ -19,8 +19,10 @@ from toolwire.conversation import (
 )
 from toolwire.errors import (
     SessionError,
+    SessionStoreUnavailableError,
     UnknownDomainError,
     UnknownSessionError,
+    UnreadableSessionError,
     exits_as_errors,
 )
 from toolwire.events import (
@@ -49,6 +51,7 @@ from toolwire.request_progress import note_turn_stored
 from toolwire.selection.pipeline import Selection
 from toolwire.selection.routing import DomainRouter, RoutingDecision, RoutingRecord
 from toolwire.sessions import SessionStore, StoredSession
+from toolwire.sessions.base import unknown_session
 from toolwire.settings import OrchestratorSettings, SessionSettings
 from toolwire.task import TaskInfo, escape_marker
 from toolwire.tool_threads import PluginRunner
@@ -329,18 +332,42 @@ class ConversationService:
     async def _continued(
         self, session_id: str, domain: str | None, caller: str | None
     ) -> StoredSession:
-        """The stored conversation ``session_id``, if ``caller`` may continue it in ``domain``."""
+        """The stored conversation ``session_id``, if ``caller`` may continue it in ``domain``.
+
+        Who may continue it is decided before anything else about it: a damaged conversation is
+        said to be damaged to its owner alone, and every ``UnknownSessionError`` is built here by
+        one function, so another caller's id, an unknown id and an expired one read alike even
+        through a store that wraps another (whose own error may name the inner store)."""
         with bound(session=session_ref(session_id)):
-            stored = await self.store.load(session_id)
-            if stored.owner != caller:
-                log.warning("session_owner_mismatch", owner=stored.owner, caller=caller)
-                raise UnknownSessionError(session_id)
-        if domain is not None and domain != stored.domain:
+            try:
+                stored = await self.store.load(session_id)
+            except UnknownSessionError:
+                raise unknown_session(self.store, session_id) from None
+            except UnreadableSessionError as error:
+                self._check_access(session_id, error.owner, error.domain, caller, domain)
+                raise
+            self._check_access(session_id, stored.owner, stored.domain, caller, domain)
+        return stored
+
+    def _check_access(
+        self,
+        session_id: str,
+        owner: object,
+        stored_domain: object,
+        caller: str | None,
+        domain: str | None,
+    ) -> None:
+        """Refuse a conversation ``caller`` did not start (as an unknown session), or one of
+        another domain than the ``domain`` asked for. ``owner`` and ``stored_domain`` are as
+        stored, possibly damaged: a damaged owner is no caller's."""
+        if owner != caller:
+            log.warning("session_owner_mismatch", owner=owner, caller=caller)
+            raise unknown_session(self.store, session_id)
+        if isinstance(stored_domain, str) and domain is not None and domain != stored_domain:
             raise SessionError(
-                f"session {session_id!r} belongs to domain {stored.domain!r}, not "
+                f"session {session_id!r} belongs to domain {stored_domain!r}, not "
                 f"{domain!r}; omit the domain when continuing the conversation"
             )
-        return stored
 
     async def _turn_task(
         self,
@@ -424,11 +451,7 @@ class ConversationService:
         cancelled meanwhile (a request's time limit, a client gone): a store's thread or Redis
         script would go on regardless, and the caller's error must say what was stored
         (:func:`~toolwire.request_progress.note_turn_stored`)."""
-        if stored is None:
-            write = self.store.create(domain, conversation, owner=caller)
-        else:
-            write = self._save_turn(stored, conversation)
-        writing = asyncio.ensure_future(write)
+        writing = asyncio.ensure_future(self._write(stored, domain, conversation, caller))
         try:
             return await asyncio.shield(writing)
         except asyncio.CancelledError:
@@ -437,6 +460,23 @@ class ConversationService:
         finally:
             if writing.done() and not writing.cancelled() and writing.exception() is None:
                 note_turn_stored(turn)
+
+    async def _write(
+        self,
+        stored: StoredSession | None,
+        domain: str,
+        conversation: Conversation,
+        caller: str | None,
+    ) -> StoredSession:
+        """Store the turn: a new conversation, or the next turn of ``stored``. A store that
+        fails now fails after the turn's tools ran, and its error says so: "nothing was
+        changed" would not be true (a Redis write that timed out may even have been applied)."""
+        try:
+            if stored is None:
+                return await self.store.create(domain, conversation, owner=caller)
+            return await self._save_turn(stored, conversation)
+        except SessionStoreUnavailableError as error:
+            raise SessionStoreUnavailableError.storing_turn(error) from error
 
     async def _save_turn(self, stored: StoredSession, conversation: Conversation) -> StoredSession:
         """Apply a turn with optimistic concurrency: of two replicas continuing the same

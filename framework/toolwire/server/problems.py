@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from toolwire.disclosure import new_error_id
 from toolwire.errors import (
+    STORING_TURN_FAILED,
     ConfigError,
     ModelError,
     SessionConflictError,
@@ -120,6 +121,10 @@ _GENERIC_REASONS = {
         "the session store cannot be reached; nothing was changed, retry later"
     ),
 }
+_STORING_TURN_REASON = (
+    f"the session store failed while storing this turn: {STORING_TURN_FAILED}; retry later"
+)
+"""The reason of a store that failed once the turn's tools had run: not "nothing was changed"."""
 _PUBLIC_DETAILS = {
     "session_id",
     "expected_version",
@@ -149,7 +154,7 @@ def api_error_for(error: ToolwireError, *, verbose: bool = False) -> ApiError:
     log.error("request_error", error=code, status=status, message=str(error), error_id=error_id)
     if verbose:
         return ApiError(status, code, redact(str(error)), details={**details, "error_id": error_id})
-    reason = _GENERIC_REASONS.get(code, "the server failed")
+    reason = _generic_reason(error, code)
     public = {key: value for key, value in details.items() if key in _PUBLIC_DETAILS}
     return ApiError(
         status,
@@ -157,6 +162,14 @@ def api_error_for(error: ToolwireError, *, verbose: bool = False) -> ApiError:
         f"{reason} (error id {error_id}); the server's log has the details under this id",
         details={**public, "error_id": error_id},
     )
+
+
+def _generic_reason(error: ToolwireError, code: str) -> str:
+    """What a 5xx says in place of the error's own text: what failed, and what it means for
+    the request (a session store's failure while storing a turn has not changed nothing)."""
+    if isinstance(error, SessionStoreUnavailableError) and error.while_storing:
+        return _STORING_TURN_REASON
+    return _GENERIC_REASONS.get(code, "the server failed")
 
 
 def unreadable_body(cause: BaseException) -> ApiError:

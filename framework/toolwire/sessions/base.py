@@ -19,7 +19,7 @@ from typing import Annotated, Literal, Protocol, runtime_checkable
 from pydantic import AfterValidator, BaseModel, ValidationError
 
 from toolwire.conversation import Conversation, waiting
-from toolwire.errors import SessionError
+from toolwire.errors import UnknownSessionError, UnreadableSessionError
 from toolwire.task import TaskInfo
 
 SESSION_ID_BYTES = 24
@@ -54,7 +54,9 @@ class SessionStore(Protocol):
     """Persistence of conversations between their turns, safe to share between processes.
 
     A store writes a conversation as :func:`session_payload` gives it and reads it back through
-    :func:`stored_session`; every write renews its idle time-to-live (``sessions.ttl_s``)."""
+    :func:`stored_session`; every write renews its idle time-to-live (``sessions.ttl_s``). A store
+    that has a ``description`` ("the SQLite session store"), a ``location`` (its file) and a
+    ``ttl_s`` attribute is named by them in the error of an unknown id (:func:`unknown_session`)."""
 
     async def create(
         self, domain: str, conversation: Conversation, owner: str | None = None
@@ -64,7 +66,8 @@ class SessionStore(Protocol):
         ...
 
     async def load(self, session_id: str) -> StoredSession:
-        """The stored conversation; ``UnknownSessionError`` when there is none."""
+        """The stored conversation; ``UnknownSessionError`` when there is none (or it expired),
+        ``UnreadableSessionError`` when it no longer reads."""
         ...
 
     async def save(self, session: StoredSession) -> StoredSession:
@@ -161,10 +164,12 @@ def stored_session(
     """A stored row back as a ``StoredSession``; every store reads its rows through this.
 
     A row that no longer reads (a conversation that does not parse, a version that is not a
-    positive whole number, a missing column: written by an incompatible version, or damaged) is a
-    ``SessionError`` naming the session and the damaged column, not a bare validation error; a
-    conversation stored in another format says which. Only that conversation is lost: the store
-    and its other conversations are not touched.
+    positive whole number, a missing column: written by an incompatible version, or damaged) is an
+    ``UnreadableSessionError`` naming the session and the damaged column, not a bare validation
+    error; a conversation stored in another format says which. It carries the row's owner and
+    domain, so that the conversation service tells only the owner (any other caller gets the
+    unknown session an unknown id gets). Only that conversation is lost: the store and its other
+    conversations are not touched.
     """
     problems: list[str] = []
     if not isinstance(domain, str) or not domain:
@@ -181,12 +186,21 @@ def stored_session(
         try:
             conversation = _conversation_of(payload_json)
         except ValidationError as error:
-            _refuse_other_format(session_id, payload_json)
+            why = _other_format(payload_json)
+            if why is not None:
+                raise UnreadableSessionError(
+                    f"the stored conversation {session_id!r} {why}: it cannot be resumed; start "
+                    "a new conversation",
+                    owner=owner,
+                    domain=domain,
+                ) from None
             problems.append(f"{error.error_count()} problem(s) in its conversation")
     if problems or conversation is None or stored_version is None:
-        raise SessionError(
+        raise UnreadableSessionError(
             f"the stored conversation {session_id!r} cannot be read ({'; '.join(problems)}); "
-            "it was written by an incompatible version or damaged: start a new conversation"
+            "it was written by an incompatible version or damaged: start a new conversation",
+            owner=owner,
+            domain=domain,
         )
     return StoredSession(
         session_id=session_id,
@@ -197,28 +211,42 @@ def stored_session(
     )
 
 
-def _refuse_other_format(session_id: str, task_json: str) -> None:
-    """A task stored in a format this toolwire does not read is refused, saying which format."""
+def unknown_session(store: object, session_id: str) -> UnknownSessionError:
+    """The error for an id ``store`` holds no conversation under, naming the store
+    (``description``) and its ``ttl_s`` when it has them (toolwire's stores do).
+
+    A store raises it for an unknown or expired id, and the conversation service for another
+    caller's conversation: built by this one function, the two cannot be told apart.
+    """
+    description = getattr(store, "description", None)
+    location = getattr(store, "location", None)
+    ttl_s = getattr(store, "ttl_s", None)
+    return UnknownSessionError(
+        session_id,
+        store=description if isinstance(description, str) else None,
+        location=location if isinstance(location, str) else None,
+        ttl_s=ttl_s if isinstance(ttl_s, int | float) else None,
+    )
+
+
+def _other_format(task_json: str) -> str | None:
+    """Why a conversation stored in a format this toolwire does not read cannot be resumed,
+    naming the format (None: it is in a format read here, or not a stored format at all)."""
     try:
         stored = json.loads(task_json)
     except ValueError:
-        return  # not JSON at all: damaged
+        return None  # not JSON at all: damaged
     if not isinstance(stored, dict):
-        return
+        return None
     found = stored.get("format", 1 if "task_prompt" in stored else None)
     if found is None or found in (2, SESSION_FORMAT):
-        return
+        return None
     if found == 1:
-        why = (
+        return (
             "was saved by an earlier toolwire (session format 1, before the orchestrator's state "
             "moved to TaskInfo.run)"
         )
-    else:
-        why = f"was saved in session format {_shown(found)}; this toolwire reads {SESSION_FORMAT}"
-    raise SessionError(
-        f"the stored conversation {session_id!r} {why}: it cannot be resumed; start a new "
-        "conversation"
-    )
+    return f"was saved in session format {_shown(found)}; this toolwire reads {SESSION_FORMAT}"
 
 
 def _stored_version(value: object) -> int | None:

@@ -6,13 +6,14 @@ import dataclasses
 import time
 
 from toolwire.conversation import Conversation
-from toolwire.errors import SessionConflictError, UnknownSessionError
+from toolwire.errors import SessionConflictError
 from toolwire.sessions.base import (
     Clock,
     StoredSession,
     new_session_id,
     session_payload,
     stored_session,
+    unknown_session,
 )
 
 
@@ -39,6 +40,9 @@ class MemorySessionStore:
     Expired rows are purged when a new session finds the store twice as full as after the last
     purge: conversations nobody answers cost memory for ``ttl_s``, not for the process's life.
     """
+
+    description = "the memory session store of this process"
+    """How an unknown session's error names this store: one of another process is not this one."""
 
     def __init__(self, ttl_s: float = 86_400, *, clock: Clock = time.monotonic) -> None:
         self.ttl_s = ttl_s
@@ -98,5 +102,5 @@ class MemorySessionStore:
         row = self._rows.get(session_id)
         if row is None or row.expires <= self._clock():
             self._rows.pop(session_id, None)
-            raise UnknownSessionError(session_id)
+            raise unknown_session(self, session_id)
         return row

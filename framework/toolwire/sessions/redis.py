@@ -29,10 +29,16 @@ from toolwire.errors import (
     SessionConflictError,
     SessionError,
     SessionStoreUnavailableError,
-    UnknownSessionError,
+    UnreadableSessionError,
 )
 from toolwire.redaction import redact, session_ref
-from toolwire.sessions.base import StoredSession, new_session_id, session_payload, stored_session
+from toolwire.sessions.base import (
+    StoredSession,
+    new_session_id,
+    session_payload,
+    stored_session,
+    unknown_session,
+)
 from toolwire.settings import SessionSettings
 
 log = structlog.get_logger(__name__)
@@ -84,6 +90,9 @@ unavailable (a URL's own ``socket_timeout`` / ``socket_connect_timeout`` win).""
 class RedisSessionStore:
     """A ``SessionStore`` on Redis, safe to share between processes and hosts."""
 
+    description = "the Redis session store"
+    """How an unknown session's error names this store (not its URL: callers read that error)."""
+
     def __init__(
         self,
         url: str = "redis://127.0.0.1:6379/0",
@@ -98,7 +107,7 @@ class RedisSessionStore:
         self._client: redis_asyncio.Redis = client or redis_asyncio.Redis.from_url(
             url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s
         )
-        self._ttl_s = ttl_s
+        self.ttl_s = ttl_s
         self._prefix = key_prefix
         self._url = url
         self._create = self._client.register_script(_CREATE)
@@ -121,7 +130,7 @@ class RedisSessionStore:
             created = await self._call(
                 self._create,
                 session_id,
-                [domain, payload, self._ttl_s, owner or ""],
+                [domain, payload, self.ttl_s, owner or ""],
             )
             if created == 1:
                 log.debug("session_created", session=session_ref(session_id), store="redis")
@@ -143,7 +152,7 @@ class RedisSessionStore:
         except RedisError as error:
             raise self._failed(error, session_id) from error
         if not raw:
-            raise UnknownSessionError(session_id)
+            raise unknown_session(self, session_id)
         fields = {_text(name): _text(value) for name, value in raw.items()}
         return stored_session(
             session_id,
@@ -157,10 +166,10 @@ class RedisSessionStore:
         status, version = await self._call(
             self._save,
             session.session_id,
-            [session.version, session_payload(session.conversation), self._ttl_s],
+            [session.version, session_payload(session.conversation), self.ttl_s],
         )
         if status == _MISSING:
-            raise UnknownSessionError(session.session_id)
+            raise unknown_session(self, session.session_id)
         if status == _DAMAGED:
             raise SessionError(
                 f"the stored conversation {session.session_id!r} cannot be saved: its stored "
@@ -194,9 +203,10 @@ class RedisSessionStore:
 
     def _failed(self, error: RedisError, session_id: str) -> SessionError:
         """A Redis error as toolwire's: a key that holds another type than a hash is that
-        conversation damaged (it alone is lost); anything else, the store unavailable."""
+        conversation damaged (it alone is lost; it has no owner, so only a caller without one
+        learns of it); anything else, the store unavailable."""
         if isinstance(error, ResponseError) and str(error).startswith("WRONGTYPE"):
-            return SessionError(
+            return UnreadableSessionError(
                 f"the stored conversation {session_id!r} cannot be read: its key "
                 f"{self._key(session_id)!r} holds another kind of Redis value than a toolwire "
                 "conversation (written by something else); start a new conversation"

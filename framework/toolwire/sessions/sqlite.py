@@ -16,13 +16,14 @@ from typing import TypeVar
 import structlog
 
 from toolwire.conversation import Conversation
-from toolwire.errors import SessionConflictError, SessionStoreUnavailableError, UnknownSessionError
+from toolwire.errors import SessionConflictError, SessionStoreUnavailableError
 from toolwire.sessions.base import (
     Clock,
     StoredSession,
     new_session_id,
     session_payload,
     stored_session,
+    unknown_session,
 )
 
 log = structlog.get_logger(__name__)
@@ -44,7 +45,12 @@ _OWNER_COLUMN = "ALTER TABLE toolwire_sessions ADD COLUMN owner TEXT"
 _EXPIRY_INDEX = (
     "CREATE INDEX IF NOT EXISTS toolwire_sessions_expiry ON toolwire_sessions (expires_at)"
 )
-"""Expired rows are purged on every new session: without it, each purge scans the table."""
+"""Expired rows are purged on every write: without it, each purge scans the table."""
+_PURGE = "DELETE FROM toolwire_sessions WHERE expires_at <= ?"
+
+PURGE_EVERY_S = 60.0
+"""Seconds after this store's last purge (every write purges) before a load purges again: a
+load is otherwise a read that takes no write lock, so it does not purge on every call."""
 
 
 class SQLiteSessionStore:
@@ -53,16 +59,27 @@ class SQLiteSessionStore:
 
     Operations run in a worker thread on one connection per store (stdlib ``sqlite3``); a save is
     one ``UPDATE ... WHERE version = ?`` (compare-and-set), so of two processes saving the same
-    round exactly one wins. Expired rows (``ttl_s`` after their last turn) are treated as gone
-    and purged on the next create.
+    round exactly one wins. Expired rows (``ttl_s`` after their last turn) are treated as gone,
+    and deleted from the file by the next create or save (one indexed ``DELETE`` in the write's
+    own transaction) or, when this store wrote nothing for :data:`PURGE_EVERY_S`, by the next
+    load: a conversation's text does not outlive ``ttl_s`` by long on a file in use.
     """
 
     def __init__(
         self, path: str | Path, ttl_s: float = 86_400, *, clock: Clock = time.time
     ) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()
+        """Absolute: the file the store was made for, whatever the working directory later."""
         self.ttl_s = ttl_s
+        self.description = "the SQLite session store"
+        """How an unknown session's error names this store (its file is ``location``, which a
+        message sent to a remote caller must not show)."""
+        self.location = str(self.path)
+        """The file, which the command line shows beside an unknown session's error: a user who
+        ran from another working directory sees that another file was opened."""
         self._clock = clock
+        self._purged_at: float | None = None
+        """When this store last deleted the expired rows (its clock; None: not yet)."""
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
 
@@ -73,8 +90,7 @@ class SQLiteSessionStore:
         task_json = session_payload(conversation)
 
         def insert(connection: sqlite3.Connection) -> None:
-            now = self._clock()
-            connection.execute("DELETE FROM toolwire_sessions WHERE expires_at <= ?", (now,))
+            now = self._purge(connection)
             connection.execute(
                 "INSERT INTO toolwire_sessions (session_id, domain, task, version, expires_at, "
                 "owner) VALUES (?, ?, ?, 1, ?, ?)",
@@ -91,6 +107,9 @@ class SQLiteSessionStore:
         )
 
     async def load(self, session_id: str) -> StoredSession:
+        if self._purged_at is None or self._clock() - self._purged_at >= PURGE_EVERY_S:
+            await self._run(self._purge)
+
         def select(connection: sqlite3.Connection) -> tuple[object, ...] | None:
             row: tuple[object, ...] | None = connection.execute(
                 "SELECT domain, task, version, owner FROM toolwire_sessions "
@@ -101,14 +120,14 @@ class SQLiteSessionStore:
 
         row = await self._run(select, write=False)
         if row is None:
-            raise UnknownSessionError(session_id)
+            raise unknown_session(self, session_id)
         return stored_session(session_id, *row)
 
     async def save(self, session: StoredSession) -> StoredSession:
         task_json = session_payload(session.conversation)
 
         def update(connection: sqlite3.Connection) -> int | None:
-            now = self._clock()
+            now = self._purge(connection)
             cursor = connection.execute(
                 "UPDATE toolwire_sessions SET task = ?, version = version + 1, expires_at = ? "
                 "WHERE session_id = ? AND version = ? AND expires_at > ?",
@@ -124,7 +143,7 @@ class SQLiteSessionStore:
 
         stored_version = await self._run(update)
         if stored_version == -1:
-            raise UnknownSessionError(session.session_id)
+            raise unknown_session(self, session.session_id)
         if stored_version is not None:
             raise SessionConflictError(session.session_id, session.version, stored_version)
         return session.model_copy(update={"version": session.version + 1})
@@ -134,6 +153,14 @@ class SQLiteSessionStore:
             connection.execute("DELETE FROM toolwire_sessions WHERE session_id = ?", (session_id,))
 
         await self._run(remove)
+
+    def _purge(self, connection: sqlite3.Connection) -> float:
+        """Delete the expired rows (in the caller's write transaction); returns the time it
+        purged at, the ``now`` of the write."""
+        now = self._clock()
+        connection.execute(_PURGE, (now,))
+        self._purged_at = now
+        return now
 
     async def aclose(self) -> None:
         """Close the connection (the next operation opens a new one)."""
