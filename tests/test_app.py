@@ -127,9 +127,9 @@ def test_a_class_whose_module_calls_sys_exit_is_located(
         load(path)
 
     assert problems(raised)[0] == (
-        f"{path}:4: class 'exiting_tools:Tool': cannot import module 'exiting_tools' "
-        "(SystemExit: no licence key); correct the module path or install the package that "
-        "provides it"
+        f"{path}:4: class 'exiting_tools:Tool': module 'exiting_tools' raised while importing, "
+        f"at {isolated / 'exiting_tools.py'}:2: SystemExit: no licence key; fix the module there "
+        "(its path is right)"
     )
 
 
@@ -276,17 +276,25 @@ def test_unknown_domains_and_unresolvable_domain_references(
     path = write_file("app.yaml", (
         "default_domain: nowhere\n"
         "domains:\n"
-        "  - {name: shop, rag_tool: serch}\n"
+        "  - name: shop\n"
+        "    rag_tool: serch\n"
+        "    deep_fallback: {general: serch}\n"
+        "    excluded_tools: [answer, lokup]\n"
         "tools:\n"
         "  - {name: lost, class: '_build_samples:LookupTool', domain: elsewhere}\n"
     ))
     with pytest.raises(ConfigError) as raised:
         load(path)
+    # each at its key's line, naming the key: the two 'serch' used to read as one problem twice
     assert problems(raised) == [
-        f"{path}:5: tool 'elsewhere.lost' names unknown domain 'elsewhere'; declared domains: shop",
-        f"{path}:3: domain 'shop': unknown tool 'serch' (looked in domain 'shop' and by prefixed "
-        "name); did you mean answer?",
         f"{path}:1: default_domain 'nowhere' is not a declared domain; declared domains: shop",
+        f"{path}:4: domain 'shop': rag_tool: unknown tool 'serch' (looked in domain 'shop' and "
+        "by prefixed name); did you mean answer?",
+        f"{path}:5: domain 'shop': deep_fallback['general']: unknown tool 'serch' (looked in "
+        "domain 'shop' and by prefixed name); did you mean answer?",
+        f"{path}:6: domain 'shop': excluded_tools[1]: unknown tool 'lokup' (looked in domain "
+        "'shop' and by prefixed name); did you mean lookup, shop.lookup?",
+        f"{path}:8: tool 'elsewhere.lost' names unknown domain 'elsewhere'; declared domains: shop",
     ]
 
 
@@ -301,6 +309,68 @@ def test_config_problems_and_build_problems_come_together(
     with pytest.raises(ConfigError) as raised:
         load(path)
     assert [p.line for p in raised.value.problems] == [1, 3]
+
+
+def test_a_reference_to_an_entry_left_out_for_its_problems_says_so(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    """The entry's own problem used to be followed by "unknown tool 'finder' ...; did you mean
+    shop.answer?" at every reference to it."""
+    path = write_file("app.yaml", (
+        "domains:\n"
+        "  - {name: desk, rag_tool: finder}\n"                                     # 2
+        "tools:\n"
+        "  - {name: finder, class: '_build_samples:LookupTool', domain: desk,\n"   # 4
+        "     priorty: 50}\n"
+        "  - {name: asker, class: '_build_samples:AnswerTool', domain: desk,\n"    # 6
+        "     inject: {lookup: finder}}\n"
+        "  - {name: helper, class: '_build_samples:AnswerTool', domain: desk}\n"   # 8
+    ))  # fmt: skip
+    with pytest.raises(ConfigError) as raised:
+        load(path, make_plugin("empty"))
+    left_out = (
+        f"tool 'desk.finder' (declared at {path}:4) has problems of its own and was left out; "
+        "fix those first"
+    )
+    got = problems(raised)
+    assert got[0] == f"{path}:2: domain 'desk': rag_tool: {left_out}"
+    assert got[1].startswith(f"{path}:5: unknown key 'priorty'; did you mean 'priority'?")
+    assert got[2] == f"{path}:6: desk.asker: inject lookup: 'finder': {left_out}"
+    assert got[3] == (
+        f"{path}:8: desk.helper: parameter 'lookup: LookupTool' of _build_samples.AnswerTool."
+        f"__init__ cannot be satisfied: {left_out}"
+    )
+    assert len(got) == 4
+
+
+def test_a_tool_whose_domain_entry_was_left_out_says_so(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    path = write_file("app.yaml", (
+        "domains:\n"
+        "  - {name: desk, descripton: typo}\n"
+        "tools:\n"
+        "  - {name: finder, class: '_build_samples:LookupTool', domain: desk}\n"
+    ))  # fmt: skip
+    with pytest.raises(ConfigError) as raised:
+        load(path, make_plugin("empty"))
+    assert problems(raised)[1] == (
+        f"{path}:4: tool 'desk.finder' names domain 'desk', whose entry (at {path}:2) has "
+        "problems of its own and was left out; fix those first"
+    )
+
+
+def test_every_problem_of_a_section_is_reported_in_one_run(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    """The refused ttl_s took the section back to its defaults: 'sqllite' went unchecked."""
+    path = write_file("app.yaml", "sessions:\n  store: sqllite\n  ttl_s: 1d\n")
+    with pytest.raises(ConfigError) as raised:
+        load(path)
+    got = problems(raised)
+    assert [problem.split(": ")[1] for problem in got] == ["sessions.store", "sessions.ttl_s"]
+    assert got[0].startswith(f"{path}:2: sessions.store: unknown session store 'sqllite'")
+    assert got[1].startswith(f"{path}:3: sessions.ttl_s: Input should be a valid integer")
 
 
 def test_ambiguous_autowiring_is_a_wiring_error(isolated: Path, write_file: WriteFile) -> None:
@@ -364,6 +434,9 @@ class ModelUser(toolwire.OrchestratorActivatedTool[Query]):
 
     def executable_instruction(self) -> str:
         return "x"
+
+    def execute_with_result(self, params: Query, text: str) -> toolwire.ToolExecutionResult:
+        return toolwire.ToolExecutionResult.context(params.text)
 
 
 def test_the_model_is_created_on_first_use_only(

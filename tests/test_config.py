@@ -14,13 +14,15 @@ from toolwire.config import (
     MAX_PROBLEMS_SHOWN,
     AppConfig,
     DomainEntry,
+    LeftOutEntry,
     PluginConfigFile,
     format_loc,
     load_app_config,
     load_file,
     parse_app_config,
+    parse_file,
 )
-from toolwire.registry import DomainSpec
+from toolwire.registry import DomainSpec, SourceLocation
 from toolwire.settings import SelectionSettings
 
 GOOD = """\
@@ -144,6 +146,73 @@ def test_valid_part_survives_next_to_the_problems(isolated: Path, write_file: Wr
     assert len(problems) == 2
     assert [tool.name for tool in config.tools] == ["good"]
     assert config.llm.timeout_s == 60
+
+
+def test_a_section_keeps_its_valid_keys_beside_a_refused_one(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    """The section used to go back to its defaults whole: ``sessions.store: sqllite`` beside a
+    refused ``ttl_s`` was then never checked against the registered stores."""
+    path = write_file("partial.yaml", (
+        "sessions: {store: sqllite, ttl_s: 1d}\n"
+        "orchestrator:\n"
+        "  selection: {top_k: 0, steps: [retrieve]}\n"
+        "  tool_threads: 3\n"
+        "server: {port: 80800, api_keys: [{name: a}], host: 0.0.0.0}\n"
+    ))  # fmt: skip
+    config, problems = parse_app_config(path)
+    assert [(problem.line, problem.message.split(":")[0]) for problem in problems] == [
+        (1, "sessions.ttl_s"),
+        (3, "orchestrator.selection.top_k"),
+        (5, "server.port"),
+        (5, "server.api_keys[0].token_env"),
+    ]
+    assert (config.sessions.store, config.sessions.ttl_s) == ("sqllite", 86_400)
+    assert config.orchestrator.selection.steps == ["retrieve"]
+    assert config.orchestrator.tool_threads == 3
+    assert (config.server.host, config.server.port, config.server.api_keys) == ("0.0.0.0", 8000, [])
+
+
+def test_a_refused_llm_key_takes_the_section_with_it(isolated: Path, write_file: WriteFile) -> None:
+    """The load checks the llm keys together: a refused base_url left at its default would have
+    the openai provider report a missing server the file does name."""
+    path = write_file("llm.yaml", "llm: {provider: openai, base_url: 'localhost:8080'}\n")
+    config, problems = parse_app_config(path)
+    assert [problem.message.split(":")[0] for problem in problems] == ["llm.base_url"]
+    assert (config.llm.provider, config.llm.base_url) == (None, None)
+
+
+def test_the_problems_of_a_file_come_in_line_order(isolated: Path, write_file: WriteFile) -> None:
+    """They came in the order the checks ran: entries first, a section's wrong values before
+    its unknown keys."""
+    path = write_file("order.yaml", (
+        "defualt_domain: shop\n"
+        "llm:\n"
+        "  prompt_layout: shared\n"
+        "  timeout_s: soon\n"
+        "tools:\n"
+        "  - {name: a, priority: high}\n"
+    ))  # fmt: skip
+    with pytest.raises(ConfigError) as raised:
+        load_app_config(path)
+    assert [problem.line for problem in raised.value.problems] == [1, 3, 4, 6]
+
+
+def test_an_entry_left_out_for_its_problems_is_remembered_by_what_it_names(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    path = write_file("shipped.yaml", (
+        "domains:\n"
+        "  - {name: shop, descripton: typo}\n"
+        "tools:\n"
+        "  - {name: stock_lookup, class: 'shop.tools:Stock', domain: shop, priorty: 5}\n"
+        "  - {name: 5, priorty: 5}\n"
+    ))  # fmt: skip
+    config, _ = parse_file(path, PluginConfigFile)
+    assert config.left_out("tools") == [
+        LeftOutEntry("stock_lookup", SourceLocation(str(path), 4), "shop", "shop.tools:Stock")
+    ]
+    assert config.left_out("domains") == [LeftOutEntry("shop", SourceLocation(str(path), 2))]
 
 
 def test_tools_must_be_a_list(isolated: Path, write_file: WriteFile) -> None:

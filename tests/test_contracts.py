@@ -32,6 +32,9 @@ class GenericTool(OrchestratorActivatedTool[Params]):
     def executable_instruction(self) -> str:
         return "Is it about a city?"
 
+    def execute_with_result(self, params: Params, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.context(params.city)
+
 
 class AttributeTool(ChatbotTool):  # type: ignore[type-arg]
     params_model = Params
@@ -104,6 +107,71 @@ def test_validate_tool_class_lists_every_problem() -> None:
     assert "no parameter model" in message
     assert "settings_model must be a pydantic BaseModel" in message
     assert "'Bad-Name' is not lower snake case" in message
+
+
+def test_an_activated_tool_with_a_misspelt_execute_method_is_refused_at_registration() -> None:
+    """It used to load, pass ``toolwire check`` and raise NotImplementedError mid-chat."""
+
+    class Misspelt(OrchestratorActivatedTool[Params]):
+        def executable_instruction(self) -> str:
+            return "Is it about a city?"
+
+        def execute_with_results(self, params: Params, text: str) -> ToolExecutionResult:
+            return ToolExecutionResult.context(params.city)
+
+    with pytest.raises(ToolDeclarationError) as raised:
+        validate_tool_class(Misspelt, where="register_tools")
+    assert str(raised.value) == (
+        f"tool class {__name__}.{Misspelt.__qualname__} (register_tools): it does not define "
+        "execute_with_result(params, text) (did you mean 'execute_with_results'?): an activated "
+        "tool runs through it, and the base's raises NotImplementedError"
+    )
+
+
+def test_a_missing_execute_method_is_named_without_a_guess_when_nothing_is_close() -> None:
+    class Silent(OrchestratorActivatedTool[Params]):
+        def executable_instruction(self) -> str:
+            return "Is it about a city?"
+
+        def execute_with_clarification(self, params, text, clarification):  # type: ignore[no-untyped-def]
+            return ToolExecutionResult.context("")  # an override is not a misspelling
+
+    with pytest.raises(ToolDeclarationError) as raised:
+        validate_tool_class(Silent)
+    assert "it does not define execute_with_result(params, text): an activated" in str(raised.value)
+    assert "did you mean" not in str(raised.value)
+
+
+def test_a_misspelt_abstract_method_is_named_with_its_closest_definition() -> None:
+    class Reader(ContextConsumerTool[Params]):
+        def executable_instruction(self) -> str:
+            return "x"
+
+        def execute_with_prior_contxt(self, params, text, prior_context):  # type: ignore[no-untyped-def]
+            return ToolExecutionResult.context("")
+
+    with pytest.raises(
+        ToolDeclarationError,
+        match=(
+            r"it leaves abstract methods unimplemented: execute_with_prior_context "
+            r"\(did you mean 'execute_with_prior_contxt'\?\)$"
+        ),
+    ):
+        validate_tool_class(Reader)
+
+
+def test_tools_that_never_run_execute_with_result_need_not_define_it() -> None:
+    """A plain tool is called through its own methods (by injection), a coordinator decomposes."""
+
+    class Plan(OrchestratorActivatedTool[Params], AgentCoordinator):
+        def executable_instruction(self) -> str:
+            return "x"
+
+        def decompose_into_subtasks(self, task: TaskInfo) -> TaskInfo:
+            return task
+
+    assert validate_tool_class(AttributeTool) is AttributeTool
+    assert validate_tool_class(Plan) is Plan
 
 
 def test_examples_written_as_one_string_are_refused_with_the_fix() -> None:

@@ -532,12 +532,12 @@ async def test_a_stored_conversation_with_two_waiting_questions_is_called_incons
 def test_misspelt_domain_tool_names_fail_when_the_orchestrator_is_built(
     scripted_model: ScriptedModel,
 ) -> None:
-    for spec in (
-        domain(rag_tool="rga"),
-        domain(deep_fallback={"*": "deeep"}),
-        domain(excluded_tools=["nope"]),
+    for spec, key in (
+        (domain(rag_tool="rga"), "rag_tool"),
+        (domain(deep_fallback={"*": "deeep"}), r"deep_fallback\['\*'\]"),
+        (domain(excluded_tools=["nope"]), r"excluded_tools\[0\]"),
     ):
-        with pytest.raises(ConfigError, match="domain 'demo': unknown tool"):
+        with pytest.raises(ConfigError, match=f"domain 'demo': {key}: unknown tool"):
             orchestrator_for(spec, EchoTool("rag"), EchoTool("deep"), model=scripted_model)
 
 

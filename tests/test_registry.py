@@ -7,10 +7,14 @@ import pytest
 from _build_samples import AnswerTool, LookupTool
 from toolwire import AmbiguousToolError, ConfigError, UnknownToolError
 from toolwire.registry import (
+    DomainSpec,
+    LeftOutTool,
     SourceLocation,
     ToolRegistration,
     ToolRegistry,
+    domain_reference_problems,
     from_wire_name,
+    keyed_domain_reference_problems,
     to_wire_name,
 )
 
@@ -91,3 +95,63 @@ def test_registry_keeps_order_and_domains(registry: ToolRegistry) -> None:
     assert len(registry) == 4
     assert "docs.search" in registry
     assert AnswerTool.name == "answer"
+
+
+LEFT_OUT = LeftOutTool(
+    "pharma.stock_lookup", SourceLocation("shop.yaml", 3), "_build_samples:LookupTool"
+)
+
+
+@pytest.mark.parametrize("name", ["stock_lookup", "pharma.stock_lookup", "pharma-stock_lookup"])
+def test_a_name_of_a_left_out_tool_says_so_instead_of_guessing_another(
+    registry: ToolRegistry, name: str
+) -> None:
+    """It used to say "unknown tool ...; did you mean ..." after the entry's own problem."""
+    registry.leave_out(LEFT_OUT)
+    with pytest.raises(UnknownToolError) as raised:
+        registry.resolve(name, "docs")
+    assert str(raised.value) == (
+        "tool 'pharma.stock_lookup' (declared at shop.yaml:3) has problems of its own and was "
+        "left out; fix those first"
+    )
+    assert raised.value.candidates == []
+
+
+def test_a_left_out_tool_is_found_by_its_class_and_never_shadows_a_registered_one(
+    registry: ToolRegistry,
+) -> None:
+    registry.leave_out(LEFT_OUT)
+    registry.leave_out(LeftOutTool("docs.search", None, "_build_samples:AnswerTool"))
+    assert registry.left_out_of_class(LookupTool) == LEFT_OUT
+    assert registry.left_out_of_class(ToolRegistry) is None
+    assert registry.resolve("search", "docs").qualified_name == "docs.search"
+
+
+def test_domain_reference_problems_name_their_key(registry: ToolRegistry) -> None:
+    """One unknown name under two keys used to read as the same problem twice."""
+    spec = DomainSpec(
+        name="docs",
+        rag_tool="nope",
+        deep_fallback={"general": "nope"},
+        excluded_tools=["search", "nope2"],
+    )
+    keyed = keyed_domain_reference_problems(spec, registry)
+    assert [(key, message.split(" (")[0]) for key, message in keyed] == [
+        (("rag_tool",), "domain 'docs': rag_tool: unknown tool 'nope'"),
+        (
+            ("deep_fallback", "general"),
+            "domain 'docs': deep_fallback['general']: unknown tool 'nope'",
+        ),
+        (("excluded_tools", 1), "domain 'docs': excluded_tools[1]: unknown tool 'nope2'"),
+    ]
+    assert domain_reference_problems(spec, registry) == [message for _, message in keyed]
+
+
+def test_a_left_out_tool_of_the_own_domain_is_not_replaced_by_another_domains_namesake(
+    registry: ToolRegistry,
+) -> None:
+    """docs.search would have been injected in its place, unnoticed."""
+    registry.leave_out(LeftOutTool("pharma.search", SourceLocation("shop.yaml", 8)))
+    with pytest.raises(UnknownToolError, match=r"tool 'pharma.search' \(declared at shop.yaml:8\)"):
+        registry.resolve("search", "pharma")
+    assert registry.resolve("search", "docs").qualified_name == "docs.search"

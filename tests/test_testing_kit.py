@@ -9,7 +9,13 @@ from pydantic import BaseModel
 
 import toolwire.llm as llm_package
 from orchestration_kit import plugin_of
-from toolwire import ModelError, OrchestratorActivatedTool, PromptAndContext, ToolExecutionResult
+from toolwire import (
+    ModelError,
+    OrchestratorActivatedTool,
+    PromptAndContext,
+    ToolDeclarationError,
+    ToolExecutionResult,
+)
 from toolwire.llm import (
     ModelRequestsBlockedError,
     Purpose,
@@ -162,6 +168,28 @@ def test_a_test_plugin_does_not_leak_into_the_next_app(toolwire_app_factory: App
 
 class TestOwlsConform(ToolConformance):
     tool_class = Owls
+
+
+class MisspeltOwls(OrchestratorActivatedTool[Topic]):
+    def executable_instruction(self) -> str:
+        return "Is the question about owls?"
+
+    def execute_with_results(self, params: Topic, text: str) -> ToolExecutionResult:
+        return ToolExecutionResult.context("Owls hunt at night.")
+
+
+def test_conformance_names_an_execute_method_the_tool_misspelt() -> None:
+    class Check(ToolConformance):
+        tool_class = MisspeltOwls
+
+    with pytest.raises(AssertionError) as raised:
+        Check().test_tool_implements_the_methods_its_kind_runs()
+    assert str(raised.value).startswith(
+        "MisspeltOwls: it does not define execute_with_result(params, text) "
+        "(did you mean 'execute_with_results'?)"
+    )
+    with pytest.raises(ToolDeclarationError, match="did you mean 'execute_with_results'"):
+        Check().test_tool_class_is_valid()
 
 
 def test_ask_embedded_model_fails_with_the_commands_error(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from toolwire.config import (
     PluginConfigFile,
     ToolEntry,
     format_loc,
+    in_file_order,
 )
 from toolwire.container import settings_problems, validated_settings
 from toolwire.domain_instructions import instruction_problems
@@ -40,12 +41,13 @@ from toolwire.plugins import PluginSet
 from toolwire.references import UnresolvedReference, import_reference
 from toolwire.registry import (
     DomainSpec,
+    LeftOutTool,
     SourceLocation,
     ToolRegistration,
     ToolRegistry,
     class_location,
-    domain_reference_problems,
     duplicate_tool_problem,
+    keyed_domain_reference_problems,
     located,
     qualify,
 )
@@ -81,10 +83,15 @@ class _ToolDecl:
 class _DomainDecl:
     spec: DomainSpec
     source: SourceLocation | None = None
-    orchestrator_source: SourceLocation | None = None
-    """Where the domain's ``orchestrator`` was named last."""
-    instructions_source: SourceLocation | None = None
-    """Where the domain's ``instructions`` were written last."""
+    """Where the domain was declared first (a ``register(...)`` call or a YAML entry)."""
+    written: dict[str, DomainEntry] = field(default_factory=dict)
+    """Each key a YAML entry wrote → the entry that wrote it last."""
+
+    def location_of(self, *key: str | int) -> SourceLocation | None:
+        """Where ``key`` was written last: its own line in a YAML entry, else (a hook's
+        ``DomainSpec`` set it) where the domain was declared."""
+        entry = self.written.get(str(key[0]))
+        return _key_location(entry, *key) if entry is not None else self.source
 
 
 @dataclass
@@ -99,6 +106,11 @@ class _Builder:
     def __init__(self) -> None:
         self.tools: dict[str, _ToolDecl] = {}
         self.domains: dict[str, _DomainDecl] = {}
+        self.left_out: dict[str, LeftOutTool] = {}
+        """Tool declarations left out for their problems, by prefixed name (for the registry:
+        a tool of that name that is registered all the same is found first)."""
+        self.left_out_domains: dict[str, SourceLocation | None] = {}
+        """Domain entries left out for their problems, by name."""
         self.problems: list[Problem] = []
         self.default_domain: str | None = None
         self.app_config: AppConfig | None = None
@@ -119,19 +131,19 @@ class _Builder:
                 )
             )
             return
-        self.domains[spec.name] = _DomainDecl(spec, source, source, source)
+        self.domains[spec.name] = _DomainDecl(spec, source)
 
     def add_domain_entry(self, entry: DomainEntry, owner: str) -> None:
         if not TOOL_NAME_PATTERN.match(entry.name):
             self._problem(entry, f"domain name {entry.name!r} is not lower snake case", "name")
+            self.left_out_domains.setdefault(entry.name, entry.source)
             return
         changes = entry.model_dump(exclude_unset=True, exclude_none=True)
-        named_at = _key_location(entry, "orchestrator") if "orchestrator" in changes else None
-        written_at = _key_location(entry, "instructions") if "instructions" in changes else None
+        written = dict.fromkeys(changes, entry)
         existing = self.domains.get(entry.name)
         if existing is None:
             spec = DomainSpec.model_validate({**changes, "plugin": owner})
-            self.domains[entry.name] = _DomainDecl(spec, entry.source, named_at, written_at)
+            self.domains[entry.name] = _DomainDecl(spec, entry.source, written)
             return
         if owner != APP_OWNER and owner != existing.spec.plugin:
             self._problem(
@@ -139,9 +151,7 @@ class _Builder:
             )
             return
         existing.spec = existing.spec.model_copy(update=changes)
-        existing.source = entry.source or existing.source
-        existing.orchestrator_source = named_at or existing.orchestrator_source
-        existing.instructions_source = written_at or existing.instructions_source
+        existing.written.update(written)
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -157,6 +167,7 @@ class _Builder:
         for entry in entries:
             resolved = self._resolve_entry(entry, owner)
             if resolved is None:
+                self._leave_out(entry.name, entry.domain, owner, entry.source, entry.class_)
                 continue
             tool_class, name, domain = resolved
             qualified = qualify(domain, name)
@@ -196,6 +207,29 @@ class _Builder:
             self._problem(entry, f"tool {name!r} has no 'domain' and there is no default domain")
             return None
         return tool_class, name, domain
+
+    def _leave_out(
+        self,
+        name: str | None,
+        domain: str | None,
+        owner: str,
+        source: SourceLocation | None,
+        class_reference: str | None,
+    ) -> None:
+        """Remember a tool entry left out for its problems, so a reference to the tool says
+        so rather than "unknown tool" (an entry with no name or domain cannot be referred to)."""
+        domain = domain or self._default_domain_for(owner)
+        if name is not None and domain is not None:
+            qualified = qualify(domain, name)
+            self.left_out.setdefault(qualified, LeftOutTool(qualified, source, class_reference))
+
+    def add_left_out(self, config: PluginConfigFile, owner: str) -> None:
+        """The entries a file's validation left out: its tools for :meth:`_leave_out`, its
+        domains for the tools that name them."""
+        for tool in config.left_out("tools"):
+            self._leave_out(tool.name, tool.domain, owner, tool.source, tool.class_reference)
+        for domain in config.left_out("domains"):
+            self.left_out_domains.setdefault(domain.name, domain.source)
 
     def _default_domain_for(self, owner: str) -> str | None:
         if owner == APP_OWNER:
@@ -267,14 +301,9 @@ class _Builder:
         registry = ToolRegistry()
         for decl in self.tools.values():
             if decl.domain not in self.domains:
-                known = ", ".join(sorted(self.domains)) or "none"
-                self.problems.append(
-                    located(
-                        decl.source,
-                        f"tool {decl.qualified_name!r} names unknown domain "
-                        f"{decl.domain!r}; declared domains: {known}",
-                    )
-                )
+                self.problems.append(located(decl.source, self._unknown_domain(decl)))
+                reference = f"{decl.tool_class.__module__}:{decl.tool_class.__qualname__}"
+                self._leave_out(decl.name, decl.domain, decl.owner, decl.source, reference)
                 continue
             self._check_settings(decl)
             registration = ToolRegistration(
@@ -304,7 +333,24 @@ class _Builder:
                 domain=registration.domain,
                 enabled=registration.enabled,
             )
+        for tool in self.left_out.values():
+            registry.leave_out(tool)
         return registry
+
+    def _unknown_domain(self, decl: _ToolDecl) -> str:
+        """Why a tool's domain is not there: not declared, or its entry left out."""
+        if decl.domain in self.left_out_domains:
+            where = self.left_out_domains[decl.domain]
+            at = f" (at {where})" if where else ""
+            return (
+                f"tool {decl.qualified_name!r} names domain {decl.domain!r}, whose entry{at} "
+                "has problems of its own and was left out; fix those first"
+            )
+        known = ", ".join(sorted(self.domains)) or "none"
+        return (
+            f"tool {decl.qualified_name!r} names unknown domain {decl.domain!r}; "
+            f"declared domains: {known}"
+        )
 
     def _check_settings(self, decl: _ToolDecl) -> None:
         model = decl.tool_class.settings_model
@@ -344,11 +390,11 @@ class _Builder:
 
     def check_domain_references(self, registry: ToolRegistry) -> None:
         for decl in self.domains.values():
-            for problem in domain_reference_problems(decl.spec, registry):
-                self.problems.append(located(decl.source, problem))
+            for key, problem in keyed_domain_reference_problems(decl.spec, registry):
+                self.problems.append(located(decl.location_of(*key), problem))
             if "instructions" in decl.spec.model_fields_set:
                 for problem in instruction_problems(decl.spec.instructions):
-                    where = decl.instructions_source or decl.source
+                    where = decl.location_of("instructions")
                     self.problems.append(located(where, f"domain {decl.spec.name!r}: {problem}"))
         if self.default_domain is not None and self.default_domain not in self.domains:
             known = ", ".join(sorted(self.domains)) or "none (is the domain's plugin installed?)"
@@ -374,13 +420,15 @@ class _Builder:
                 target = import_reference(reference)
             except UnresolvedReference as error:
                 self.problems.append(
-                    located(decl.orchestrator_source, f"domain {name!r}: orchestrator {error}")
+                    located(
+                        decl.location_of("orchestrator"), f"domain {name!r}: orchestrator {error}"
+                    )
                 )
                 continue
             if not (isinstance(target, type) and issubclass(target, DomainOrchestrator)):
                 self.problems.append(
                     located(
-                        decl.orchestrator_source,
+                        decl.location_of("orchestrator"),
                         f"domain {name!r}: orchestrator {reference!r} is not a subclass of "
                         "toolwire.DomainOrchestrator; name a class that extends it",
                     )
@@ -433,12 +481,12 @@ def build(
     orchestrators = builder.orchestrator_classes()
     if builder.problems:
         wiring = wiring_problems(registry) if wiring_problems is not None else []
-        raise ConfigError([*builder.problems, *wiring])
+        raise ConfigError(in_file_order([*builder.problems, *wiring]))
     domains = {name: decl.spec for name, decl in builder.domains.items()}
     return Built(registry, domains, orchestrators)
 
 
-def _key_location(entry: ToolEntry | DomainEntry, *key: str) -> SourceLocation | None:
+def _key_location(entry: ToolEntry | DomainEntry, *key: str | int) -> SourceLocation | None:
     """Where a key of an entry is written (the entry's own line without a key)."""
     source = entry.source
     if source is None:
@@ -450,6 +498,7 @@ def _add_file(builder: _Builder, config: PluginConfigFile, owner: str) -> None:
     for domain in config.domains:
         builder.add_domain_entry(domain, owner)
     builder.add_tool_entries(config.tools, owner)
+    builder.add_left_out(config, owner)
 
 
 def _class_hint(module: ModuleType) -> str:

@@ -11,14 +11,16 @@ merged is described in ``toolwire.build``.
 
 from __future__ import annotations
 
+import copy
 import os
 import types
 import typing
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from toolwire.errors import ConfigError, Problem, did_you_mean
 from toolwire.located import Located
@@ -78,11 +80,30 @@ class DomainEntry(Located):
     orchestrator: str | None = None
 
 
+@dataclass(frozen=True)
+class LeftOutEntry:
+    """An entry of a list (``tools``, ``domains``) left out for its problems, by what it names:
+    a reference to it then says so, rather than that nothing has that name."""
+
+    name: str
+    source: SourceLocation
+    domain: str | None = None
+    """A tool entry's ``domain``, as written (None: not written, or not a string)."""
+    class_reference: str | None = None
+    """A tool entry's ``class``, as written."""
+
+
 class PluginConfigFile(Located):
     """A YAML file a plugin ships: domains and tools only (run-time settings belong to the app)."""
 
     domains: list[DomainEntry] = Field(default_factory=list)
     tools: list[ToolEntry] = Field(default_factory=list)
+    _left_out: dict[str, list[LeftOutEntry]] = PrivateAttr(default_factory=dict)
+
+    def left_out(self, key: str) -> list[LeftOutEntry]:
+        """The entries of the list ``key`` (``tools``, ``domains``) that were left out for their
+        problems, each reported with the file's."""
+        return self._left_out.get(key, [])
 
 
 F = TypeVar("F", bound=PluginConfigFile)
@@ -160,8 +181,9 @@ def parse_file(path: Path, model: type[F]) -> tuple[F, list[Problem]]:
 def validate_node(document: YamlDocument, model: type[F], path: str) -> tuple[F, list[Problem]]:
     """Validate a file entry by entry, so one bad entry hides no other problem.
 
-    Returns the valid part (invalid entries and sections left out) and every problem, each
-    located at ``path:line``.
+    Returns the valid part (invalid entries left out, remembered by what they name: see
+    ``PluginConfigFile.left_out``; invalid keys at their defaults: see ``_valid_part``) and
+    every problem, each located at ``path:line``, in line order.
     """
     plain = dict(document.data)
     node = document.node
@@ -178,6 +200,7 @@ def validate_node(document: YamlDocument, model: type[F], path: str) -> tuple[F,
             problems.append(Problem(_describe(model, item, loc), path, line_of(node, loc)))
 
     entries: dict[str, list[Located]] = {}
+    left_out: dict[str, list[LeftOutEntry]] = {}
     for key, entry_model in _entry_lists(model):
         raw = plain.pop(key, None) or []
         entries[key] = []
@@ -187,21 +210,21 @@ def validate_node(document: YamlDocument, model: type[F], path: str) -> tuple[F,
             )
             continue
         for index, item in enumerate(raw):
+            where = SourceLocation(path, line_of(node, [key, index]))
             try:
                 entry = entry_model.model_validate(item)
             except ValidationError as error:
                 report(error, (key, index))
+                left_out.setdefault(key, []).extend(_left_out_entry(item, where))
                 continue
-            entry._source = SourceLocation(path, line_of(node, [key, index]))
+            entry._source = where
             entry._node = node_at(node, [key, index])
             entries[key].append(entry)
     try:
         validated = model.model_validate(plain)
     except ValidationError as error:
         report(error)
-        for item in error.errors():
-            plain.pop(str(item["loc"][0]), None)
-        validated = model.model_validate(plain)
+        validated = _valid_part(model, plain, error)
     validated.tools = [e for e in entries["tools"] if isinstance(e, ToolEntry)]
     validated.domains = [e for e in entries["domains"] if isinstance(e, DomainEntry)]
     if isinstance(validated, AppConfig):
@@ -209,11 +232,92 @@ def validate_node(document: YamlDocument, model: type[F], path: str) -> tuple[F,
         validated.mcp_servers = [e for e in servers if isinstance(e, McpServerEntry)]
     validated._source = SourceLocation(path, 1)
     validated._node = node
+    validated._left_out = left_out
+    problems = in_file_order(problems)
     if unreported:
         problems.append(
             Problem(f"… and {unreported} more problem(s) in this file; fix these first", path)
         )
     return validated, problems
+
+
+def _left_out_entry(item: object, where: SourceLocation) -> list[LeftOutEntry]:
+    """What a refused entry names, when it names something (its ``name`` is a string)."""
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        return []
+    domain, reference = item.get("domain"), item.get("class")
+    return [
+        LeftOutEntry(
+            item["name"],
+            where,
+            domain if isinstance(domain, str) else None,
+            reference if isinstance(reference, str) else None,
+        )
+    ]
+
+
+WHOLE_SECTIONS = frozenset({"llm"})
+"""Sections that a refused key takes with it, back to their defaults: the load checks their keys
+together (the ``openai`` provider needs a server or a model, a profile's window bounds
+``max_part_tokens``), and a refused ``base_url`` left at its default would have it report a
+missing server the file does name."""
+
+
+def _valid_part(model: type[F], data: dict[str, Any], error: ValidationError) -> F:
+    """``data`` validated without the keys ``error`` refused, each then at its default.
+
+    Only a refused key goes, not its whole section (but for the ``WHOLE_SECTIONS``): the checks
+    made after validation (a registered ``sessions.store``) still read the section's other keys,
+    so ``sessions: {store: sqllite, ttl_s: 1d}`` has both its problems reported in one run. A key
+    under a list takes the whole list (its other items would shift), and a problem of a section
+    as a whole (a missing key in it, a check of several keys) the section.
+    """
+    data = copy.deepcopy(data)
+    while True:
+        refused = {_refused_key(data, item["loc"]) for item in error.errors()} - {()}
+        if not refused:  # a problem of the file as a whole: nothing to leave out
+            raise error
+        for key in sorted(refused, key=len):  # a section before a key in it
+            _remove(data, key)
+        try:
+            return model.model_validate(data)
+        except ValidationError as again:  # a check of several keys, one of them now gone
+            error = again
+
+
+def _refused_key(data: dict[str, Any], loc: Sequence[str | int]) -> tuple[str | int, ...]:
+    """The deepest key along an error's ``loc`` that the data writes, through mappings only (the
+    section itself, for one of the ``WHOLE_SECTIONS``)."""
+    key: list[str | int] = []
+    node: Any = data
+    for part in loc:
+        if not isinstance(node, dict) or part not in node or WHOLE_SECTIONS.intersection(key):
+            break
+        key.append(part)
+        node = node[part]
+    return tuple(key)
+
+
+def _remove(data: dict[str, Any], key: tuple[str | int, ...]) -> None:
+    """Remove ``key`` from the nested mappings of ``data`` (nothing, when a section above it
+    was removed already)."""
+    node: Any = data
+    for part in key[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict):
+        node.pop(key[-1], None)
+
+
+def in_file_order(problems: Sequence[Problem]) -> list[Problem]:
+    """``problems`` by file, in the order each file first appears, and by line within a file
+    (unlocated ones last): the order a reader goes through a file in, whichever check found
+    each problem."""
+    files: dict[str | None, int] = {}
+    for problem in problems:
+        files.setdefault(problem.path, len(files))
+    return sorted(
+        problems, key=lambda problem: (files[problem.path], problem.line is None, problem.line or 0)
+    )
 
 
 def _entry_lists(model: type[BaseModel]) -> list[tuple[str, type[Located]]]:

@@ -33,7 +33,7 @@ import structlog
 from dependency_injector import providers
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from toolwire.config import format_loc, unknown_key_message
+from toolwire.config import format_loc, in_file_order, unknown_key_message
 from toolwire.errors import (
     PLUGIN_FAILURES,
     Problem,
@@ -85,7 +85,7 @@ class ToolContainer:
         """Plan, check and build every enabled tool; raise one WiringError listing all problems."""
         plans, problems = _checked_plans(registry, services)
         if problems:
-            raise WiringError(problems)
+            raise WiringError(in_file_order(problems))
 
         singletons: dict[str, providers.Singleton[ChatbotTool[Any]]] = {
             name: providers.Singleton(
@@ -172,7 +172,7 @@ class ToolContainer:
                     )
                 )
         if problems:
-            raise WiringError(problems) from causes[0]
+            raise WiringError(in_file_order(problems)) from causes[0]
 
     def reset(self) -> None:
         """Drop every singleton; the next :meth:`get` builds it again (for tests)."""
@@ -308,6 +308,14 @@ class _Planner:
                 plan.tools[name] = target
             return
         if has_default:
+            return
+        left_out = self.registry.left_out_of_class(wanted)
+        if left_out is not None:
+            self._fail(
+                registration,
+                f"parameter {_describe(name, annotation)} of {_class_path(registration)}.__init__ "
+                f"cannot be satisfied: {left_out.reason()}",
+            )
             return
         self._fail(
             registration,

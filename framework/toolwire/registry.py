@@ -145,11 +145,34 @@ def from_wire_name(wire_name: str) -> str:
     return wire_name.replace(WIRE_SEPARATOR, ".", 1)
 
 
+@dataclass(frozen=True)
+class LeftOutTool:
+    """A tool whose declaration was left out of the registry for problems reported at it."""
+
+    qualified_name: str
+    source: SourceLocation | None
+    class_reference: str | None = None
+    """Its ``class`` (``package.module:ClassName``) when the declaration names one."""
+
+    @property
+    def short_name(self) -> str:
+        return self.qualified_name.partition(".")[2]
+
+    def reason(self) -> str:
+        """Why a reference to the tool finds nothing: not a missing tool, its own problems."""
+        where = f" (declared at {self.source})" if self.source else ""
+        return (
+            f"tool {self.qualified_name!r}{where} has problems of its own and was left out; "
+            "fix those first"
+        )
+
+
 class ToolRegistry:
     """All registered tools, in registration order, addressable by short or prefixed name."""
 
     def __init__(self) -> None:
         self._by_qualified: dict[str, ToolRegistration] = {}
+        self._left_out: dict[str, LeftOutTool] = {}
 
     def add(self, registration: ToolRegistration) -> None:
         """Register a tool; a second tool with the same prefixed name is an error naming both."""
@@ -163,6 +186,30 @@ class ToolRegistry:
                 )
             )
         self._by_qualified[registration.qualified_name] = registration
+
+    def leave_out(self, tool: LeftOutTool) -> None:
+        """Remember a declaration left out for its problems: a name (:meth:`resolve`) or a class
+        (:meth:`left_out_of_class`) that finds no tool then says why, instead of following the
+        problems with "unknown tool" and a guess at another one."""
+        self._left_out.setdefault(tool.qualified_name, tool)
+
+    def _left_out_exactly(self, name: str, domain: str | None) -> LeftOutTool | None:
+        """The left-out tool a prefixed name, or a short one in ``domain``, names."""
+        names = [name, from_wire_name(name), *([qualify(domain, name)] if domain else [])]
+        return next((self._left_out[n] for n in names if n in self._left_out), None)
+
+    def _left_out_anywhere(self, name: str) -> LeftOutTool | None:
+        """The one left-out tool of any domain with the short name ``name``."""
+        same_short = [tool for tool in self._left_out.values() if tool.short_name == name]
+        return same_short[0] if len(same_short) == 1 else None
+
+    def left_out_of_class(self, tool_class: object) -> LeftOutTool | None:
+        """The one left-out tool declared with ``tool_class`` (autowiring would have found it)."""
+        if not isinstance(tool_class, type):
+            return None
+        reference = f"{tool_class.__module__}:{tool_class.__qualname__}"
+        matches = [t for t in self._left_out.values() if t.class_reference == reference]
+        return matches[0] if len(matches) == 1 else None
 
     def __iter__(self) -> Iterator[ToolRegistration]:
         return iter(self._by_qualified.values())
@@ -186,6 +233,9 @@ class ToolRegistry:
             local = self._by_qualified.get(qualify(domain, name))
             if local is not None:
                 return local
+        left_out = self._left_out_exactly(name, domain)  # before another domain's namesake
+        if left_out is not None:
+            raise UnknownToolError(left_out.reason(), name=name, candidates=[])
         matches = [reg for reg in self._by_qualified.values() if reg.short_name == name]
         if len(matches) == 1:
             return matches[0]
@@ -198,6 +248,9 @@ class ToolRegistry:
                 name=name,
                 candidates=candidates,
             )
+        left_out = self._left_out_anywhere(name)
+        if left_out is not None:
+            raise UnknownToolError(left_out.reason(), name=name, candidates=[])
         candidates = self._close_names(name, domain)
         hint = f"; did you mean {', '.join(candidates)}?" if candidates else ""
         scope = f" (looked in domain {domain!r} and by prefixed name)" if domain else ""
@@ -225,23 +278,46 @@ def domain_reference_problems(
     ``App.load``/``toolwire check`` and the orchestrator both call this, so a reference that
     passes the build never fails at the first question.
     """
-    references = [("rag_tool", spec.rag_tool, True)] if spec.rag_tool else []
+    return [message for _, message in keyed_domain_reference_problems(spec, registry, is_built)]
+
+
+DomainKey = tuple[str] | tuple[str, str] | tuple[str, int]
+"""A key of a domain's declaration: ``("rag_tool",)``, ``("deep_fallback", "general")``,
+``("excluded_tools", 0)``."""
+
+
+def keyed_domain_reference_problems(
+    spec: DomainSpec,
+    registry: ToolRegistry,
+    is_built: Callable[[ToolRegistration], bool] = lambda registration: registration.enabled,
+) -> list[tuple[DomainKey, str]]:
+    """:func:`domain_reference_problems`, each with the key it is about, so the build can
+    locate it at that key's line; the message names the key too (one domain may name an
+    unknown tool under several keys)."""
+    references: list[tuple[DomainKey, str, bool]] = []
+    if spec.rag_tool:
+        references.append((("rag_tool",), spec.rag_tool, True))
     references += [
-        (f"deep_fallback[{prompt_type!r}]", name, True)
-        for prompt_type, name in spec.deep_fallback.items()
+        (("deep_fallback", kind), name, True) for kind, name in spec.deep_fallback.items()
     ]
-    references += [("excluded_tools", name, False) for name in spec.excluded_tools]
-    problems: list[str] = []
+    references += [
+        (("excluded_tools", i), name, False) for i, name in enumerate(spec.excluded_tools)
+    ]
+    problems: list[tuple[DomainKey, str]] = []
     for key, name, must_run in references:
+        label = key[0] + "".join(f"[{part!r}]" for part in key[1:])
         try:
             registration = registry.resolve(name, spec.name)
         except ToolNameError as error:
-            problems.append(f"domain {spec.name!r}: {error}")
+            problems.append((key, f"domain {spec.name!r}: {label}: {error}"))
             continue
         if must_run and not is_built(registration):
             problems.append(
-                f"domain {spec.name!r}: {key} {name!r} names tool "
-                f"{registration.qualified_name!r}, which is disabled; enable it or change {key}"
+                (
+                    key,
+                    f"domain {spec.name!r}: {label} {name!r} names tool "
+                    f"{registration.qualified_name!r}, which is disabled; enable it or change "
+                    f"{label}",
+                )
             )
     return problems
-

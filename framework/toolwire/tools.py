@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from toolwire.context_buffer import ContextBuffer, PageRef, PromptAndContext
-from toolwire.errors import ToolDeclarationError
+from toolwire.errors import ToolDeclarationError, did_you_mean
 from toolwire.llm.prompts import sourced_text
 from toolwire.run_state import Clarification, SubtaskDecision
 from toolwire.task import TaskInfo, is_coordinator_requested
@@ -312,6 +312,63 @@ def _examples_problems(examples: object) -> list[str]:
     return []
 
 
+def unimplemented_method_problems(tool_class: type[ChatbotTool[Any]]) -> list[str]:
+    """The methods the tool's kinds call that the class leaves as its base's, each with the
+    closest method the class does define (a misspelt one leaves the base's in place).
+
+    Abstract methods, and an activated tool's ``execute_with_result``: its base is not abstract
+    (a tool reached only by injection, and a coordinator, never runs it), it raises
+    ``NotImplementedError``, so a tool that misspells it would load, pass ``toolwire check`` and
+    fail at the first question that activates it.
+    """
+    defined = _own_methods(tool_class)
+    problems: list[str] = []
+    abstract = sorted(getattr(tool_class, "__abstractmethods__", ()))
+    if abstract:
+        missing = ", ".join(name + _close_method(name, defined) for name in abstract)
+        problems.append(f"it leaves abstract methods unimplemented: {missing}")
+    if _runs_execute_with_result(tool_class) and (
+        tool_class.execute_with_result is ChatbotTool.execute_with_result
+    ):
+        problems.append(
+            "it does not define execute_with_result(params, text)"
+            + _close_method("execute_with_result", defined)
+            + ": an activated tool runs through it, and the base's raises NotImplementedError"
+        )
+    return problems
+
+
+def _runs_execute_with_result(tool_class: type) -> bool:
+    """Whether the orchestrator runs the tool through ``execute_with_result``: an activated tool
+    does, unless it is a context consumer (``execute_with_prior_context``, abstract) or a
+    coordinator (``decompose_into_subtasks``, abstract)."""
+    return issubclass(tool_class, OrchestratorActivatedTool) and not issubclass(
+        tool_class, (ContextConsumerTool, AgentCoordinator)
+    )
+
+
+def _own_methods(tool_class: type) -> set[str]:
+    """The methods the author added, overriding none of toolwire's: the candidates for a
+    misspelt one (``execute_with_clarification`` is an override, never a misspelling)."""
+    ours = {
+        name for klass in tool_class.__mro__ if klass.__module__ == __name__ for name in vars(klass)
+    }
+    return {
+        name
+        for klass in tool_class.__mro__
+        if klass.__module__ != __name__
+        for name, value in vars(klass).items()
+        if callable(value) and not name.startswith("__") and name not in ours
+    }
+
+
+def _close_method(name: str, defined: set[str]) -> str:
+    """`` (did you mean 'execute_with_results'?)`` when the class defines a method close to
+    ``name``, else ``""``."""
+    hint = did_you_mean(name, sorted(defined)).strip()
+    return f" ({hint})" if hint else ""
+
+
 def validate_tool_class(tool_class: object, *, where: str = "") -> type[ChatbotTool[Any]]:
     """Check a tool class when it is registered, so mistakes surface at start, not mid-chat."""
     location = f" ({where})" if where else ""
@@ -320,10 +377,7 @@ def validate_tool_class(tool_class: object, *, where: str = "") -> type[ChatbotT
             f"{tool_class!r}{location} is not a ChatbotTool subclass; "
             "derive it from toolwire.ChatbotTool[YourParams] or OrchestratorActivatedTool"
         )
-    problems: list[str] = []
-    if inspect.isabstract(tool_class):
-        missing = ", ".join(sorted(getattr(tool_class, "__abstractmethods__", ())))
-        problems.append(f"it leaves abstract methods unimplemented: {missing}")
+    problems = unimplemented_method_problems(tool_class)
     params = getattr(tool_class, "params_model", None)
     if not (isinstance(params, type) and issubclass(params, BaseModel)):
         problems.append(
@@ -366,5 +420,6 @@ __all__ = [
     "ToolKind",
     "coordinator_only_instruction",
     "tool_kinds",
+    "unimplemented_method_problems",
     "validate_tool_class",
 ]

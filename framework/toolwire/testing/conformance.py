@@ -16,7 +16,12 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from toolwire.tools import AgentCoordinator, ChatbotTool, validate_tool_class
+from toolwire.tools import (
+    AgentCoordinator,
+    ChatbotTool,
+    unimplemented_method_problems,
+    validate_tool_class,
+)
 
 
 class ToolConformance:
@@ -30,6 +35,12 @@ class ToolConformance:
 
     def test_tool_class_is_valid(self) -> None:
         validate_tool_class(self.tool_class)
+
+    def test_tool_implements_the_methods_its_kind_runs(self) -> None:
+        """A misspelt ``execute_with_result`` leaves the base's, which raises at the first
+        question that activates the tool: said here by name, with the closest method defined."""
+        problems = unimplemented_method_problems(self.tool_class)
+        assert not problems, f"{self.tool_class.__qualname__}: {'; '.join(problems)}"
 
     def test_params_schema_is_json_serialisable(self) -> None:
         schema = self.tool_class.params_model.model_json_schema()
