@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from _build_samples import WriteFile, install_distribution, installed_only_in
 from toolwire import plugins as plugins_module
-from toolwire.cli import app, build_commands
+from toolwire.cli import app, build_cli, build_commands
 
 runner = CliRunner()
 
@@ -83,6 +83,8 @@ def test_plugins_table_shows_failures(pharma_only: Path, monkeypatch: pytest.Mon
     assert result.exit_code == 0
     assert "pharma" in result.stdout and "ghost" in result.stdout
     assert "no installed plugin" in result.stdout
+    # the names a misspelt one could have meant (the table's cell may wrap)
+    assert "installed:" in result.stdout and "pydocs" in result.stdout
 
 
 def test_tools_json(pharma_only: Path) -> None:
@@ -587,3 +589,40 @@ def test_tools_json_prints_the_mcp_problems_on_stderr(
     problem = f"{path}:4: mcp server 'notes': cannot list its tools ("
     [line] = [line for line in result.stderr.splitlines() if line.startswith(problem)]
     assert line.endswith("; its stderr ended with: no notes.db")
+
+
+@pytest.mark.parametrize(
+    "command", [["ask", "hi"], ["chat"], ["tools"], ["graph"], ["check"]], ids=" ".join
+)
+def test_every_command_that_builds_the_app_takes_its_own_config_option(
+    command: list[str], pharma_only: Path, write_file: WriteFile, block_model_requests: None
+) -> None:
+    """``toolwire tools --config P``, not only ``toolwire --config P tools``."""
+    write_file("bad.yaml", "default_domain: nowhere\n")
+
+    result = runner.invoke(app, [*command, "--config", "bad.yaml"], input="")
+
+    assert result.exit_code == 1, result.output
+    assert "bad.yaml:1: default_domain 'nowhere' is not a declared domain" in result.stderr
+
+
+def test_a_failed_plugin_is_one_plain_line_and_fails_the_listing_of_tools(
+    pharma_only: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command line finds its commands (so loads the plugins) before a command runs: the
+    failure is not a log line printed then, ahead of ``check``'s problem lines, and ``tools``
+    without the plugin's tools is a failure, not an incomplete table with exit code 0."""
+    monkeypatch.setenv("TOOLWIRE_PLUGINS", "pharma,pharmacy_typo")
+    cli = build_cli()
+    while_finding_commands = capsys.readouterr().err
+
+    checked = runner.invoke(cli, ["check"])
+    listed = runner.invoke(cli, ["tools"], env={"COLUMNS": "200"})
+
+    assert while_finding_commands == ""
+    problem = "plugin 'pharmacy_typo' failed to load: named in TOOLWIRE_PLUGINS but no installed"
+    for result in (checked, listed):
+        assert result.exit_code == 1
+        [line] = result.stderr.splitlines()
+        assert line.startswith(problem)
+    assert "pharma.substance_lookup" in listed.stdout  # the plugins that loaded are listed

@@ -16,9 +16,12 @@ from orchestration_kit import plugin_of
 from toolwire import App, OrchestratorActivatedTool, ToolExecutionResult
 from toolwire.cli import app as cli_app
 from toolwire.cli import ask_commands
+from toolwire.errors import UnknownSessionError
 from toolwire.llm.history import current_history
 from toolwire.orchestrator.follow_up import StandaloneTask
 from toolwire.registry import DomainSpec
+from toolwire.sessions import MemorySessionStore
+from toolwire.sessions.base import StoredSession
 from toolwire.testing import ScriptedModel
 
 
@@ -51,7 +54,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: N
         encoding="utf-8",
     )
 
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         model = ScriptedModel().on_suitability(["booking"]).on_extract(Booking, _city)
         return App.load(
             config,
@@ -129,7 +132,7 @@ def follow_up_cli(
         histories.append([dict(message) for message in current_history()])
         return _there_is_the_earlier_city(text, instruction)
 
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         model = ScriptedModel().on_suitability(["booking"]).on_extract(Booking, _city)
         model.on_extract(StandaloneTask, rewrite)
         return App.load(
@@ -189,12 +192,16 @@ def test_ask_session_continues_a_conversation_after_an_answer(
     assert len(histories[1]) == 4  # turns 1 and 2, each the user's and the assistant's message
 
 
-def test_ask_with_an_unknown_session_or_domain_is_a_clear_error(cli: CliRunner) -> None:
+def test_ask_with_an_unknown_session_or_domain_is_a_clear_error(
+    cli: CliRunner, tmp_path: Path
+) -> None:
     unknown_session = cli.invoke(cli_app, ["ask", "Rome", "--session", "nope"])
     unknown_domain = cli.invoke(cli_app, ["ask", "hi", "--domain", "moon"])
 
     assert unknown_session.exit_code == 1
     assert "no conversation is stored under session id 'nope'" in unknown_session.output
+    # the file read, which the error's message (sent to remote callers too) does not hold
+    assert f"(the session store read: {tmp_path / 's.sqlite3'})" in unknown_session.stderr
     assert unknown_domain.exit_code == 1
     assert "unknown domain 'moon'; installed domains: trip" in unknown_domain.output
 
@@ -210,7 +217,7 @@ def test_ask_with_an_unknown_session_or_domain_is_a_clear_error(cli: CliRunner) 
 def test_an_empty_or_blank_message_is_refused_before_anything_runs(
     message: str, shown: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         raise AssertionError("the app was built for an empty message")
 
     monkeypatch.setattr(ask_commands, "load_app", load_app)
@@ -228,7 +235,7 @@ def test_ask_with_no_domain_installed_says_how_to_get_one(
 ) -> None:
     """A bare ``pip install toolwire``: no plugin, so no domain (it said "several domains")."""
 
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         return App.load(plugins=[], load_entry_points=False, llm=ScriptedModel())
 
     monkeypatch.setattr(ask_commands, "load_app", load_app)
@@ -257,7 +264,7 @@ class ShopPlugin:
 def test_an_unknown_domain_names_the_plugin_that_failed_to_load(
     command: list[str], isolated: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
 ) -> None:
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         plugins = [plugin_of(DomainSpec(name="trip"), BookingTool), ShopPlugin()]
         return App.load(plugins=plugins, load_entry_points=False, llm=ScriptedModel())
 
@@ -357,7 +364,7 @@ def test_ask_trace_draws_the_task_tree_with_coordinators_decisions_and_failures(
 
     planner = plugin_of(DomainSpec(name="trip"), PlannerTool, CheapTool, FullTool, BrokenTool)
 
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         return App.load(None, plugins=[planner], load_entry_points=False, llm=model)
 
     monkeypatch.chdir(tmp_path)
@@ -409,7 +416,7 @@ def test_ask_trace_shows_a_task_read_as_several_requests_its_words_and_second_ch
         "english.several_requests]\n"
     )
 
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         return App.load(config, plugins=[plugin], load_entry_points=False, llm=model)
 
     monkeypatch.chdir(tmp_path)
@@ -437,7 +444,7 @@ def test_without_trace_a_failure_shows_an_error_id_and_the_log_has_the_text(
     model = ScriptedModel().on_suitability(["broken"]).on_answer("No table tonight.")
     plugin = plugin_of(DomainSpec(name="trip"), BrokenTool)
 
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         return App.load(None, plugins=[plugin], load_entry_points=False, llm=model)
 
     monkeypatch.chdir(tmp_path)
@@ -493,10 +500,10 @@ def test_trace_shows_each_model_calls_cached_tokens() -> None:
     assert "2 model call(s), 2850 prompt tokens (1620 cached = 57%), 92 completion" in printed
 
 
-def _trip_app(model: ScriptedModel) -> Callable[[object], App]:
+def _trip_app(model: ScriptedModel) -> Callable[[object, Path | None], App]:
     """A ``load_app`` for the CLI: the trip domain's booking tool on ``model``, no config."""
 
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         plugins = [plugin_of(DomainSpec(name="trip"), BookingTool)]
         return App.load(None, plugins=plugins, load_entry_points=False, llm=model)
 
@@ -538,3 +545,61 @@ def test_a_failed_turn_is_one_line_and_the_chat_goes_on(
     )
     assert "Hello! Where would you like to eat?" in result.stdout
     assert result.stdout.count("you> ") == 3  # two turns, then the end of the input
+
+
+class ForgetfulStore(MemorySessionStore):
+    """Every conversation is gone by its next turn (expired, say)."""
+
+    async def load(self, session_id: str) -> StoredSession:
+        raise UnknownSessionError(session_id)
+
+
+def test_chat_starts_a_new_conversation_when_its_conversation_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
+) -> None:
+    """The error says to omit the session id, which a chat user cannot do: the chat drops it,
+    so the line after the failed one is answered instead of failing the same way."""
+    model = ScriptedModel().on_suitability([]).on_answer("Hello! Where would you like to eat?")
+
+    def load_app(ctx: object, given: Path | None) -> App:
+        plugins = [plugin_of(DomainSpec(name="trip"), BookingTool)]
+        store = ForgetfulStore()
+        return App.load(
+            None, plugins=plugins, load_entry_points=False, llm=model, session_store=store
+        )
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ask_commands, "load_app", load_app)
+    result = CliRunner().invoke(cli_app, ["chat"], input="hello\nhello again\nand again\n")
+
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("no conversation is stored under session id") == 1
+    assert "(a new conversation starts with your next message)" in result.stdout
+    assert result.stdout.count("Hello! Where would you like to eat?") == 2  # turns 1 and 3
+
+
+@pytest.mark.parametrize(
+    "message", ["book a table in Paris", "book a table"], ids=["answer", "clarification"]
+)
+def test_ask_with_the_memory_store_offers_no_session_to_continue(
+    message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: None
+) -> None:
+    """A memory store's conversation ends with the process: a ``--session`` hint would send the
+    user to an unknown session; the line says which setting keeps it instead."""
+    config = tmp_path / "toolwire.yaml"
+    config.write_text("default_domain: trip\nsessions: {store: memory}\n", encoding="utf-8")
+
+    def load_app(ctx: object, given: Path | None) -> App:
+        model = ScriptedModel().on_suitability(["booking"]).on_extract(Booking, _city)
+        plugin = plugin_of(DomainSpec(name="trip"), BookingTool)
+        return App.load(config, plugins=[plugin], load_entry_points=False, llm=model)
+
+    monkeypatch.setattr(ask_commands, "load_app", load_app)
+    result = CliRunner().invoke(cli_app, ["ask", message])
+
+    assert result.exit_code == 0, result.output
+    assert "Reply with" not in result.output and "Follow up with" not in result.output
+    assert result.stderr.splitlines()[-1] == (
+        "(the conversation is not kept: sessions.store is 'memory', this process only; "
+        "sessions.store: sqlite keeps it for toolwire ask --session)"
+    )

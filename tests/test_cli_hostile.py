@@ -62,7 +62,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: N
     config = tmp_path / "toolwire.yaml"
     config.write_text("default_domain: web\nsessions: {store: memory}\n", encoding="utf-8")
 
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         model = ScriptedModel().on_suitability(["page"]).on_answer(HOSTILE)
         plugin = plugin_of(DomainSpec(name="web"), PageTool)
         return App.load(config, plugins=[plugin], load_entry_points=False, llm=model)

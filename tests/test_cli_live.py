@@ -141,7 +141,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_model_requests: N
     config = tmp_path / "toolwire.yaml"
     config.write_text("default_domain: demo\nsessions:\n  store: memory\n", encoding="utf-8")
 
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         model = ScriptedModel().on_suitability(["lookup"]).on_answer(remembered)
         model.on_extract(StandaloneTask, lambda text, instruction: {"task": text})
         return App.load(

@@ -230,9 +230,11 @@ def test_a_plugin_adds_a_command(
     cli = build_cli([guide_example("A CLI command", "toolwire_inventory")])
 
     result = runner.invoke(cli, ["--config", str(config), "domains"])
+    own_option = runner.invoke(cli, ["domains", "--config", str(config)])
 
     assert result.exit_code == 0, result.output
     assert result.stdout == "shop: Kitchen (2 tools)\n"
+    assert (own_option.exit_code, own_option.stdout) == (0, result.stdout)
 
 
 def test_a_plugin_adds_a_group_of_commands() -> None:

@@ -103,3 +103,31 @@ def test_routing_is_installed_once(times: int) -> None:
         logger = logging.getLogger(name)
         routed = [handler for handler in logger.handlers if isinstance(handler, StructlogHandler)]
         assert len(routed) == 1 and logger.propagate is False
+
+
+def test_a_log_level_that_is_no_level_is_warned_about_once_and_the_default_applies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It was taken as ``warning`` without a word (``toolwire check`` then printed warnings)."""
+    monkeypatch.setenv("TOOLWIRE_LOG_LEVEL", "loud")
+    stream = io.StringIO()
+    log = structlog.get_logger("test")
+    try:
+        configure_logging(stream=stream, force=True, default_level="critical")  # check's
+        log.warning("hidden_at_the_default")
+        for _ in range(2):  # the command line, then a command
+            configure_logging(stream=stream, force=True)
+        log.warning("shown")
+    finally:
+        structlog.reset_defaults()
+
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [event["event"] for event in events] == ["log_level_unknown", "shown"]
+    assert events[0] == {
+        "variable": "TOOLWIRE_LOG_LEVEL",
+        "value": "loud",
+        "accepted": "debug, info, warning, error, critical",
+        "event": "log_level_unknown",
+        "level": "warning",
+        "timestamp": events[0]["timestamp"],
+    }

@@ -133,11 +133,27 @@ def test_an_unknown_provider_is_a_located_config_error_listing_the_registered_on
         create_language_model(LLMSettings(provider="nope"), environ={})
 
 
+NO_SERVER_NO_MODEL = (
+    "no server and no model: set TOOLWIRE_LLM_MODEL (or llm.model in toolwire.yaml) for OpenAI "
+    "itself, or set TOOLWIRE_LLM_BASE_URL to your server"
+)
+
+
 @pytest.mark.parametrize(
-    ("yaml", "environ"),
+    ("yaml", "environ", "problem"),
     [
-        ("llm:\n  timeout_s: 30\n", {"OPENAI_API_KEY": "sk-test"}),  # the key chose openai
-        ("llm:\n  provider: openai\n", {}),
+        (  # the key chose openai: said, with how to keep the embedded model
+            "llm:\n  timeout_s: 30\n",
+            {"OPENAI_API_KEY": "sk-test"},
+            "the model provider is 'openai' because OPENAI_API_KEY is set, and it has "
+            f"{NO_SERVER_NO_MODEL}; to keep the embedded model, set llm.provider: embedded in "
+            "toolwire.yaml (or unset OPENAI_API_KEY)",
+        ),
+        (
+            "llm:\n  provider: openai\n",
+            {},
+            f"the 'openai' model provider has {NO_SERVER_NO_MODEL}",
+        ),
     ],
     ids=["api-key", "named"],
 )
@@ -147,6 +163,7 @@ def test_an_openai_provider_without_server_or_model_is_refused_at_load(
     monkeypatch: pytest.MonkeyPatch,
     yaml: str,
     environ: dict[str, str],
+    problem: str,
 ) -> None:
     """``toolwire check`` said ok, and every question then failed saying this."""
     for name in ("TOOLWIRE_LLM_BASE_URL", "TOOLWIRE_LLM_MODEL", "OPENAI_API_KEY"):
@@ -155,11 +172,7 @@ def test_an_openai_provider_without_server_or_model_is_refused_at_load(
         monkeypatch.setenv(name, value)
     config = write_file("toolwire.yaml", yaml)
 
-    assert refused(config) == [
-        f"{config}:1: the 'openai' model provider has no server and no model: set "
-        "TOOLWIRE_LLM_MODEL (or llm.model in toolwire.yaml) for OpenAI itself, or set "
-        "TOOLWIRE_LLM_BASE_URL to your server"
-    ]
+    assert refused(config) == [f"{config}:1: {problem}"]
     monkeypatch.setenv("TOOLWIRE_LLM_MODEL", "gpt-test")  # a model named: it loads
     App.load(config, plugins=[shop(), guide_example()], load_entry_points=False)
 

@@ -749,7 +749,7 @@ def chat_with(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[
     config.write_text("domains:\n  - {name: desk}\ndefault_domain: desk\n", encoding="utf-8")
     models: list[StartingModel] = []
 
-    def load_app(ctx: object) -> App:
+    def load_app(ctx: object, given: Path | None) -> App:
         return App.load(config, load_entry_points=False, llm=models[-1])
 
     monkeypatch.setattr(ask_commands, "load_app", load_app)

@@ -1,7 +1,8 @@
 """structlog, configured once: JSON lines when logs go to a pipe, readable lines on a terminal.
 
 Logs are written to stderr so that command output on stdout (``toolwire tools --json``) stays
-clean. ``TOOLWIRE_LOG_LEVEL`` (default ``warning``) sets the threshold; build steps
+clean. ``TOOLWIRE_LOG_LEVEL`` (default ``warning``) sets the threshold; a value that is no level
+is warned about once (``log_level_unknown``) and the default applies. Build steps
 (``plugin_loaded``, ``tool_registered``, ``tool_wired``) are ``info`` events. Every event is
 redacted before it is rendered (``toolwire.redaction``): secret shapes and known secret values
 are masked. On a terminal, control characters in values are shown escaped
@@ -32,6 +33,12 @@ from toolwire.printable import printable_event
 from toolwire.redaction import redact_event
 
 LOG_LEVEL_ENV = "TOOLWIRE_LOG_LEVEL"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+"""What ``TOOLWIRE_LOG_LEVEL`` takes (any case; the standard library's aliases pass too)."""
+
+_WARNED_LEVELS: set[str] = set()
+"""``TOOLWIRE_LOG_LEVEL`` values already warned about: a process configures logging more than
+once (the command line, then its command), and says so once."""
 
 ROUTED_LOGGERS = ("mcp", "uvicorn")
 """Standard-library loggers whose records become ``library_log`` events (module docstring)."""
@@ -53,8 +60,10 @@ def configure_logging(
         return
     explicit = stream is not None
     stream = sys.stderr if stream is None else stream
-    level_name = os.environ.get(LOG_LEVEL_ENV, default_level).upper()
-    level = logging.getLevelNamesMapping().get(level_name, logging.WARNING)
+    given = os.environ.get(LOG_LEVEL_ENV, "")  # set but empty: as unset
+    levels = logging.getLevelNamesMapping()
+    unknown = bool(given) and given.upper() not in levels
+    level = levels[(given if given and not unknown else default_level).upper()]
     renderer: structlog.typing.Processor
     shown: list[structlog.typing.Processor] = []
     if stream.isatty():
@@ -78,6 +87,23 @@ def configure_logging(
         cache_logger_on_first_use=False,  # so structlog.testing.capture_logs() sees events
     )
     route_library_logging()
+    if unknown:
+        _warn_unknown_level(given, level)
+
+
+def _warn_unknown_level(given: str, level: int) -> None:
+    """Say once that ``TOOLWIRE_LOG_LEVEL`` holds no level, so the default applies (a typo is
+    otherwise a silent change of what the log shows); only at a level that shows a warning, so
+    a quieter configuration (``toolwire check``'s) does not use up the one time."""
+    if given in _WARNED_LEVELS or level > logging.WARNING:
+        return
+    _WARNED_LEVELS.add(given)
+    structlog.get_logger(__name__).warning(
+        "log_level_unknown",
+        variable=LOG_LEVEL_ENV,
+        value=given,
+        accepted=", ".join(LOG_LEVELS),
+    )
 
 
 def route_library_logging(names: Sequence[str] = ROUTED_LOGGERS) -> None:

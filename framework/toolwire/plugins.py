@@ -333,7 +333,8 @@ def _allowed_names(environ: Mapping[str, str]) -> set[str] | None:
 def _load_entry_points(result: PluginSet, allowed: set[str] | None) -> list[_Candidate]:
     loaded: list[_Candidate] = []
     by_name: dict[str, list[metadata.EntryPoint]] = {}
-    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+    installed = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    for entry_point in installed:
         if allowed is None or entry_point.name in allowed:
             by_name.setdefault(entry_point.name, []).append(entry_point)
     for name, entry_points in by_name.items():
@@ -350,8 +351,10 @@ def _load_entry_points(result: PluginSet, allowed: set[str] | None) -> list[_Can
             _fail(result, name, version, problem, error, entry_point.module)
             continue
         loaded.append(_Candidate(name, version, plugin))
+    names = ", ".join(sorted({point.name for point in installed})) or "none"
     for name in sorted((allowed or set()) - set(by_name)):
-        _fail(result, name, None, f"named in {PLUGINS_ENV} but no installed plugin has this name")
+        problem = f"named in {PLUGINS_ENV} but no installed plugin has this name"
+        _fail(result, name, None, f"{problem}; installed: {names}")
     return loaded
 
 

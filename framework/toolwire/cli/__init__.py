@@ -4,8 +4,8 @@ Every command arrives through the ``register_commands`` hook: toolwire's own (``
 ``serve``, ``plugins``, ``tools``, ``check``, ``graph``, ``mcp``) from the modules in
 :data:`COMMAND_MODULES`, loaded first like built-in plugins, then each installed plugin's. Command
 modules import heavy optional dependencies (FastAPI for ``serve``) only when their command runs.
-A command that needs the app builds it with :func:`load_app_or_exit` (the ``--config`` option
-included).
+A command that needs the app takes the shared ``--config`` option (:data:`ConfigOption`) and builds
+the app with :func:`load_app_or_exit`, which says each plugin that failed to load as a plain line.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import structlog
 import typer
 
 from toolwire.cli.commands import COMMAND_MODULES, discover_commands
-from toolwire.cli.state import CliState, load_app_or_exit
+from toolwire.cli.state import CliState, ConfigOption, load_app_or_exit
 from toolwire.errors import PluginError
 from toolwire.logging import configure_logging
 from toolwire.plugins import CommandRegistration
@@ -36,17 +36,35 @@ def _options(
         ),
     ] = None,
 ) -> None:
-    configure_logging()
+    _configure_logging()
     ctx.obj = CliState(config=config)
+
+
+def _configure_logging() -> None:
+    """toolwire's logging (unless the host configured its own), without ``plugin_failed``
+    events: configured before the commands are found, as finding them loads the plugins."""
+    configure_logging(extra_processors=[_said_by_the_command])
+
+
+def _said_by_the_command(
+    logger: object, method_name: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """Drop ``plugin_failed``: the command that builds the app says each failed plugin in a
+    plain line (``load_app_or_exit``, ``toolwire check``'s problems, ``toolwire plugins``), and
+    the command line finds its commands before a command can set its level, so the event came
+    first, as a JSON line on a pipe (``toolwire check`` promises only its problem lines)."""
+    if event.get("event") == "plugin_failed":
+        raise structlog.DropEvent
+    return event
 
 
 def build_cli(plugins: Sequence[object] = (), *, load_entry_points: bool = True) -> typer.Typer:
     """The ``toolwire`` app with toolwire's commands and those the plugins register: installed
     ones (``TOOLWIRE_PLUGINS`` limits them) and the plugin objects passed in. A plugin whose
-    registration fails (a taken or badly formed name) contributes no command and is logged as
-    ``plugin_failed``; ``toolwire check`` reports it too. A plugin that stops every plugin from
-    loading (a misspelt hook) leaves only toolwire's own commands, which report it."""
-    configure_logging()
+    registration fails (a taken or badly formed name) contributes no command; ``toolwire check``
+    reports it. A plugin that stops every plugin from loading (a misspelt hook) leaves only
+    toolwire's own commands, which report it."""
+    _configure_logging()
     cli = typer.Typer(
         name="toolwire",
         help="Build domain chatbots out of tools: ask, chat, serve, and inspect plugins and tools.",
@@ -82,4 +100,4 @@ def main() -> None:
     app()
 
 
-__all__ = ["COMMAND_MODULES", "app", "build_cli", "load_app_or_exit", "main"]
+__all__ = ["COMMAND_MODULES", "ConfigOption", "app", "build_cli", "load_app_or_exit", "main"]

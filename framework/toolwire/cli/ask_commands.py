@@ -6,6 +6,7 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -14,11 +15,17 @@ from rich.tree import Tree
 
 from toolwire.app import App
 from toolwire.cli.live import LiveView, watch
-from toolwire.cli.state import load_app_or_exit
+from toolwire.cli.state import ConfigOption, load_app_or_exit
 from toolwire.cli.text import empty_problem, literal, not_utf8, session_id_problem
 from toolwire.conversation import TurnContext
 from toolwire.disclosure import disclosed_answer
-from toolwire.errors import ToolwireError
+from toolwire.errors import (
+    SessionConflictError,
+    SessionError,
+    SessionStoreUnavailableError,
+    ToolwireError,
+    UnknownSessionError,
+)
 from toolwire.events import Event, ModelProgress, observing
 from toolwire.hookspecs import RegisterCommand, hookimpl
 from toolwire.orchestrator import Answer, TaskTrace
@@ -46,11 +53,14 @@ TraceFlag = Annotated[
 EXIT_WORDS = frozenset({"exit", "quit", ":q"})
 NEW_CONVERSATION = "new"
 """The chat line that starts a new conversation (the turns before are no longer read)."""
+PROCESS_STORES = frozenset({"memory"})
+"""Session stores (``sessions.store``) whose conversations end with the process: a later
+``toolwire ask --session`` is another process and cannot find them."""
 
 
-def load_app(ctx: typer.Context) -> App:
+def load_app(ctx: typer.Context, config: Path | None) -> App:
     """Build the app for a command (tests replace this to inject plugins and a scripted model)."""
-    return load_app_or_exit(ctx)
+    return load_app_or_exit(ctx, config)
 
 
 def ask(
@@ -68,6 +78,7 @@ def ask(
     ] = None,
     trace: TraceFlag = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the Answer as JSON.")] = False,
+    config: ConfigOption = None,
 ) -> None:
     """Ask one question; the answer prints the conversation's id to continue it with.
 
@@ -81,7 +92,7 @@ def ask(
     )
     if problem:
         _refuse(problem)
-    app = load_app(ctx)
+    app = load_app(ctx, config)
     console = Console(highlight=False)
     view = LiveView(console, Console(stderr=True, highlight=False), stream_text=not json_output)
     try:
@@ -93,21 +104,32 @@ def ask(
         typer.echo(answer.model_dump_json(indent=2))
         return
     show_answer(console, answer, trace=trace, streamed=view.text)
-    if answer.kind == "clarification":
+    store = app.config.sessions.store
+    if answer.session_id and store in PROCESS_STORES:  # on stderr: stdout stays the answer
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"[dim](the conversation is not kept: sessions.store is {store!r}, "
+            "this process only; sessions.store: sqlite keeps it for toolwire ask --session)[/dim]"
+        )
+    elif answer.kind == "clarification":
         console.print(f'[dim]Reply with: toolwire ask "…" --session {answer.session_id}[/dim]')
     elif answer.session_id:  # on stderr: stdout stays the answer alone
         hint = f'[dim]Follow up with: toolwire ask "…" --session {answer.session_id}[/dim]'
         Console(stderr=True, highlight=False).print(hint)
 
 
-def chat(ctx: typer.Context, domain: DomainOption = None, trace: TraceFlag = False) -> None:
+def chat(
+    ctx: typer.Context,
+    domain: DomainOption = None,
+    trace: TraceFlag = False,
+    config: ConfigOption = None,
+) -> None:
     """Talk to a domain: one conversation, each line a turn that remembers the ones before (a
     clarifying question is answered by your next line); 'new' starts a new conversation.
 
     The embedded model is started before the first prompt (or a running 'toolwire model serve'
     server is used), so the first question does not wait for it.
     """
-    app = load_app(ctx)
+    app = load_app(ctx, config)
     if domain is not None:  # said now, not after the user typed the first message
         try:
             app.check_domain(domain)
@@ -185,14 +207,27 @@ def _chat(
         view = LiveView(console, Console(stderr=True, highlight=False), stream_text=True)
         try:
             answered = runner.run(watch(app, line, ask_domain, session_id, view))
-        except ToolwireError as error:  # this turn failed; the conversation goes on
+        except ToolwireError as error:  # this turn failed; the conversation goes on, if it can
             if view.text:
                 console.print()  # ends the streamed text's line
             _print_error(error)
+            if session_id is not None and conversation_lost(error):
+                session_id, waiting = None, False
+                console.print("[dim](a new conversation starts with your next message)[/dim]")
             continue
         answer = disclosed_answer(answered, verbose=trace)
         session_id, waiting = answer.session_id, answer.kind == "clarification"
         show_answer(console, answer, trace=trace, streamed=view.text)
+
+
+def conversation_lost(error: ToolwireError) -> bool:
+    """Whether ``error`` says the conversation cannot be continued (unknown, expired or
+    damaged), so every later turn on it would fail the same way; a conflict or an unreachable
+    store is worth sending the message again."""
+    if isinstance(error, UnknownSessionError):
+        return True
+    retry = (SessionConflictError, SessionStoreUnavailableError)
+    return isinstance(error, SessionError) and not isinstance(error, retry)
 
 
 @contextmanager
@@ -357,7 +392,10 @@ def _fail(error: ToolwireError) -> NoReturn:
 
 
 def _print_error(error: ToolwireError) -> None:
-    Console(stderr=True, highlight=False, soft_wrap=True).print(printable(str(error)), markup=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err.print(printable(str(error)), markup=False)
+    if isinstance(error, UnknownSessionError) and error.location:
+        err.print(f"(the session store read: {printable(error.location)})", markup=False)
 
 
 def _refuse(problem: str) -> NoReturn:

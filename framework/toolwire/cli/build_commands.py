@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +18,8 @@ from toolwire.catalogue import ToolRecord
 from toolwire.cli.commands import discover_commands
 from toolwire.cli.state import (
     PIPED_WIDTH,
+    ConfigOption,
+    exit_if_plugins_failed,
     load_app_or_exit,
     report_error,
     report_problems,
@@ -67,9 +68,11 @@ def tools(
         str | None, typer.Option("--domain", help="Only the tools of this domain.")
     ] = None,
     json_output: JsonFlag = False,
+    config: ConfigOption = None,
 ) -> None:
-    """List the registered tools with their prefixed names, kinds and injections."""
-    app = load_app_or_exit(ctx)
+    """List the registered tools with their prefixed names, kinds and injections; exit 1 when
+    a plugin failed to load (its tools are missing)."""
+    app = load_app_or_exit(ctx, config)
     if domain is not None:
         try:
             app.check_domain(domain)
@@ -85,8 +88,14 @@ def tools(
         # the records GET /v1/tools serves, without the enabled flag (the table shows it)
         dumped = [record.model_dump(exclude={"enabled"}) for record in records]
         typer.echo(json.dumps(dumped, indent=2))
-        report_problems(app.mcp_problems)  # on stderr: stdout stays JSON
-        return
+    else:
+        print_tools(records)
+    report_problems(app.mcp_problems)  # on stderr: stdout stays the listing
+    exit_if_plugins_failed(app)
+
+
+def print_tools(records: Sequence[ToolRecord]) -> None:
+    """The tools as one table, or one block per tool where the table would cut a column."""
     console = table_console()
     table = tools_table(records)
     unbounded = console.options.update_width(PIPED_WIDTH)  # measured unclamped
@@ -95,7 +104,6 @@ def tools(
     else:  # a column would be cut to "…": one block per tool, wrapped at the terminal's width
         for record in records:
             console.print(tool_block(record))
-    report_problems(app.mcp_problems)
 
 
 def tools_table(records: Sequence[ToolRecord]) -> Table:
@@ -146,9 +154,7 @@ def mcp_source_text(record: ToolRecord) -> str:
 
 def check(
     ctx: typer.Context,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="The configuration file to check.")
-    ] = None,
+    config: ConfigOption = None,
     connect: Annotated[
         bool,
         typer.Option(
@@ -165,18 +171,17 @@ def check(
     # every warning of the build is also a reported problem: keep the output to those lines
     configure_logging(force=True, default_level="critical")
     listing = McpListing.ALL if connect else McpListing.NONE
-    app = load_app_or_exit(ctx, config, mcp_listing=listing)
-    failed = [info for info in app.plugins if info.error is not None]
-    known = {info.name for info in failed}
-    failed += [info for info in discover_commands().failed if info.name not in known]
-    for info in failed:
-        typer.echo(str(info.problem()), err=True)
+    app = load_app_or_exit(ctx, config, mcp_listing=listing)  # says the failed plugins
+    failed = {info.name for info in app.plugins if info.error is not None}
+    # a command name taken from toolwire's own: only the command line's discovery sees it
+    commands_failed = [info for info in discover_commands().failed if info.name not in failed]
+    report_problems([info.problem() for info in commands_failed])
     report_problems(app.mcp_problems)
     if connect:
         for server, offered in app.mcp_discovery.listed.items():
             names = ", ".join(tool.name for tool in offered) or "no tools"
             typer.echo(printable(f"mcp server {server!r} offers: {names}"))  # the server's names
-    if failed or app.mcp_problems:
+    if failed or commands_failed or app.mcp_problems:
         raise typer.Exit(1)
     servers = len(app.config.mcp_servers)
     mcp = (
@@ -193,10 +198,14 @@ def check(
 def graph(
     ctx: typer.Context,
     mermaid: Annotated[bool, typer.Option("--mermaid", help="Print a Mermaid flowchart.")] = False,
+    config: ConfigOption = None,
 ) -> None:
-    """Show which tool is injected into which ("a -> b": b is injected into a)."""
-    edges = load_app_or_exit(ctx).container.graph()
+    """Show which tool is injected into which ("a -> b": b is injected into a); exit 1 when a
+    plugin failed to load (its tools are missing)."""
+    app = load_app_or_exit(ctx, config)
+    edges = app.container.graph()
     typer.echo(render_mermaid(edges) if mermaid else render_text(edges))
+    exit_if_plugins_failed(app)
 
 
 def render_text(edges: dict[str, list[str]]) -> str:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from toolwire.cli.state import (
     INSECURE_NO_AUTH_HELP,
+    ConfigOption,
     config_option,
     exit_missing_extra,
     listening_on,
     report_error,
+    report_failed_plugins,
     report_problems,
     require_extra,
     warn_insecure_no_auth,
@@ -53,10 +54,7 @@ def serve(
             min=0, max=65535, help="With --http: port, 0 for a free one (default: server.port)."
         ),
     ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="Configuration file (overrides the global option)."),
-    ] = None,
+    config: ConfigOption = None,
     insecure_no_auth: Annotated[
         bool, typer.Option("--insecure-no-auth", help=f"With --http: {INSECURE_NO_AUTH_HELP}")
     ] = False,
@@ -94,6 +92,7 @@ def serve(
     except UnknownDomainError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(1) from None
+    report_failed_plugins(app)
     report_problems(app.mcp_problems)
     if not http:
         asyncio.run(serve_stdio(served))

@@ -12,13 +12,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
 
 from toolwire.cli.live import LiveView
-from toolwire.cli.state import config_option, load_app_or_exit, report_error
+from toolwire.cli.state import ConfigOption, config_option, load_app_or_exit, report_error
 from toolwire.cli.text import literal
 from toolwire.errors import ConfigError, ModelError, PluginError, ToolwireError
 from toolwire.events import observing
@@ -34,11 +34,6 @@ model_app = typer.Typer(
     help="Keep the embedded model running between commands: serve, status, stop (docs/models.md).",
     no_args_is_help=True,
 )
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="Configuration file (overrides the global option)."),
-]
 
 NOT_RUNNING = "no model server is running (toolwire model serve starts one)"
 BUSY = (

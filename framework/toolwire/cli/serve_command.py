@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from toolwire.cli.state import (
     INSECURE_NO_AUTH_HELP,
+    ConfigOption,
     config_option,
     exit_missing_extra,
     listening_on,
     report_error,
+    report_failed_plugins,
     require_extra,
     warn_insecure_no_auth,
 )
@@ -40,10 +41,7 @@ def serve(
             help="Port to listen on, 0 for a free one (default: server.port, 8000).",
         ),
     ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="Configuration file (overrides the global option)."),
-    ] = None,
+    config: ConfigOption = None,
     insecure_no_auth: Annotated[
         bool, typer.Option("--insecure-no-auth", help=INSECURE_NO_AUTH_HELP)
     ] = False,
@@ -75,6 +73,7 @@ def serve(
     except (ConfigError, PluginError) as error:
         report_error(error)
         raise typer.Exit(1) from None
+    report_failed_plugins(toolwire_app)
     settings = listening_on(toolwire_app.config.server, host, port)
     if insecure_no_auth:
         warn_insecure_no_auth("/v1", settings.host)

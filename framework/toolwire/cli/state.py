@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -25,6 +25,14 @@ class CliState:
     config: Path | None = None
 
 
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Configuration file (overrides the global option)."),
+]
+"""The ``--config`` of every command that builds the app (``toolwire tools --config P``, as
+well as ``toolwire --config P tools``): pass it to :func:`load_app_or_exit`."""
+
+
 def config_option(ctx: typer.Context, override: Path | None = None) -> Path | None:
     """The command's own ``--config``, else the global one, else None (the default lookup)."""
     if override is not None:
@@ -39,12 +47,29 @@ def load_app_or_exit(
     *,
     mcp_listing: McpListing = McpListing.NEEDED,
 ) -> App:
-    """Build the app; on a configuration or plugin error print it plainly and exit 1."""
+    """Build the app; on a configuration or plugin error print it plainly and exit 1. The
+    plugins that failed to load are said, one line each (:func:`report_failed_plugins`)."""
     try:
-        return App.load(config_option(ctx, config), mcp_listing=mcp_listing)
+        app = App.load(config_option(ctx, config), mcp_listing=mcp_listing)
     except (ConfigError, PluginError) as error:
         report_error(error)
         raise typer.Exit(1) from None
+    report_failed_plugins(app)
+    return app
+
+
+def report_failed_plugins(app: App) -> None:
+    """Each plugin that failed to load as one plain line on stderr (``plugin 'shop' failed to
+    load: …``, at its line when known): on the command line this line says it, not a
+    ``plugin_failed`` log event (``toolwire.cli`` keeps those off the terminal)."""
+    report_problems([info.problem() for info in app.plugins if info.error is not None])
+
+
+def exit_if_plugins_failed(app: App) -> None:
+    """Exit 1 when a plugin failed to load (``load_app_or_exit`` said which): a listing of the
+    build without its contributions is not a success for a script."""
+    if any(info.error is not None for info in app.plugins):
+        raise typer.Exit(1)
 
 
 def report_error(error: ConfigError | PluginError) -> None:

@@ -39,13 +39,22 @@ def openai_model(
 
 def openai_settings_problem(settings: LLMSettings) -> str | None:
     """Why the ``openai`` provider cannot serve with ``settings`` (None: it can): it needs a
-    server (``base_url``) or, for OpenAI itself, a model name."""
-    if settings.base_url is None and settings.model is None:
+    server (``base_url``) or, for OpenAI itself, a model name. Not named in ``llm.provider``,
+    it was chosen by the API key in the environment (no ``base_url``): said, with how to keep
+    the embedded model, as a key exported for another program is a surprise."""
+    if settings.base_url is not None or settings.model is not None:
+        return None
+    if settings.provider is None:
         return (
-            f"the {OPENAI!r} model provider has no server and no model: set {ENV_MODEL} (or "
-            f"llm.model in toolwire.yaml) for OpenAI itself, or set {ENV_BASE_URL} to your server"
+            f"the model provider is {OPENAI!r} because {settings.api_key_env} is set, and it has "
+            f"no server and no model: set {ENV_MODEL} (or llm.model in toolwire.yaml) for "
+            f"OpenAI itself, or set {ENV_BASE_URL} to your server; to keep the embedded model, "
+            f"set llm.provider: {EMBEDDED} in toolwire.yaml (or unset {settings.api_key_env})"
         )
-    return None
+    return (
+        f"the {OPENAI!r} model provider has no server and no model: set {ENV_MODEL} (or "
+        f"llm.model in toolwire.yaml) for OpenAI itself, or set {ENV_BASE_URL} to your server"
+    )
 
 
 def embedded_model(
