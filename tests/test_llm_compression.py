@@ -9,7 +9,13 @@ import pytest
 
 from toolwire.context_buffer import PromptAndContext
 from toolwire.errors import TimeBudgetSpentError
-from toolwire.llm import GatekeeperVerdict, Purpose, SuitabilityQuestion
+from toolwire.llm import (
+    GatekeeperVerdict,
+    OpenAIGateway,
+    Purpose,
+    SuitabilityQuestion,
+    collect_calls,
+)
 from toolwire.llm.compression import (
     COMPRESSED_MARKER,
     COMPRESSED_TOOL_NAME,
@@ -24,6 +30,11 @@ from toolwire.llm.context_limits import (
     collect_context_issues,
     estimate_tokens,
 )
+from toolwire.llm.history import conversation_history, reading_history
+from toolwire.llm.profiles import ModelProfile
+from toolwire.llm.transport import Message
+from toolwire.settings import LLMSettings
+from toolwire.testing.fake_openai import FakeOpenAIServer, FakeRequest, prompt_text
 
 LONG = (
     "Warfarin (ATC B01AA03) interacts with ibuprofen; see https://example.org/warfarin?x=1. "
@@ -270,3 +281,38 @@ def test_the_identifier_safety_net_keeps_files_paths_snake_case_and_proper_names
     ):  # fmt: skip
         assert expected in found, expected
     assert "I" not in found and "Write" not in found  # a sentence's first word is not a name
+
+
+async def test_a_later_turns_answer_makes_room_for_the_earlier_turns_it_reads() -> None:
+    """The answer of a later turn sends the earlier turns beside its contexts, so contexts that
+    fit a first turn's answer are compressed for it; the compression calls read only the parts
+    they compress, not the conversation."""
+    earlier_text = "What did the leaflet say about warfarin and aspirin? " * 30
+    history: list[Message] = [
+        {"role": "user", "content": earlier_text},
+        {"role": "assistant", "content": "They interact."},
+    ]
+    contexts = [part("1"), part("2"), part("3")]
+
+    async def answer(read_history: bool) -> tuple[list[str], list[FakeRequest]]:
+        async with FakeOpenAIServer() as server:
+            settings = LLMSettings(base_url=server.base_url, model="fake-model", max_retries=0)
+            profile = ModelProfile(structured_output="json_schema", context_window_tokens=2048)
+            gateway = OpenAIGateway(settings, profile=profile, api_key="k", concurrency=1)
+            with conversation_history(history), collect_calls() as calls:
+                if read_history:
+                    with reading_history():
+                        await gateway.answer("And with ibuprofen?", contexts)
+                else:
+                    await gateway.answer("And with ibuprofen?", contexts)
+            await gateway.aclose()
+            return [call.purpose for call in calls], server.chat_requests
+
+    alone, _ = await answer(read_history=False)
+    later, requests = await answer(read_history=True)
+
+    assert alone == ["answer"]  # the contexts fit the window by themselves
+    assert "compression" in later and later[-1] == "answer"
+    for purpose, request in zip(later, requests, strict=True):
+        sent = prompt_text(request.body)
+        assert (earlier_text in sent) == (purpose == "answer"), purpose

@@ -38,9 +38,9 @@ from toolwire.llm.base import (
 )
 from toolwire.llm.budget import call_time
 from toolwire.llm.compression import ContextCompressor
-from toolwire.llm.context_limits import PartLimit
+from toolwire.llm.context_limits import PartLimit, estimate_tokens
 from toolwire.llm.function_calls import function_choices
-from toolwire.llm.history import with_history
+from toolwire.llm.history import apart_from_history, current_history, with_history
 from toolwire.llm.profiles import ModelProfile
 from toolwire.llm.prompts import Prompt
 from toolwire.llm.status_bar import with_status_bar
@@ -318,9 +318,15 @@ class ChatModel:
         self, question: str, contexts: Sequence[PromptAndContext]
     ) -> list[PromptAndContext]:
         """The contexts a prompt carries: each part within :attr:`part_limit`, compressed when
-        together they near the window, and cut to share one call when they still exceed it."""
-        fitted = await self.compressor.fit(question, self.part_limit.bound(contexts))
-        return self.compressor.within_call(question, fitted)
+        together they near the window, and cut to share one call when they still exceed it.
+
+        A call that reads the earlier turns (the answer of a later turn) sends them too, so the
+        window holds less of the contexts; the compression calls themselves read only the
+        parts they compress, not the conversation."""
+        earlier = sum(estimate_tokens(turn["content"]) for turn in current_history())
+        with apart_from_history():
+            fitted = await self.compressor.fit(question, self.part_limit.bound(contexts), earlier)
+        return self.compressor.within_call(question, fitted, earlier)
 
     async def judge_context(
         self, question: str, contexts: Sequence[PromptAndContext]

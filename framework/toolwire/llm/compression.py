@@ -144,20 +144,26 @@ class ContextCompressor:
             return False
         return True
 
-    def needs_compression(self, question: str, contexts: Sequence[PromptAndContext]) -> bool:
+    def needs_compression(
+        self, question: str, contexts: Sequence[PromptAndContext], besides_tokens: int = 0
+    ) -> bool:
+        """Whether the contexts near the window. ``besides_tokens``: what the call sends beside
+        its contexts and the question that the window must also hold (the earlier turns an
+        answer reads)."""
         tokens = estimate_tokens(question) + estimate_tokens(render_contexts(contexts))
-        return tokens > self._budget_tokens
+        return tokens + besides_tokens > self._budget_tokens
 
     async def fit(
-        self, question: str, contexts: Sequence[PromptAndContext]
+        self, question: str, contexts: Sequence[PromptAndContext], besides_tokens: int = 0
     ) -> list[PromptAndContext]:
         """The contexts to send: unchanged when they fit, else with the fresh parts compressed.
 
         A compressed part takes the place of the first part it replaces, so the order of
         everything else stays as it was. Parts whose compression failed pass unchanged.
+        ``besides_tokens``: as for :meth:`needs_compression`.
         """
         contexts = list(contexts)
-        if not self.needs_compression(question, contexts):
+        if not self.needs_compression(question, contexts, besides_tokens):
             return contexts
         fresh = [index for index, ctx in enumerate(contexts) if not is_compressed(ctx)]
         if not fresh:
@@ -196,13 +202,14 @@ class ContextCompressor:
         return result
 
     def within_call(
-        self, question: str, contexts: Sequence[PromptAndContext]
+        self, question: str, contexts: Sequence[PromptAndContext], besides_tokens: int = 0
     ) -> list[PromptAndContext]:
         """The contexts, each part cut to an equal share of one call when together they still
         do not fit one (compression failed or was not enough): the call is then made with less
         context rather than refused by the server."""
         contexts = list(contexts)
         room = self._room(question) - estimate_tokens(question)  # the task is read twice
+        room = max(room - besides_tokens, 1)
         if not contexts or estimate_tokens(render_contexts(contexts)) <= room:
             return contexts
         share = PartLimit(

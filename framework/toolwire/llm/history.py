@@ -44,6 +44,18 @@ def reading_history() -> Iterator[None]:
         _reading.reset(token)
 
 
+@contextmanager
+def apart_from_history() -> Iterator[None]:
+    """Inside the block, model calls carry no earlier turns, even within
+    :func:`reading_history`: a call that a history-reading call makes for its own ends (the
+    compression of the answer's contexts) reads what it is given, not the conversation."""
+    token = _reading.set(False)
+    try:
+        yield
+    finally:
+        _reading.reset(token)
+
+
 def current_history() -> tuple[Message, ...]:
     """The earlier turns a model call made here sends: the turn's, inside
     :func:`reading_history`; none in any other call, or outside a turn."""
