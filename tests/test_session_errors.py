@@ -9,6 +9,7 @@ new one.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sqlite3
 import uuid
@@ -35,10 +36,12 @@ from toolwire.sessions.redis import RedisSessionStore
 from toolwire.testing import ScriptedModel, conversation_for
 
 DOMAIN = DomainSpec(name="shop", description="A shop's stock.")
+KEPT = "(a conversation is kept 60 s after its last turn: sessions.ttl_s)"
 ENDING = (
-    ": it is unknown, expired (a conversation is kept 60 s after its last turn: sessions.ttl_s) "
-    "or was started under another API key; omit the session id to start a new conversation"
+    f": it is unknown, expired {KEPT} or was started under another API key; omit the session id "
+    "to start a new conversation"
 )
+"""How an unknown id's error ends for a caller with an API key."""
 
 
 class Clock:
@@ -131,20 +134,26 @@ async def test_a_redis_key_of_another_type_is_unknown_to_a_caller_with_a_key(
     await store.aclose()
 
 
-async def test_an_unknown_id_names_the_store_and_its_time_to_live(
-    store: SessionStore, tmp_path: Path
-) -> None:
+async def test_an_unknown_id_names_the_store_and_its_time_to_live(store: SessionStore) -> None:
+    """Without API keys (the command line, a server with none) no other key's conversation can
+    be meant, and the message does not suggest one."""
     named = {
         MemorySessionStore: "the memory session store of this process",
         SQLiteSessionStore: "the SQLite session store",
         RedisSessionStore: "the Redis session store",
     }[type(store)]
+    chat = service(store)
 
-    with pytest.raises(UnknownSessionError) as caught:
-        await service(store).ask("and in red?", session_id="no-such-session")
+    with pytest.raises(UnknownSessionError) as keyed:
+        await chat.ask("and in red?", session_id="no-such-session", caller="alice")
+    with pytest.raises(UnknownSessionError) as keyless:
+        await chat.ask("and in red?", session_id="no-such-session")
 
-    assert str(caught.value) == (
-        f"no conversation is stored under session id 'no-such-session' in {named}{ENDING}"
+    start = f"no conversation is stored under session id 'no-such-session' in {named}"
+    assert str(keyed.value) == f"{start}{ENDING}"
+    assert str(keyless.value) == (
+        f"{start}: it is unknown or expired {KEPT}; omit the session id to start a new "
+        "conversation"
     )
 
 
@@ -316,32 +325,59 @@ async def test_a_save_deletes_expired_sqlite_conversations_from_the_file(tmp_pat
 
     await store.save(live)
 
-    assert rows_in(path) == {live.session_id} and expired.session_id not in rows_in(path)
+    assert rows_in(path) == {live.session_id}  # the expired one is gone from the file
     await store.aclose()
 
 
-async def test_a_load_deletes_expired_sqlite_conversations_at_most_once_a_minute(
-    tmp_path: Path,
-) -> None:
+async def test_a_load_takes_no_write_lock_and_deletes_nothing(tmp_path: Path) -> None:
+    """A load (and the server's readiness probe) must not wait behind another process's write:
+    with another connection holding the write lock, a fresh store still loads at once."""
     clock, path = Clock(), tmp_path / "sessions.sqlite3"
     store = SQLiteSessionStore(path, ttl_s=100, clock=clock)
     expired = await store.create("shop", waiting(TaskInfo(task_prompt="old")))
     clock.now += 50
-    live = await store.create("shop", waiting(TaskInfo(task_prompt="live")))  # purges at 50
-    clock.now += 51  # the first has expired; the last purge was 51 s ago
-
-    await store.load(live.session_id)
-    assert expired.session_id in rows_in(path)  # a read, not a purge, this soon after one
-    clock.now += 9
-    await store.load(live.session_id)
-    assert rows_in(path) == {live.session_id}
-
-    clock.now += 1
-    another_process = SQLiteSessionStore(path, ttl_s=100, clock=clock)
-    gone = await store.create("shop", waiting(TaskInfo(task_prompt="gone")))
-    clock.now += 101
-    with pytest.raises(UnknownSessionError):
-        await another_process.load(gone.session_id)  # its first load purges
-    assert rows_in(path) == set()
+    live = await store.create("shop", waiting(TaskInfo(task_prompt="live")))
+    clock.now += 51
+    live = await store.save(live)  # purges the first; the second lives on
     await store.aclose()
-    await another_process.aclose()
+    assert rows_in(path) == {live.session_id} and expired.session_id not in rows_in(path)
+    clock.now += 101  # now the second has expired too
+
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process's write in progress
+    try:
+        fresh = SQLiteSessionStore(path, ttl_s=100, clock=clock)
+        with pytest.raises(UnknownSessionError):
+            await asyncio.wait_for(fresh.load(live.session_id), timeout=2)
+        await fresh.aclose()
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert rows_in(path) == {live.session_id}  # expired, and left for the next write
+
+
+class Damaging(Wrapping):
+    """A plugin's store that reads a damaged row as a plain ``SessionError``, saying nothing of
+    whose conversation it was."""
+
+    async def load(self, session_id: str) -> StoredSession:
+        await self.inner.load(session_id)
+        raise SessionError(f"the stored conversation {session_id!r} is damaged")
+
+
+async def test_a_plugin_stores_plain_session_error_reaches_no_other_caller(
+    tmp_path: Path,
+) -> None:
+    """Not knowing the owner, the service tells the damage to a caller without a key only (no
+    tenants to keep apart); one with a key gets the unknown session an unknown id gets."""
+    store = Damaging(SQLiteSessionStore(tmp_path / "sessions.sqlite3"))
+    chat = service(store)
+    first = await chat.ask("Do you sell kettles?", caller="alice")
+    keyless = await chat.ask("Do you sell kettles?")
+    assert first.session_id is not None and keyless.session_id is not None
+
+    with pytest.raises(UnknownSessionError):
+        await chat.ask("and in red?", session_id=first.session_id, caller="alice")
+    with pytest.raises(SessionError, match="is damaged") as told:
+        await chat.ask("and in red?", session_id=keyless.session_id)
+    assert not isinstance(told.value, UnknownSessionError)

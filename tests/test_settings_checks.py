@@ -13,7 +13,8 @@ from _build_samples import WriteFile
 from toolwire import App, ConfigError
 from toolwire.cli import app as cli
 from toolwire.llm.builtin_profiles import EMBEDDED_PROFILE
-from toolwire.orchestrator.turn_compression import largest_history_tokens
+from toolwire.llm.profiles import ModelProfile
+from toolwire.orchestrator.turn_compression import history_budget_problem, largest_history_tokens
 from toolwire.settings import LLMSettings
 
 runner = CliRunner()
@@ -58,6 +59,19 @@ def test_a_history_budget_past_the_window_is_refused_at_its_line(
         "context_window_tokens (8192): the answer reads the earlier turns beside its rules, the "
         "tools' findings and its reply; lower it, or use a model with a larger window "
         "(llm.profile)"
+    )
+
+
+def test_a_window_too_small_for_any_history_says_so_rather_than_ask_for_less() -> None:
+    """"At most -384" would ask for a value the setting itself refuses (its least is 256)."""
+    small = ModelProfile(context_window_tokens=1024)
+
+    problem = history_budget_problem(2048, small)
+
+    assert problem is not None and "must be at most" not in problem
+    assert problem.startswith(
+        "sessions.history_tokens (2048): the model profile's context_window_tokens (1024) leaves "
+        "no room for a conversation's history (at least 256 tokens)"
     )
 
 
@@ -141,3 +155,16 @@ def test_check_refuses_a_server_url_without_scheme_in_the_environment(
     )
     monkeypatch.setenv("TOOLWIRE_LLM_BASE_URL", "http://localhost:8080/v1")
     assert runner.invoke(cli, ["check", "--config", "toolwire.yaml"]).exit_code == 0
+
+
+def test_a_server_url_the_embedded_provider_does_not_use_is_not_refused(
+    pharma_only: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``llm.provider: embedded`` sends nothing to ``TOOLWIRE_LLM_BASE_URL``: a stale value
+    left in the shell is no reason to refuse the app."""
+    monkeypatch.setenv("TOOLWIRE_LLM_BASE_URL", "localhost:8080")
+    config(write_file, "llm:\n  provider: embedded\n")
+
+    result = runner.invoke(cli, ["check", "--config", "toolwire.yaml"])
+
+    assert result.exit_code == 0, result.stderr

@@ -21,6 +21,7 @@ from toolwire.errors import (
     UnknownDomainError,
     UnknownSessionError,
     UnknownToolError,
+    UnreadableSessionError,
     WiringError,
 )
 from toolwire.hookspecs import hookimpl
@@ -79,6 +80,7 @@ __all__ = [
     "UnknownDomainError",
     "UnknownSessionError",
     "UnknownToolError",
+    "UnreadableSessionError",
     "WiringError",
     "extract_coordinator_original",
     "extract_coordinator_task",

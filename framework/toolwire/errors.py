@@ -266,7 +266,8 @@ class UnknownSessionError(SessionError):
 
     An unknown id, an expired conversation and another caller's conversation read alike, so an
     API key cannot learn that another tenant's conversation exists. ``store`` names the store
-    that was asked and ``ttl_s`` its time-to-live, when the store knows them; ``location`` (a
+    that was asked and ``ttl_s`` its time-to-live, when the store knows them (``keyed``: the
+    caller has an API key, so the conversation may be another key's); ``location`` (a
     SQLite store's file) is not in the message, which may reach a remote caller: the command
     line shows it, so a user who ran from another working directory sees that another file was
     opened.
@@ -279,6 +280,7 @@ class UnknownSessionError(SessionError):
         store: str | None = None,
         location: str | None = None,
         ttl_s: float | None = None,
+        keyed: bool = True,
     ) -> None:
         self.session_id = session_id
         self.store = store
@@ -290,9 +292,10 @@ class UnknownSessionError(SessionError):
             if ttl_s is not None
             else ""
         )
+        another_key = " or was started under another API key" if keyed else ""
         super().__init__(
-            f"no conversation is stored under session id {session_id!r}{where}: it is unknown, "
-            f"expired{kept} or was started under another API key; omit the session id to start "
+            f"no conversation is stored under session id {session_id!r}{where}: it is unknown"
+            f"{',' if keyed else ' or'} expired{kept}{another_key}; omit the session id to start "
             "a new conversation"
         )
 

@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolwire.task import MAX_TASK_DEPTH
 
+LEAST_HISTORY_TOKENS = 256
+"""The smallest ``sessions.history_tokens``: room for a turn or two of a conversation."""
+
 
 class Section(BaseModel):
     """A configuration section: unknown keys are errors, so a typo never passes silently."""
@@ -209,7 +212,7 @@ class SessionSettings(Section):
     max_turns: int = Field(default=50, ge=1)
     """Turns a conversation keeps: past it the oldest are forgotten (their numbers are not
     reused). Compression (``history_tokens``) may replace turns by a summary before then."""
-    history_tokens: int = Field(default=2048, ge=256)
+    history_tokens: int = Field(default=2048, ge=LEAST_HISTORY_TOKENS)
     """How many tokens of earlier turns a turn's follow-up rewrite and answer may read (its
     other calls read none): past it the old turns are compressed once into a summary, and the
     oldest summaries forgotten (the embedded model's window is 8,192)."""

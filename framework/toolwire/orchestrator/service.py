@@ -18,6 +18,7 @@ from toolwire.conversation import (
     turn_findings,
 )
 from toolwire.errors import (
+    SessionConflictError,
     SessionError,
     SessionStoreUnavailableError,
     UnknownDomainError,
@@ -342,9 +343,14 @@ class ConversationService:
             try:
                 stored = await self.store.load(session_id)
             except UnknownSessionError:
-                raise unknown_session(self.store, session_id) from None
+                raise unknown_session(self.store, session_id, keyed=caller is not None) from None
             except UnreadableSessionError as error:
                 self._check_access(session_id, error.owner, error.domain, caller, domain)
+                raise
+            except (SessionConflictError, SessionStoreUnavailableError):
+                raise  # says nothing about the conversation
+            except SessionError:  # a plugin's store that does not say whose conversation it was
+                self._check_access(session_id, None, None, caller, domain)
                 raise
             self._check_access(session_id, stored.owner, stored.domain, caller, domain)
         return stored
@@ -362,7 +368,7 @@ class ConversationService:
         stored, possibly damaged: a damaged owner is no caller's."""
         if owner != caller:
             log.warning("session_owner_mismatch", owner=owner, caller=caller)
-            raise unknown_session(self.store, session_id)
+            raise unknown_session(self.store, session_id, keyed=caller is not None)
         if isinstance(stored_domain, str) and domain is not None and domain != stored_domain:
             raise SessionError(
                 f"session {session_id!r} belongs to domain {stored_domain!r}, not "
@@ -398,8 +404,8 @@ class ConversationService:
         budget = self.sessions.history_tokens
         compacted = await compact(self.llm, conversation, escape_marker(message), budget)
         context = TurnContext.of(compacted.conversation)
-        if compacted.failure is not None:
-            context.notes.append(compacted.failure)
+        if compacted.note is not None:
+            context.notes.append(compacted.note)
         return compacted.conversation, context
 
     def _kept(

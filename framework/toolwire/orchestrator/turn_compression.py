@@ -34,6 +34,7 @@ from toolwire.llm.chat_model import PROMPT_ALLOWANCE_TOKENS
 from toolwire.llm.compression import compress_parts, identifiers
 from toolwire.llm.context_limits import CompressionFailure, estimate_tokens
 from toolwire.llm.profiles import ModelProfile
+from toolwire.settings import LEAST_HISTORY_TOKENS
 
 log = structlog.get_logger(__name__)
 
@@ -51,9 +52,9 @@ class Compacted:
     """The conversation after the check, and what the turn's notes say about it."""
 
     conversation: Conversation
-    failure: str | None = None
-    """Why a compression it needed did not happen or was not kept, and which earlier turns were
-    forgotten (None: nothing the turn lost)."""
+    note: str | None = None
+    """For the turn's notes: which earlier turns were forgotten, and why a compression it
+    needed did not happen or was not kept (None: nothing the turn lost)."""
 
 
 def largest_history_tokens(profile: ModelProfile) -> int:
@@ -76,11 +77,17 @@ def history_budget_problem(budget_tokens: int, profile: ModelProfile) -> str | N
     largest = largest_history_tokens(profile)
     if budget_tokens <= largest:
         return None
+    window = f"the model profile's context_window_tokens ({profile.context_window_tokens})"
+    why = "the answer reads the earlier turns beside its rules, the tools' findings and its reply"
+    if largest < LEAST_HISTORY_TOKENS:
+        return (
+            f"sessions.history_tokens ({budget_tokens}): {window} leaves no room for a "
+            f"conversation's history (at least {LEAST_HISTORY_TOKENS} tokens): {why}; use a model "
+            "with a larger window (llm.profile), or lower the profile's completion_limits"
+        )
     return (
-        f"sessions.history_tokens ({budget_tokens}) must be at most {largest} with the model "
-        f"profile's context_window_tokens ({profile.context_window_tokens}): the answer reads "
-        "the earlier turns beside its rules, the tools' findings and its reply; lower it, or "
-        "use a model with a larger window (llm.profile)"
+        f"sessions.history_tokens ({budget_tokens}) must be at most {largest} with {window}: "
+        f"{why}; lower it, or use a model with a larger window (llm.profile)"
     )
 
 

@@ -211,12 +211,13 @@ def stored_session(
     )
 
 
-def unknown_session(store: object, session_id: str) -> UnknownSessionError:
+def unknown_session(store: object, session_id: str, *, keyed: bool = True) -> UnknownSessionError:
     """The error for an id ``store`` holds no conversation under, naming the store
     (``description``) and its ``ttl_s`` when it has them (toolwire's stores do).
 
     A store raises it for an unknown or expired id, and the conversation service for another
     caller's conversation: built by this one function, the two cannot be told apart.
+    ``keyed``: the caller has an API key (without one, no other key's conversation is meant).
     """
     description = getattr(store, "description", None)
     location = getattr(store, "location", None)
@@ -226,6 +227,7 @@ def unknown_session(store: object, session_id: str) -> UnknownSessionError:
         store=description if isinstance(description, str) else None,
         location=location if isinstance(location, str) else None,
         ttl_s=ttl_s if isinstance(ttl_s, int | float) else None,
+        keyed=keyed,
     )
 
 

@@ -48,10 +48,6 @@ _EXPIRY_INDEX = (
 """Expired rows are purged on every write: without it, each purge scans the table."""
 _PURGE = "DELETE FROM toolwire_sessions WHERE expires_at <= ?"
 
-PURGE_EVERY_S = 60.0
-"""Seconds after this store's last purge (every write purges) before a load purges again: a
-load is otherwise a read that takes no write lock, so it does not purge on every call."""
-
 
 class SQLiteSessionStore:
     """Sessions in a SQLite file (the embedded default): they survive a restart of the process
@@ -61,8 +57,9 @@ class SQLiteSessionStore:
     one ``UPDATE ... WHERE version = ?`` (compare-and-set), so of two processes saving the same
     round exactly one wins. Expired rows (``ttl_s`` after their last turn) are treated as gone,
     and deleted from the file by the next create or save (one indexed ``DELETE`` in the write's
-    own transaction) or, when this store wrote nothing for :data:`PURGE_EVERY_S`, by the next
-    load: a conversation's text does not outlive ``ttl_s`` by long on a file in use.
+    own transaction): every turn stores, so a conversation's text does not outlive ``ttl_s`` by
+    long on a file in use. A load stays a read that takes no write lock, so it (and the
+    server's readiness probe) never waits behind another process's write.
     """
 
     def __init__(
@@ -78,8 +75,6 @@ class SQLiteSessionStore:
         """The file, which the command line shows beside an unknown session's error: a user who
         ran from another working directory sees that another file was opened."""
         self._clock = clock
-        self._purged_at: float | None = None
-        """When this store last deleted the expired rows (its clock; None: not yet)."""
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
 
@@ -107,9 +102,6 @@ class SQLiteSessionStore:
         )
 
     async def load(self, session_id: str) -> StoredSession:
-        if self._purged_at is None or self._clock() - self._purged_at >= PURGE_EVERY_S:
-            await self._run(self._purge)
-
         def select(connection: sqlite3.Connection) -> tuple[object, ...] | None:
             row: tuple[object, ...] | None = connection.execute(
                 "SELECT domain, task, version, owner FROM toolwire_sessions "
@@ -159,7 +151,6 @@ class SQLiteSessionStore:
         purged at, the ``now`` of the write."""
         now = self._clock()
         connection.execute(_PURGE, (now,))
-        self._purged_at = now
         return now
 
     async def aclose(self) -> None:
