@@ -606,6 +606,23 @@ def test_every_command_that_builds_the_app_takes_its_own_config_option(
     assert "bad.yaml:1: default_domain 'nowhere' is not a declared domain" in result.stderr
 
 
+@pytest.mark.parametrize("option", ["--config", "-c"])
+def test_the_global_config_option_before_the_command_name_has_its_short_form(
+    option: str, pharma_only: Path, write_file: WriteFile
+) -> None:
+    """``toolwire -c P tools``, as the README says (only ``--config`` was taken there)."""
+    write_file("bad.yaml", "default_domain: nowhere\n")
+    write_file("ok.yaml", "default_domain: pharma\n")
+
+    refused = runner.invoke(app, [option, "bad.yaml", "tools"])
+    listed = runner.invoke(app, [option, "ok.yaml", "tools", "--json"])
+
+    assert refused.exit_code == 1, refused.output
+    assert "bad.yaml:1: default_domain 'nowhere' is not a declared domain" in refused.stderr
+    assert listed.exit_code == 0, listed.output
+    assert "pharma.substance_lookup" in listed.stdout
+
+
 def test_a_failed_plugin_is_one_plain_line_and_fails_the_listing_of_tools(
     pharma_only: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,6 +17,7 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from mcp_support.noisy_server import API_KEY, PASSWORD
+from toolwire import logging as logging_module
 from toolwire.logging import StructlogHandler, configure_logging
 
 TOOLWIRE = str(Path(sys.executable).with_name("toolwire"))
@@ -110,6 +111,8 @@ def test_a_log_level_that_is_no_level_is_warned_about_once_and_the_default_appli
 ) -> None:
     """It was taken as ``warning`` without a word (``toolwire check`` then printed warnings)."""
     monkeypatch.setenv("TOOLWIRE_LOG_LEVEL", "loud")
+    # warned once per process: another test's "loud" must not have used up this one's warning
+    monkeypatch.setattr(logging_module, "_WARNED_LEVELS", set())
     stream = io.StringIO()
     log = structlog.get_logger("test")
     try:

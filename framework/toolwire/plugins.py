@@ -263,10 +263,15 @@ def discover(
     environ: Mapping[str, str] | None = None,
     builtins: Sequence[str] = BUILTIN_PLUGINS,
     hooks: Sequence[str] = HOOK_ORDER,
+    log_failures: bool = True,
 ) -> PluginSet:
     """Load toolwire's own plugins (``builtins``, modules), explicit plugin objects, then
     installed entry points, and collect what they contribute through ``hooks`` (the CLI asks
     only for ``register_commands``).
+
+    Each plugin that fails to load is listed in the result and logged as ``plugin_failed``
+    (once per process); with ``log_failures=False`` only listed, and not counted as logged, so
+    a later discovery (the app's, after the command line found its commands) logs it.
 
     One plugin object reached twice (passed to ``App.load`` and installed too, or one module
     under two entry-point names) is one plugin: it loads once, under the first of its names in
@@ -281,7 +286,7 @@ def discover(
     ]
     candidates += [_Candidate(plugin_name(p), getattr(p, "__version__", None), p) for p in plugins]
     if load_entry_points:
-        candidates += _load_entry_points(result, _allowed_names(environ))
+        candidates += _load_entry_points(result, _allowed_names(environ), log_failures)
 
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     pm.add_hookspecs(hookspecs)
@@ -292,7 +297,8 @@ def discover(
             log.info("plugin_already_loaded", plugin=candidate.name, loaded_as=first)
             continue
         if pm.has_plugin(candidate.name):
-            _fail(result, candidate.name, candidate.version, "another plugin has the same name")
+            problem = "another plugin has the same name"
+            _fail(result, candidate.name, candidate.version, problem, log_failure=log_failures)
             continue
         try:
             pm.register(candidate.plugin, name=candidate.name)
@@ -307,7 +313,7 @@ def discover(
     _check_hook_names(pm)
 
     for candidate in registered:
-        _collect(pm, candidate, result, hooks)
+        _collect(pm, candidate, result, hooks, log_failures)
     return result
 
 
@@ -330,7 +336,9 @@ def _allowed_names(environ: Mapping[str, str]) -> set[str] | None:
     return {name.strip() for name in value.split(",") if name.strip()}
 
 
-def _load_entry_points(result: PluginSet, allowed: set[str] | None) -> list[_Candidate]:
+def _load_entry_points(
+    result: PluginSet, allowed: set[str] | None, log_failures: bool
+) -> list[_Candidate]:
     loaded: list[_Candidate] = []
     by_name: dict[str, list[metadata.EntryPoint]] = {}
     installed = metadata.entry_points(group=ENTRY_POINT_GROUP)
@@ -342,19 +350,21 @@ def _load_entry_points(result: PluginSet, allowed: set[str] | None) -> list[_Can
         version = entry_point.dist.version if entry_point.dist is not None else None
         others = [other for other in entry_points[1:] if not _same_plugin(entry_point, other)]
         if others:
-            _fail(result, name, version, _collision(name, [entry_point, *others]))
+            problem = _collision(name, [entry_point, *others])
+            _fail(result, name, version, problem, log_failure=log_failures)
             continue
         try:
             plugin = entry_point.load()
         except PLUGIN_FAILURES as error:  # any import-time failure (sys.exit too) is the plugin's
             problem = f"failed to import: {describe(error)}"
-            _fail(result, name, version, problem, error, entry_point.module)
+            module = entry_point.module
+            _fail(result, name, version, problem, error, module, log_failure=log_failures)
             continue
         loaded.append(_Candidate(name, version, plugin))
     names = ", ".join(sorted({point.name for point in installed})) or "none"
     for name in sorted((allowed or set()) - set(by_name)):
         problem = f"named in {PLUGINS_ENV} but no installed plugin has this name"
-        _fail(result, name, None, f"{problem}; installed: {names}")
+        _fail(result, name, None, f"{problem}; installed: {names}", log_failure=log_failures)
     return loaded
 
 
@@ -401,7 +411,11 @@ def _check_hook_names(pm: pluggy.PluginManager) -> None:
 
 
 def _collect(
-    pm: pluggy.PluginManager, candidate: _Candidate, result: PluginSet, hooks: Sequence[str]
+    pm: pluggy.PluginManager,
+    candidate: _Candidate,
+    result: PluginSet,
+    hooks: Sequence[str],
+    log_failures: bool,
 ) -> None:
     contribution = _Contribution()
     owner = BUILTIN_PLUGIN_NAME if candidate.builtin else candidate.name
@@ -456,7 +470,7 @@ def _collect(
     except PLUGIN_FAILURES as error:  # a plugin's bug (sys.exit too) must not stop the others
         _fail(
             result, candidate.name, candidate.version, f"raised {describe(error)}", error,
-            _module_name(candidate.plugin),
+            _module_name(candidate.plugin), log_failure=log_failures,
         )
         pm.unregister(name=candidate.name)
         return
@@ -716,10 +730,12 @@ def _fail(
     error: str,
     cause: BaseException | None = None,
     module: str | None = None,
+    *,
+    log_failure: bool = True,
 ) -> None:
     origin = _origin(cause, _own_code(module)) if cause is not None else None
     result.plugins.append(PluginInfo(name, version, (), error, origin))
-    if (name, error) in _LOGGED_FAILURES:
+    if not log_failure or (name, error) in _LOGGED_FAILURES:
         return
     _LOGGED_FAILURES.add((name, error))
     log.warning(
@@ -728,9 +744,11 @@ def _fail(
 
 
 _LOGGED_FAILURES: set[tuple[str, str]] = set()
-"""(plugin, error) already logged as ``plugin_failed``: one command discovers the plugins twice
-(the CLI for their commands, then ``App.load``), and each failure is logged once per process.
-Every ``PluginSet`` still lists it, so ``toolwire check`` and ``toolwire plugins`` show it."""
+"""(plugin, error) already logged as ``plugin_failed``: each failure is logged once per process
+(the app loaded twice, ``toolwire plugins`` then ``App.load``). Every ``PluginSet`` still lists
+it, so ``toolwire check`` and ``toolwire plugins`` show it. The command line's discovery of its
+commands logs none (``discover(log_failures=False)``): the command says them, the serving ones
+in their JSON log, configured only then."""
 
 
 _HOST_DIRS = tuple(

@@ -5,7 +5,8 @@ Every command arrives through the ``register_commands`` hook: toolwire's own (``
 :data:`COMMAND_MODULES`, loaded first like built-in plugins, then each installed plugin's. Command
 modules import heavy optional dependencies (FastAPI for ``serve``) only when their command runs.
 A command that needs the app takes the shared ``--config`` option (:data:`ConfigOption`) and builds
-the app with :func:`load_app_or_exit`, which says each plugin that failed to load as a plain line.
+the app with :func:`load_app_or_exit`, which says each plugin that failed to load as a plain line
+(``serve`` and ``mcp serve``: as a ``plugin_failed`` event of their log).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def _options(
         Path | None,
         typer.Option(
             "--config",
+            "-c",
             help="Configuration file (default: $TOOLWIRE_CONFIG, then ./config/toolwire.yaml).",
         ),
     ] = None,
@@ -42,17 +44,18 @@ def _options(
 
 def _configure_logging() -> None:
     """toolwire's logging (unless the host configured its own), without ``plugin_failed``
-    events: configured before the commands are found, as finding them loads the plugins."""
+    events: the interactive commands say a failed plugin as a plain line instead."""
     configure_logging(extra_processors=[_said_by_the_command])
 
 
 def _said_by_the_command(
     logger: object, method_name: str, event: structlog.typing.EventDict
 ) -> structlog.typing.EventDict:
-    """Drop ``plugin_failed``: the command that builds the app says each failed plugin in a
-    plain line (``load_app_or_exit``, ``toolwire check``'s problems, ``toolwire plugins``), and
-    the command line finds its commands before a command can set its level, so the event came
-    first, as a JSON line on a pipe (``toolwire check`` promises only its problem lines)."""
+    """Drop ``plugin_failed`` (logged by ``App.load``; finding the commands logs none): the
+    command that builds the app says each failed plugin in a plain line (``load_app_or_exit``,
+    ``toolwire check``'s problems, ``toolwire plugins``), not a log line beside it. ``serve``
+    and ``mcp serve`` configure their own logging, without this processor, before they load the
+    app: their log keeps the event, redacted like every other."""
     if event.get("event") == "plugin_failed":
         raise structlog.DropEvent
     return event

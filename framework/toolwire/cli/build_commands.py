@@ -20,6 +20,7 @@ from toolwire.cli.state import (
     PIPED_WIDTH,
     ConfigOption,
     exit_if_plugins_failed,
+    failed_plugins,
     load_app_or_exit,
     report_error,
     report_problems,
@@ -172,7 +173,7 @@ def check(
     configure_logging(force=True, default_level="critical")
     listing = McpListing.ALL if connect else McpListing.NONE
     app = load_app_or_exit(ctx, config, mcp_listing=listing)  # says the failed plugins
-    failed = {info.name for info in app.plugins if info.error is not None}
+    failed = {info.name for info in failed_plugins(app)}
     # a command name taken from toolwire's own: only the command line's discovery sees it
     commands_failed = [info for info in discover_commands().failed if info.name not in failed]
     report_problems([info.problem() for info in commands_failed])

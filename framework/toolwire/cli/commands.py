@@ -24,10 +24,13 @@ def discover_commands(
     plugins: Sequence[object] = (), *, load_entry_points: bool = True
 ) -> PluginSet:
     """The commands the built-in modules and the plugins register (``PluginSet.commands``), and
-    the plugins whose registration failed (a taken or badly formed name)."""
+    the plugins whose registration failed (a taken or badly formed name). A failure is not
+    logged here: the command line finds its commands before a command configures its logging,
+    and the command says each failure (``toolwire.cli.state.load_app_or_exit``)."""
     return discover(
         plugins,
         load_entry_points=load_entry_points,
         builtins=COMMAND_MODULES,
         hooks=("register_commands",),
+        log_failures=False,
     )

@@ -10,11 +10,10 @@ import typer
 from toolwire.cli.state import (
     INSECURE_NO_AUTH_HELP,
     ConfigOption,
-    config_option,
     exit_missing_extra,
     listening_on,
+    load_app_or_exit,
     report_error,
-    report_failed_plugins,
     report_problems,
     require_extra,
     warn_insecure_no_auth,
@@ -73,18 +72,18 @@ def serve(
         from toolwire.mcp.transports import MCP_PATH, serve_http, serve_stdio
     except ImportError as error:
         exit_missing_extra("toolwire mcp serve", "mcp", error)
-    from toolwire.app import App
     from toolwire.request_progress import record_progress
 
     # the steps logged are tracked, so that a <domain>.ask past server.request_timeout_s names
-    # its last one (over stdio, at warning, only with TOOLWIRE_LOG_LEVEL=info)
+    # its last one (over stdio, at warning, only with TOOLWIRE_LOG_LEVEL=info); configured
+    # before the app loads, so that each plugin that failed to load is a plugin_failed event
     configure_logging(
         force=True,
         default_level="info" if http else "warning",
         extra_processors=[record_progress],
     )
+    app = load_app_or_exit(ctx, config, failures_in_log=True)
     try:
-        app = App.load(config_option(ctx, config))
         served = DomainMcpServer(app, domain)
     except (ConfigError, PluginError) as error:
         report_error(error)
@@ -92,7 +91,6 @@ def serve(
     except UnknownDomainError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(1) from None
-    report_failed_plugins(app)
     report_problems(app.mcp_problems)
     if not http:
         asyncio.run(serve_stdio(served))

@@ -10,15 +10,14 @@ import typer
 from toolwire.cli.state import (
     INSECURE_NO_AUTH_HELP,
     ConfigOption,
-    config_option,
     exit_missing_extra,
     listening_on,
+    load_app_or_exit,
     report_error,
-    report_failed_plugins,
     require_extra,
     warn_insecure_no_auth,
 )
-from toolwire.errors import ConfigError, PluginError
+from toolwire.errors import ConfigError
 from toolwire.hookspecs import RegisterCommand, hookimpl
 
 
@@ -54,7 +53,8 @@ def serve(
     until it is up), or a running 'toolwire model serve' server is used.
 
     Logs go to stderr, JSON lines when stderr is not a terminal (a readable console rendering
-    on a terminal), one http_request event per request with its request id. Set
+    on a terminal), one http_request event per request with its request id, a plugin_failed
+    event per plugin that failed to load. Set
     the environment variable named by server.token_env (TOOLWIRE_API_TOKEN), or server.api_keys,
     to require a bearer token; without one the server listens only on a loopback address unless
     --insecure-no-auth is given.
@@ -65,15 +65,9 @@ def serve(
         from toolwire.server import serve as serve_app
     except ImportError as error:
         exit_missing_extra("toolwire serve", "server", error)
-    from toolwire.app import App
 
-    configure_server_logging()
-    try:
-        toolwire_app = App.load(config_option(ctx, config))
-    except (ConfigError, PluginError) as error:
-        report_error(error)
-        raise typer.Exit(1) from None
-    report_failed_plugins(toolwire_app)
+    configure_server_logging()  # before the app loads: its plugin_failed events are in this log
+    toolwire_app = load_app_or_exit(ctx, config, failures_in_log=True)
     settings = listening_on(toolwire_app.config.server, host, port)
     if insecure_no_auth:
         warn_insecure_no_auth("/v1", settings.host)

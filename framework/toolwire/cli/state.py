@@ -14,6 +14,7 @@ from toolwire.app import App
 from toolwire.errors import ConfigError, PluginError, Problem
 from toolwire.extras import missing_modules, needs_extra
 from toolwire.mcp.discovery import McpListing
+from toolwire.plugins import PluginInfo
 from toolwire.printable import printable
 from toolwire.settings import ServerSettings
 
@@ -46,29 +47,38 @@ def load_app_or_exit(
     config: Path | None = None,
     *,
     mcp_listing: McpListing = McpListing.NEEDED,
+    failures_in_log: bool = False,
 ) -> App:
     """Build the app; on a configuration or plugin error print it plainly and exit 1. The
-    plugins that failed to load are said, one line each (:func:`report_failed_plugins`)."""
+    plugins that failed to load are said one line each (:func:`report_failed_plugins`), or,
+    with ``failures_in_log`` (``serve``, ``mcp serve``: their logging configured first), left
+    to the ``plugin_failed`` events ``App.load`` logs, a plain line being no log line."""
     try:
         app = App.load(config_option(ctx, config), mcp_listing=mcp_listing)
     except (ConfigError, PluginError) as error:
         report_error(error)
         raise typer.Exit(1) from None
-    report_failed_plugins(app)
+    if not failures_in_log:
+        report_failed_plugins(app)
     return app
+
+
+def failed_plugins(app: App) -> list[PluginInfo]:
+    """The plugins that failed to load, in load order."""
+    return [info for info in app.plugins if info.error is not None]
 
 
 def report_failed_plugins(app: App) -> None:
     """Each plugin that failed to load as one plain line on stderr (``plugin 'shop' failed to
     load: …``, at its line when known): on the command line this line says it, not a
     ``plugin_failed`` log event (``toolwire.cli`` keeps those off the terminal)."""
-    report_problems([info.problem() for info in app.plugins if info.error is not None])
+    report_problems([info.problem() for info in failed_plugins(app)])
 
 
 def exit_if_plugins_failed(app: App) -> None:
     """Exit 1 when a plugin failed to load (``load_app_or_exit`` said which): a listing of the
     build without its contributions is not a success for a script."""
-    if any(info.error is not None for info in app.plugins):
+    if failed_plugins(app):
         raise typer.Exit(1)
 
 
