@@ -290,7 +290,7 @@ def test_unknown_domains_and_unresolvable_domain_references(
         f"{path}:1: default_domain 'nowhere' is not a declared domain; declared domains: shop",
         f"{path}:4: domain 'shop': rag_tool: unknown tool 'serch' (looked in domain 'shop' and "
         "by prefixed name); did you mean answer?",
-        f"{path}:5: domain 'shop': deep_fallback['general']: unknown tool 'serch' (looked in "
+        f"{path}:5: domain 'shop': deep_fallback.general: unknown tool 'serch' (looked in "
         "domain 'shop' and by prefixed name); did you mean answer?",
         f"{path}:6: domain 'shop': excluded_tools[1]: unknown tool 'lokup' (looked in domain "
         "'shop' and by prefixed name); did you mean lookup, shop.lookup?",
@@ -333,14 +333,92 @@ def test_a_reference_to_an_entry_left_out_for_its_problems_says_so(
         "fix those first"
     )
     got = problems(raised)
-    assert got[0] == f"{path}:2: domain 'desk': rag_tool: {left_out}"
-    assert got[1].startswith(f"{path}:5: unknown key 'priorty'; did you mean 'priority'?")
+    # the cause first, then what follows from it in line order (line 2 came before line 5)
+    assert got[0].startswith(f"{path}:5: unknown key 'priorty'; did you mean 'priority'?")
+    assert got[1] == f"{path}:2: domain 'desk': rag_tool: {left_out}"
     assert got[2] == f"{path}:6: desk.asker: inject lookup: 'finder': {left_out}"
     assert got[3] == (
         f"{path}:8: desk.helper: parameter 'lookup: LookupTool' of _build_samples.AnswerTool."
         f"__init__ cannot be satisfied: {left_out}"
     )
     assert len(got) == 4
+
+
+def test_a_left_out_entry_comes_after_the_problems_of_its_file_but_not_of_others(
+    isolated: Path, write_file: WriteFile
+) -> None:
+    """A follow-on "left out" message is an effect: after its file's other problems (its
+    cause among them), never moved into another file's."""
+    shipped = write_file("shipped.yaml", "tools:\n  - {name: lookup, priorty: 1}\n")
+    path = write_file("app.yaml", (
+        "llm: {timeout_s: soon}\n"                                                # 1
+        "domains:\n"
+        "  - {name: desk, rag_tool: finder}\n"                                     # 3
+        "tools:\n"
+        "  - {name: finder, class: '_build_samples:LookupTool', domain: desk,\n"   # 5
+        "     priorty: 50}\n"
+        "  - {name: asker, class: '_build_samples:AnswerTool', domain: desk,\n"    # 7
+        "     inject: {lookup: finder}}\n"
+    ))  # fmt: skip
+    with pytest.raises(ConfigError) as raised:
+        load(path, shop_plugin(shipped))
+    got = [(p.path, p.line, p.message.split(":")[0]) for p in raised.value.problems]
+    assert got == [
+        (str(path), 1, "llm.timeout_s"),
+        (str(path), 6, "unknown key 'priorty'; did you mean 'priority'? allowed keys"),
+        (str(path), 3, "domain 'desk'"),
+        (str(path), 7, "desk.asker"),
+        (str(shipped), 2, "unknown key 'priorty'; did you mean 'priority'? allowed keys"),
+    ]
+
+
+def test_a_left_out_entry_without_a_name_is_found_by_its_class(
+    isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry used to be remembered only by its 'name', and its class only by the 'class'
+    string as written: a parameter autowired by the class said "no enabled tool and no service
+    matches it" after the entry's own problem."""
+    write_file("left_pkg/__init__.py", "from left_pkg.tools import Broken, Fine  # re-exported\n")
+    write_file("left_pkg/tools.py", (
+        "from pydantic import BaseModel\n"
+        "from toolwire import OrchestratorActivatedTool, ToolExecutionResult\n"
+        "class Q(BaseModel):\n"
+        "    text: str = ''\n"
+        "class _Base(OrchestratorActivatedTool[Q]):\n"
+        "    def executable_instruction(self): return 'x?'\n"
+        "    def execute_with_result(self, params, text): return ToolExecutionResult.context('')\n"
+        "class Broken(_Base):\n"
+        "    priority = 'high'  # refused when registered\n"
+        "class Fine(_Base):\n"
+        "    pass\n"
+        "class Consumer(_Base):\n"
+        "    def __init__(self, broken: Broken, fine: Fine) -> None:\n"
+        "        self.broken, self.fine = broken, fine\n"
+    ))  # fmt: skip
+    monkeypatch.syspath_prepend(str(isolated))
+    for name in ("left_pkg", "left_pkg.tools"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    path = write_file("app.yaml", (
+        "default_domain: shop\n"
+        "tools:\n"
+        "  - class: left_pkg:Broken\n"                        # 3: the class is refused
+        "  - {class: 'left_pkg:Fine', priorty: 5}\n"          # 4: the entry is refused
+        "  - class: left_pkg.tools:Consumer\n"                # 5
+    ))  # fmt: skip
+    with pytest.raises(ConfigError) as raised:
+        load(path)
+    got = problems(raised)
+    assert got[0].startswith(
+        f"{path}:3: class 'left_pkg:Broken': tool class left_pkg.tools.Broken: its priority "
+    )
+    assert got[1].startswith(f"{path}:4: unknown key 'priorty'")
+    cannot = "of left_pkg.tools.Consumer.__init__ cannot be satisfied: tool"
+    assert got[2:] == [
+        f"{path}:5: shop.consumer: parameter 'broken: Broken' {cannot} 'shop.broken' (declared "
+        f"at {path}:3) has problems of its own and was left out; fix those first",
+        f"{path}:5: shop.consumer: parameter 'fine: Fine' {cannot} 'shop.fine' (declared at "
+        f"{path}:4) has problems of its own and was left out; fix those first",
+    ]
 
 
 def test_a_tool_whose_domain_entry_was_left_out_says_so(
@@ -437,6 +515,91 @@ class ModelUser(toolwire.OrchestratorActivatedTool[Query]):
 
     def execute_with_result(self, params: Query, text: str) -> toolwire.ToolExecutionResult:
         return toolwire.ToolExecutionResult.context(params.text)
+
+
+WORK_IN_PROGRESS = (
+    "from pydantic import BaseModel\n"
+    "from toolwire import AgentCoordinator, OrchestratorActivatedTool, ToolExecutionResult\n"
+    "class Q(BaseModel):\n"
+    "    text: str = ''\n"
+    "class Stub(OrchestratorActivatedTool[Q]):  # work in progress: no execute method yet\n"
+    "    def executable_instruction(self): return 'stub?'\n"
+    "class Delegating(OrchestratorActivatedTool[Q]):\n"
+    "    def __init__(self):\n"
+    "        self.execute_with_result = lambda params, text: ToolExecutionResult.context('ok')\n"
+    "    def executable_instruction(self): return 'd?'\n"
+    "class Misspelt(OrchestratorActivatedTool[Q]):\n"
+    "    def executable_instruction(self): return 'm?'\n"
+    "    def execute_with_results(self, params, text): return ToolExecutionResult.context('')\n"
+    "class Planner(OrchestratorActivatedTool[Q], AgentCoordinator):\n"
+    "    def executable_instruction(self): return 'plan?'\n"
+    "    def decompose_into_subtasks(self, task): return task\n"
+    "class OnlyPlanner(Planner):\n"
+    "    coordinator_only = True\n"
+)
+
+
+@pytest.fixture
+def work_in_progress(isolated: Path, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The module ``wip_tools`` (``WORK_IN_PROGRESS``), importable."""
+    write_file("wip_tools.py", WORK_IN_PROGRESS)
+    monkeypatch.syspath_prepend(str(isolated))
+    monkeypatch.delitem(sys.modules, "wip_tools", raising=False)
+    import wip_tools  # type: ignore[import-not-found]
+
+    return wip_tools
+
+
+def test_a_disabled_tool_without_an_execute_method_loads(
+    work_in_progress: Any, write_file: WriteFile
+) -> None:
+    """Work in progress, disabled in YAML: it used to be refused at start, when its class was
+    registered, before the YAML said it was disabled; and so was a tool that sets its
+    execute_with_result in __init__, and a coordinator_only coordinator."""
+    path = write_file("app.yaml", (
+        "default_domain: shop\n"
+        "tools:\n"
+        "  - {class: 'wip_tools:Stub', enabled: false}\n"
+        "  - class: wip_tools:Delegating\n"
+        "  - class: wip_tools:OnlyPlanner\n"
+    ))  # fmt: skip
+    app = load(path)
+    assert app.registry.resolve("shop.stub").enabled is False
+    assert app.tool("shop.delegating").execute_with_result(Query(text=""), "").text == "ok"
+    assert "shop.only_planner" in app.tools
+
+
+def test_a_tool_registered_by_a_hook_without_an_execute_method_does_not_fail_its_plugin(
+    work_in_progress: Any, write_file: WriteFile
+) -> None:
+    """The register_tools hook checks the class: the whole plugin used to fail with it."""
+    wip = make_plugin("wip", domains=("wip",), tools=(work_in_progress.Stub, LookupTool))
+    path = write_file("app.yaml", "tools:\n  - {name: stub, domain: wip, enabled: false}\n")
+    app = load(path, wip)
+    assert [plugin.error for plugin in app.plugins] == [None]
+    assert [r.qualified_name for r in app.registry] == ["wip.stub", "wip.lookup"]
+
+
+def test_an_enabled_tool_without_an_execute_method_is_refused_at_its_line(
+    work_in_progress: Any, write_file: WriteFile
+) -> None:
+    """Said once it is built (it could set the method in __init__), at its YAML entry; a
+    coordinator that is not coordinator_only is a selection candidate and needs one too."""
+    path = write_file("app.yaml", (
+        "default_domain: shop\n"
+        "tools:\n"
+        "  - class: wip_tools:Misspelt\n"
+        "  - class: wip_tools:Planner\n"
+    ))  # fmt: skip
+    with pytest.raises(WiringError) as raised:
+        load(path)
+    runs = ": an activated tool runs through it, and the base's raises NotImplementedError"
+    assert problems(raised) == [
+        f"{path}:3: shop.misspelt: tool class wip_tools.Misspelt: it does not define "
+        f"execute_with_result(params, text) (did you mean 'execute_with_results'?){runs}",
+        f"{path}:4: shop.planner: tool class wip_tools.Planner: it does not define "
+        f"execute_with_result(params, text){runs}",
+    ]
 
 
 def test_the_model_is_created_on_first_use_only(
@@ -648,10 +811,19 @@ async def test_a_model_that_fails_to_start_fails_the_question_and_is_retried(
 # -- every domain's orchestrator is built with the app (issue 11 item 6) ----------------------
 
 
+class RunnablePlanTool(PlanTool):
+    """A coordinator that is a selection candidate (not coordinator_only) runs when chosen."""
+
+    name = "plan"
+
+    def execute_with_result(self, params: Query, text: str) -> toolwire.ToolExecutionResult:
+        return toolwire.ToolExecutionResult.context(params.text)
+
+
 async def test_every_domain_orchestrator_is_built_with_the_app_and_used_by_questions(
     isolated: Path,
 ) -> None:
-    desk = make_plugin("desk", domains=("desk",), tools=(PlanTool,))
+    desk = make_plugin("desk", domains=("desk",), tools=(RunnablePlanTool,))
     model = ScriptedModel().on_classify("general").on_suitability({"answer": False}).on_answer()
     app = load(None, shop_plugin(), desk, llm=model, session_store=MemorySessionStore())
 

@@ -14,15 +14,17 @@ from toolwire.config import (
     MAX_PROBLEMS_SHOWN,
     AppConfig,
     DomainEntry,
-    LeftOutEntry,
     PluginConfigFile,
+    ToolEntry,
     format_loc,
+    in_file_order,
     load_app_config,
     load_file,
     parse_app_config,
     parse_file,
 )
-from toolwire.registry import DomainSpec, SourceLocation
+from toolwire.errors import Problem
+from toolwire.registry import DomainSpec, FollowOnProblem, SourceLocation
 from toolwire.settings import SelectionSettings
 
 GOOD = """\
@@ -207,12 +209,25 @@ def test_an_entry_left_out_for_its_problems_is_remembered_by_what_it_names(
         "tools:\n"
         "  - {name: stock_lookup, class: 'shop.tools:Stock', domain: shop, priorty: 5}\n"
         "  - {name: 5, priorty: 5}\n"
+        "  - {class: 'shop.tools:Unnamed', domain: [shop]}\n"
     ))  # fmt: skip
     config, _ = parse_file(path, PluginConfigFile)
-    assert config.left_out("tools") == [
-        LeftOutEntry("stock_lookup", SourceLocation(str(path), 4), "shop", "shop.tools:Stock")
+    tools = config.left_out("tools")
+    assert [(t.source, t.model_dump(exclude_unset=True)) for t in tools] == [
+        (
+            SourceLocation(str(path), 4),
+            {"name": "stock_lookup", "class_": "shop.tools:Stock", "domain": "shop"},
+        ),
+        # no name: the build finds it by its class (the name of the class it imports)
+        (SourceLocation(str(path), 6), {"class_": "shop.tools:Unnamed"}),
     ]
-    assert config.left_out("domains") == [LeftOutEntry("shop", SourceLocation(str(path), 2))]
+    assert all(isinstance(tool, ToolEntry) for tool in tools)
+    (domain,) = config.left_out("domains")
+    assert isinstance(domain, DomainEntry)
+    assert (domain.source, domain.model_dump(exclude_unset=True)) == (
+        SourceLocation(str(path), 2),
+        {"name": "shop"},
+    )
 
 
 def test_tools_must_be_a_list(isolated: Path, write_file: WriteFile) -> None:
@@ -242,6 +257,28 @@ def test_domain_entry_mirrors_domain_spec() -> None:
 def test_format_loc() -> None:
     assert format_loc(("tools", 0, "settings", "limit")) == "tools[0].settings.limit"
     assert format_loc(()) == ""
+
+
+def test_follow_on_problems_come_after_the_other_problems_of_their_file() -> None:
+    """A "left out" message (line 2) came before the entry's own error (line 5) it follows."""
+    problems = [
+        FollowOnProblem("rag_tool names a left-out tool", "app.yaml", 2),
+        Problem("unknown key 'priorty'", "app.yaml", 5),
+        Problem("shipped", "shipped.yaml", 9),
+        FollowOnProblem("inject names a left-out tool", "app.yaml", 7),
+        Problem("first", "app.yaml", 1),
+        FollowOnProblem("shipped follow-on", "shipped.yaml", 1),
+        Problem("no line", "app.yaml"),
+    ]
+    assert [problem.message for problem in in_file_order(problems)] == [
+        "first",
+        "unknown key 'priorty'",
+        "no line",
+        "rag_tool names a left-out tool",
+        "inject names a left-out tool",
+        "shipped",
+        "shipped follow-on",
+    ]
 
 
 def test_the_repository_config_is_valid() -> None:

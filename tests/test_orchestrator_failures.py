@@ -534,7 +534,7 @@ def test_misspelt_domain_tool_names_fail_when_the_orchestrator_is_built(
 ) -> None:
     for spec, key in (
         (domain(rag_tool="rga"), "rag_tool"),
-        (domain(deep_fallback={"*": "deeep"}), r"deep_fallback\['\*'\]"),
+        (domain(deep_fallback={"*": "deeep"}), r"deep_fallback\.\*"),
         (domain(excluded_tools=["nope"]), r"excluded_tools\[0\]"),
     ):
         with pytest.raises(ConfigError, match=f"domain 'demo': {key}: unknown tool"):
@@ -562,7 +562,7 @@ class _Deep(Coordinator):
         (
             DomainSpec(name="shop", rag_tool="search", deep_fallback={"*": "deep"}),
             "deep",
-            "deep_fallback['*'] 'deep'",
+            "deep_fallback.* 'deep'",
         ),
     ],
 )

@@ -9,6 +9,7 @@ from toolwire import AmbiguousToolError, ConfigError, UnknownToolError
 from toolwire.registry import (
     DomainSpec,
     LeftOutTool,
+    LeftOutToolError,
     SourceLocation,
     ToolRegistration,
     ToolRegistry,
@@ -97,9 +98,7 @@ def test_registry_keeps_order_and_domains(registry: ToolRegistry) -> None:
     assert AnswerTool.name == "answer"
 
 
-LEFT_OUT = LeftOutTool(
-    "pharma.stock_lookup", SourceLocation("shop.yaml", 3), "_build_samples:LookupTool"
-)
+LEFT_OUT = LeftOutTool("pharma.stock_lookup", SourceLocation("shop.yaml", 3), LookupTool)
 
 
 @pytest.mark.parametrize("name", ["stock_lookup", "pharma.stock_lookup", "pharma-stock_lookup"])
@@ -108,7 +107,7 @@ def test_a_name_of_a_left_out_tool_says_so_instead_of_guessing_another(
 ) -> None:
     """It used to say "unknown tool ...; did you mean ..." after the entry's own problem."""
     registry.leave_out(LEFT_OUT)
-    with pytest.raises(UnknownToolError) as raised:
+    with pytest.raises(LeftOutToolError) as raised:  # an UnknownToolError
         registry.resolve(name, "docs")
     assert str(raised.value) == (
         "tool 'pharma.stock_lookup' (declared at shop.yaml:3) has problems of its own and was "
@@ -121,10 +120,29 @@ def test_a_left_out_tool_is_found_by_its_class_and_never_shadows_a_registered_on
     registry: ToolRegistry,
 ) -> None:
     registry.leave_out(LEFT_OUT)
-    registry.leave_out(LeftOutTool("docs.search", None, "_build_samples:AnswerTool"))
+    registry.leave_out(LeftOutTool("docs.search", None, AnswerTool))
     assert registry.left_out_of_class(LookupTool) == LEFT_OUT
     assert registry.left_out_of_class(ToolRegistry) is None
     assert registry.resolve("search", "docs").qualified_name == "docs.search"
+
+
+def test_a_left_out_tool_is_found_by_its_class_object_however_its_class_was_written(
+    registry: ToolRegistry,
+) -> None:
+    """It was matched on the 'class' string as written: a re-export ('shopx:Tool' for
+    shopx.tools.Tool) or an entry with no name was not found. A subclass is found as
+    autowiring finds one, and so is a class that was refused as a tool class."""
+
+    class Special(LookupTool):
+        pass
+
+    registry.leave_out(LeftOutTool("pharma.special", SourceLocation("shop.yaml", 5), Special))
+    registry.leave_out(LeftOutTool("pharma.gone", SourceLocation("shop.yaml", 7)))  # no class
+    special = registry.left_out_of_class(Special)
+    assert special is not None and special.qualified_name == "pharma.special"
+    assert registry.left_out_of_class(LookupTool) == special  # a base, as autowiring finds it
+    assert registry.left_out_of_class(object) is None
+    assert registry.left_out_of_class("LookupTool") is None
 
 
 def test_domain_reference_problems_name_their_key(registry: ToolRegistry) -> None:
@@ -136,15 +154,30 @@ def test_domain_reference_problems_name_their_key(registry: ToolRegistry) -> Non
         excluded_tools=["search", "nope2"],
     )
     keyed = keyed_domain_reference_problems(spec, registry)
-    assert [(key, message.split(" (")[0]) for key, message in keyed] == [
-        (("rag_tool",), "domain 'docs': rag_tool: unknown tool 'nope'"),
+    # each key written as the configuration's problems write it (deep_fallback.general)
+    assert [(p.key, p.message.split(" (")[0], p.follow_on) for p in keyed] == [
+        (("rag_tool",), "domain 'docs': rag_tool: unknown tool 'nope'", False),
         (
             ("deep_fallback", "general"),
-            "domain 'docs': deep_fallback['general']: unknown tool 'nope'",
+            "domain 'docs': deep_fallback.general: unknown tool 'nope'",
+            False,
         ),
-        (("excluded_tools", 1), "domain 'docs': excluded_tools[1]: unknown tool 'nope2'"),
+        (("excluded_tools", 1), "domain 'docs': excluded_tools[1]: unknown tool 'nope2'", False),
     ]
-    assert domain_reference_problems(spec, registry) == [message for _, message in keyed]
+    assert domain_reference_problems(spec, registry) == [p.message for p in keyed]
+
+
+def test_a_domain_reference_to_a_left_out_tool_follows_from_its_problems(
+    registry: ToolRegistry,
+) -> None:
+    registry.leave_out(LEFT_OUT)
+    spec = DomainSpec(name="pharma", rag_tool="stock_lookup", deep_fallback={"*": "nope"})
+    keyed = keyed_domain_reference_problems(spec, registry)
+    assert [(p.key, p.follow_on) for p in keyed] == [
+        (("rag_tool",), True),
+        (("deep_fallback", "*"), False),
+    ]
+    assert keyed[1].message.startswith("domain 'pharma': deep_fallback.*: unknown tool 'nope'")
 
 
 def test_a_left_out_tool_of_the_own_domain_is_not_replaced_by_another_domains_namesake(

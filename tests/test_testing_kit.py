@@ -10,10 +10,10 @@ from pydantic import BaseModel
 import toolwire.llm as llm_package
 from orchestration_kit import plugin_of
 from toolwire import (
+    ContextConsumerTool,
     ModelError,
     OrchestratorActivatedTool,
     PromptAndContext,
-    ToolDeclarationError,
     ToolExecutionResult,
 )
 from toolwire.llm import (
@@ -31,6 +31,7 @@ from toolwire.testing import (
     block_model_requests,
 )
 from toolwire.testing.pytest_plugin import AppFactory
+from toolwire.testing.wiring import registry_of
 
 
 class Topic(BaseModel):
@@ -178,18 +179,75 @@ class MisspeltOwls(OrchestratorActivatedTool[Topic]):
         return ToolExecutionResult.context("Owls hunt at night.")
 
 
-def test_conformance_names_an_execute_method_the_tool_misspelt() -> None:
-    class Check(ToolConformance):
-        tool_class = MisspeltOwls
+def failing_checks(tool_class: type) -> dict[str, str]:
+    """The ToolConformance checks ``tool_class`` fails, each with its error."""
 
-    with pytest.raises(AssertionError) as raised:
-        Check().test_tool_implements_the_methods_its_kind_runs()
-    assert str(raised.value).startswith(
+    class Check(ToolConformance):
+        pass
+
+    Check.tool_class = tool_class
+    failed: dict[str, str] = {}
+    for name in sorted(n for n in dir(Check) if n.startswith("test_")):
+        try:
+            getattr(Check(), name)()
+        except Exception as error:
+            failed[name] = str(error)
+    return failed
+
+
+def test_conformance_names_an_execute_method_the_tool_misspelt_in_one_check() -> None:
+    """test_tool_class_is_valid said it too (registration checked it), so one problem failed
+    two checks."""
+    failed = failing_checks(MisspeltOwls)
+    assert list(failed) == ["test_activated_tool_defines_execute_with_result"]
+    assert failed["test_activated_tool_defines_execute_with_result"].startswith(
         "MisspeltOwls: it does not define execute_with_result(params, text) "
         "(did you mean 'execute_with_results'?)"
     )
-    with pytest.raises(ToolDeclarationError, match="did you mean 'execute_with_results'"):
-        Check().test_tool_class_is_valid()
+
+
+class MisspeltReader(ContextConsumerTool[Topic], OrchestratorActivatedTool[Topic]):
+    def executable_instruction(self) -> str:
+        return "Is the question about owls?"
+
+    def execute_with_prior_contxt(self, params, text, prior_context):  # type: ignore[no-untyped-def]
+        return ToolExecutionResult.context("")
+
+
+def test_conformance_names_a_misspelt_abstract_method_in_one_check() -> None:
+    failed = failing_checks(MisspeltReader)
+    assert list(failed) == ["test_tool_class_is_valid"]
+    assert failed["test_tool_class_is_valid"].endswith(
+        "it leaves abstract methods unimplemented: execute_with_prior_context "
+        "(did you mean 'execute_with_prior_contxt'?)"
+    )
+
+
+class DelegatingOwls(OrchestratorActivatedTool[Topic]):
+    """A test double whose execute method is set when it is built."""
+
+    def __init__(self) -> None:
+        self.execute_with_result = lambda params, text: ToolExecutionResult.context("Hoot.")
+
+    def executable_instruction(self) -> str:
+        return "Is the question about owls?"
+
+
+class QuestionOnlyOwls(OrchestratorActivatedTool[Topic]):
+    """A double for suitability tests only: it never runs."""
+
+    def executable_instruction(self) -> str:
+        return "Is the question about owls?"
+
+
+def test_registry_of_takes_doubles_that_define_no_execute_method_in_their_class() -> None:
+    """registry_of checks each class as registration does: it used to refuse them."""
+    registry, _ = registry_of("birds", DelegatingOwls(), QuestionOnlyOwls())
+    assert [r.qualified_name for r in registry] == [
+        "birds.delegating_owls",
+        "birds.question_only_owls",
+    ]
+    assert failing_checks(DelegatingOwls) == {}
 
 
 def test_ask_embedded_model_fails_with_the_commands_error(tmp_path: Path) -> None:

@@ -30,7 +30,6 @@ from toolwire.config import (
     DomainEntry,
     PluginConfigFile,
     ToolEntry,
-    format_loc,
     in_file_order,
 )
 from toolwire.container import settings_problems, validated_settings
@@ -47,6 +46,7 @@ from toolwire.registry import (
     ToolRegistry,
     class_location,
     duplicate_tool_problem,
+    format_loc,
     keyed_domain_reference_problems,
     located,
     qualify,
@@ -166,8 +166,8 @@ class _Builder:
         seen: dict[str, ToolEntry] = {}
         for entry in entries:
             resolved = self._resolve_entry(entry, owner)
-            if resolved is None:
-                self._leave_out(entry.name, entry.domain, owner, entry.source, entry.class_)
+            if not isinstance(resolved, tuple):
+                self._leave_out(entry, owner, resolved)
                 continue
             tool_class, name, domain = resolved
             qualified = qualify(domain, name)
@@ -185,12 +185,20 @@ class _Builder:
 
     def _resolve_entry(
         self, entry: ToolEntry, owner: str
-    ) -> tuple[type[ChatbotTool[Any]] | None, str, str] | None:
+    ) -> tuple[type[ChatbotTool[Any]] | None, str, str] | type | None:
+        """The entry's class, name and domain; else (a problem reported) the class its
+        ``class`` imported, if it did (a class refused as a tool is still how a parameter
+        autowired by it finds the entry: see :meth:`_leave_out`)."""
         tool_class = None
         if entry.class_ is not None:
-            tool_class = self._import_class(entry)
-            if tool_class is None:
+            target = self._import_target(entry)
+            if target is None:
                 return None
+            try:
+                tool_class = validate_tool_class(target)
+            except ConfigError as error:
+                self._problem(entry, f"class {entry.class_!r}: {error}", "class")
+                return target if isinstance(target, type) else None
         name = entry.name or (tool_class.name if tool_class else None)
         if name is None:
             self._problem(
@@ -201,35 +209,46 @@ class _Builder:
             return None
         if not TOOL_NAME_PATTERN.match(name):
             self._problem(entry, f"tool name {name!r} is not lower snake case", "name")
-            return None
+            return tool_class
         domain = entry.domain or self._default_domain_for(owner)
         if domain is None:
             self._problem(entry, f"tool {name!r} has no 'domain' and there is no default domain")
-            return None
+            return tool_class
         return tool_class, name, domain
 
     def _leave_out(
-        self,
-        name: str | None,
-        domain: str | None,
-        owner: str,
-        source: SourceLocation | None,
-        class_reference: str | None,
+        self, entry: ToolEntry, owner: str, tool_class: type | None, *, import_class: bool = False
     ) -> None:
-        """Remember a tool entry left out for its problems, so a reference to the tool says
-        so rather than "unknown tool" (an entry with no name or domain cannot be referred to)."""
-        domain = domain or self._default_domain_for(owner)
+        """Remember a tool entry left out for its problems, so a reference to the tool (by
+        name, or a parameter autowired by its class) says so rather than "unknown tool".
+
+        Its name and domain are found as for an entry that is kept: ``name``, else the name of
+        its class (``tool_class``: what its ``class`` imported; ``import_class``: import it now,
+        for an entry its file refused before it was); ``domain``, else the default one. An
+        entry with neither name nor class, or with no domain, cannot be referred to.
+        """
+        if import_class and isinstance(entry.class_, str):
+            tool_class = _quiet_import(entry.class_)
+        class_name = getattr(tool_class, "name", None)
+        name = entry.name or (class_name if isinstance(class_name, str) else None)
+        domain = entry.domain or self._default_domain_for(owner)
         if name is not None and domain is not None:
-            qualified = qualify(domain, name)
-            self.left_out.setdefault(qualified, LeftOutTool(qualified, source, class_reference))
+            self._remember_left_out(qualify(domain, name), entry.source, tool_class)
+
+    def _remember_left_out(
+        self, qualified: str, source: SourceLocation | None, tool_class: type | None
+    ) -> None:
+        self.left_out.setdefault(qualified, LeftOutTool(qualified, source, tool_class))
 
     def add_left_out(self, config: PluginConfigFile, owner: str) -> None:
         """The entries a file's validation left out: its tools for :meth:`_leave_out`, its
         domains for the tools that name them."""
         for tool in config.left_out("tools"):
-            self._leave_out(tool.name, tool.domain, owner, tool.source, tool.class_reference)
+            if isinstance(tool, ToolEntry):
+                self._leave_out(tool, owner, None, import_class=True)
         for domain in config.left_out("domains"):
-            self.left_out_domains.setdefault(domain.name, domain.source)
+            if isinstance(domain, DomainEntry):
+                self.left_out_domains.setdefault(domain.name, domain.source)
 
     def _default_domain_for(self, owner: str) -> str | None:
         if owner == APP_OWNER:
@@ -281,19 +300,15 @@ class _Builder:
         if entry.own_event_loop is not None:
             existing.own_event_loop = entry.own_event_loop
 
-    def _import_class(self, entry: ToolEntry) -> type[ChatbotTool[Any]] | None:
-        reference = entry.class_ or ""
+    def _import_target(self, entry: ToolEntry) -> object | None:
+        """What the entry's ``class`` names; None (a problem reported) if it cannot be had."""
         try:
-            target = import_reference(reference)
+            target: object = import_reference(entry.class_ or "")
         except UnresolvedReference as error:
             hint = f"; {_class_hint(error.module)}" if error.module is not None else ""
             self._problem(entry, f"class {error}{hint}", "class")
             return None
-        try:
-            return validate_tool_class(target)
-        except ConfigError as error:
-            self._problem(entry, f"class {reference!r}: {error}", "class")
-            return None
+        return target
 
     # -- checks after merging ----------------------------------------------------------------
 
@@ -301,9 +316,11 @@ class _Builder:
         registry = ToolRegistry()
         for decl in self.tools.values():
             if decl.domain not in self.domains:
-                self.problems.append(located(decl.source, self._unknown_domain(decl)))
-                reference = f"{decl.tool_class.__module__}:{decl.tool_class.__qualname__}"
-                self._leave_out(decl.name, decl.domain, decl.owner, decl.source, reference)
+                left_out_domain = decl.domain in self.left_out_domains
+                self.problems.append(
+                    located(decl.source, self._unknown_domain(decl), follow_on=left_out_domain)
+                )
+                self._remember_left_out(decl.qualified_name, decl.source, decl.tool_class)
                 continue
             self._check_settings(decl)
             registration = ToolRegistration(
@@ -390,8 +407,11 @@ class _Builder:
 
     def check_domain_references(self, registry: ToolRegistry) -> None:
         for decl in self.domains.values():
-            for key, problem in keyed_domain_reference_problems(decl.spec, registry):
-                self.problems.append(located(decl.location_of(*key), problem))
+            for reference in keyed_domain_reference_problems(decl.spec, registry):
+                where = decl.location_of(*reference.key)
+                self.problems.append(
+                    located(where, reference.message, follow_on=reference.follow_on)
+                )
             if "instructions" in decl.spec.model_fields_set:
                 for problem in instruction_problems(decl.spec.instructions):
                     where = decl.location_of("instructions")
@@ -499,6 +519,16 @@ def _add_file(builder: _Builder, config: PluginConfigFile, owner: str) -> None:
         builder.add_domain_entry(domain, owner)
     builder.add_tool_entries(config.tools, owner)
     builder.add_left_out(config, owner)
+
+
+def _quiet_import(reference: str) -> type | None:
+    """The class ``reference`` names, or None: for an entry left out before its ``class`` was
+    imported (its file refused it), whose import problems are not this entry's to report."""
+    try:
+        target = import_reference(reference)
+    except UnresolvedReference:
+        return None
+    return target if isinstance(target, type) else None
 
 
 def _class_hint(module: ModuleType) -> str:

@@ -16,7 +16,6 @@ import os
 import types
 import typing
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from toolwire.errors import ConfigError, Problem, did_you_mean
 from toolwire.located import Located
 from toolwire.mcp.declarations import McpServerEntry
-from toolwire.registry import SourceLocation
+from toolwire.registry import FollowOnProblem, SourceLocation, format_loc
 from toolwire.settings import (
     LLMSettings,
     OrchestratorSettings,
@@ -80,29 +79,18 @@ class DomainEntry(Located):
     orchestrator: str | None = None
 
 
-@dataclass(frozen=True)
-class LeftOutEntry:
-    """An entry of a list (``tools``, ``domains``) left out for its problems, by what it names:
-    a reference to it then says so, rather than that nothing has that name."""
-
-    name: str
-    source: SourceLocation
-    domain: str | None = None
-    """A tool entry's ``domain``, as written (None: not written, or not a string)."""
-    class_reference: str | None = None
-    """A tool entry's ``class``, as written."""
-
-
 class PluginConfigFile(Located):
     """A YAML file a plugin ships: domains and tools only (run-time settings belong to the app)."""
 
     domains: list[DomainEntry] = Field(default_factory=list)
     tools: list[ToolEntry] = Field(default_factory=list)
-    _left_out: dict[str, list[LeftOutEntry]] = PrivateAttr(default_factory=dict)
+    _left_out: dict[str, list[Located]] = PrivateAttr(default_factory=dict)
 
-    def left_out(self, key: str) -> list[LeftOutEntry]:
+    def left_out(self, key: str) -> list[Located]:
         """The entries of the list ``key`` (``tools``, ``domains``) that were left out for their
-        problems, each reported with the file's."""
+        problems (reported with the file's), each as its entry model made of the keys it wrote
+        with the right type (``name``, ``class``, ``domain``) and located at its line, unchecked
+        otherwise: what a reference to it needs, to say it was left out."""
         return self._left_out.get(key, [])
 
 
@@ -200,7 +188,7 @@ def validate_node(document: YamlDocument, model: type[F], path: str) -> tuple[F,
             problems.append(Problem(_describe(model, item, loc), path, line_of(node, loc)))
 
     entries: dict[str, list[Located]] = {}
-    left_out: dict[str, list[LeftOutEntry]] = {}
+    left_out: dict[str, list[Located]] = {}
     for key, entry_model in _entry_lists(model):
         raw = plain.pop(key, None) or []
         entries[key] = []
@@ -215,7 +203,7 @@ def validate_node(document: YamlDocument, model: type[F], path: str) -> tuple[F,
                 entry = entry_model.model_validate(item)
             except ValidationError as error:
                 report(error, (key, index))
-                left_out.setdefault(key, []).extend(_left_out_entry(item, where))
+                left_out.setdefault(key, []).extend(_left_out_entry(entry_model, item, where))
                 continue
             entry._source = where
             entry._node = node_at(node, [key, index])
@@ -241,19 +229,27 @@ def validate_node(document: YamlDocument, model: type[F], path: str) -> tuple[F,
     return validated, problems
 
 
-def _left_out_entry(item: object, where: SourceLocation) -> list[LeftOutEntry]:
-    """What a refused entry names, when it names something (its ``name`` is a string)."""
-    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+LEFT_OUT_KEYS = ("name", "class", "domain")
+"""The keys a refused entry is remembered by (see ``PluginConfigFile.left_out``)."""
+
+
+def _left_out_entry(model: type[Located], item: object, where: SourceLocation) -> list[Located]:
+    """A refused entry as ``model``, made of its ``LEFT_OUT_KEYS`` that are strings (an entry
+    with no ``name`` is found by its ``class``: the build imports it for its name and class)."""
+    if not isinstance(item, dict):
         return []
-    domain, reference = item.get("domain"), item.get("class")
-    return [
-        LeftOutEntry(
-            item["name"],
-            where,
-            domain if isinstance(domain, str) else None,
-            reference if isinstance(reference, str) else None,
-        )
-    ]
+    aliases = {info.alias or name: name for name, info in model.model_fields.items()}
+    written = {
+        aliases[key]: item[key]
+        for key in LEFT_OUT_KEYS
+        if key in aliases and isinstance(item.get(key), str)
+    }
+    required = [name for name, info in model.model_fields.items() if info.is_required()]
+    if not written or any(name not in written for name in required):
+        return []
+    entry = model.model_construct(**written)
+    entry._source = where
+    return [entry]
 
 
 WHOLE_SECTIONS = frozenset({"llm"})
@@ -311,12 +307,20 @@ def _remove(data: dict[str, Any], key: tuple[str | int, ...]) -> None:
 def in_file_order(problems: Sequence[Problem]) -> list[Problem]:
     """``problems`` by file, in the order each file first appears, and by line within a file
     (unlocated ones last): the order a reader goes through a file in, whichever check found
-    each problem."""
+    each problem. A file's follow-on problems (``FollowOnProblem``: a reference to an entry
+    left out for its own problems) come after its other ones, so an effect never precedes its
+    cause (a ``rag_tool`` at line 2 naming an entry whose key at line 5 is wrong)."""
     files: dict[str | None, int] = {}
     for problem in problems:
         files.setdefault(problem.path, len(files))
     return sorted(
-        problems, key=lambda problem: (files[problem.path], problem.line is None, problem.line or 0)
+        problems,
+        key=lambda problem: (
+            files[problem.path],
+            isinstance(problem, FollowOnProblem),
+            problem.line is None,
+            problem.line or 0,
+        ),
     )
 
 
@@ -347,14 +351,6 @@ def unknown_key_message(model: type[BaseModel], loc: Sequence[str | int]) -> str
     allowed = _field_names(section)
     hint = did_you_mean(str(loc[-1]), allowed)
     return f"unknown key {loc[-1]!r}; {hint}allowed keys: {', '.join(allowed) or 'none'}"
-
-
-def format_loc(loc: Sequence[str | int]) -> str:
-    """``("tools", 0, "priority")`` → ``"tools[0].priority"``."""
-    text = ""
-    for key in loc:
-        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else str(key))
-    return text
 
 
 def _field_names(model: type[BaseModel] | None) -> list[str]:

@@ -16,7 +16,10 @@ Wiring is planned before anything is built, from each tool class's ``__init__`` 
 Planning collects every problem (unknown or disabled injection target, ambiguity, unsatisfiable
 parameter, invalid settings, cycle with its chain) and raises them together as one
 :class:`~toolwire.errors.WiringError`; only a clean plan is turned into providers and built,
-eagerly, so a constructor that raises is also reported at start rather than mid-conversation.
+eagerly, so a constructor that raises is also reported at start rather than mid-conversation,
+and so is an activated tool built without the ``execute_with_result`` it runs through
+(``toolwire.tools.execute_method_problems``: checked on the instance, so only an enabled tool
+needs one, and one that sets it in ``__init__`` has one).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import structlog
 from dependency_injector import providers
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from toolwire.config import format_loc, in_file_order, unknown_key_message
+from toolwire.config import in_file_order, unknown_key_message
 from toolwire.errors import (
     PLUGIN_FAILURES,
     Problem,
@@ -42,8 +45,14 @@ from toolwire.errors import (
     WiringError,
     describe,
 )
-from toolwire.registry import ToolRegistration, ToolRegistry, located
-from toolwire.tools import ChatbotTool
+from toolwire.registry import (
+    LeftOutToolError,
+    ToolRegistration,
+    ToolRegistry,
+    format_loc,
+    located,
+)
+from toolwire.tools import ChatbotTool, execute_method_problems
 
 log = structlog.get_logger(__name__)
 
@@ -143,7 +152,8 @@ class ToolContainer:
         return {name: list(targets) for name, targets in self._graph.items()}
 
     def instantiate_all(self) -> None:
-        """Build every singleton now; a constructor that raises becomes a WiringError.
+        """Build every singleton now; a constructor that raises, or an activated tool built
+        without the ``execute_with_result`` it runs through, becomes a WiringError.
 
         Every tool is attempted; a tool whose dependency failed is not reported again (its
         dependency's failure is the cause).
@@ -156,7 +166,7 @@ class ToolContainer:
                 failed.add(name)
                 continue
             try:
-                self.get(name)
+                tool = self.get(name)
             except PLUGIN_FAILURES as error:  # any constructor failure (sys.exit() too) is the
                 # author's to see, located
                 # the cause stays chained to the WiringError; a log line carries no traceback
@@ -171,8 +181,18 @@ class ToolContainer:
                         f"{describe(error)}",
                     )
                 )
+                continue
+            missing = execute_method_problems(tool)  # enabled and built: it set its own, or not
+            if missing:
+                registration = self._registrations[name]
+                problems.append(
+                    _problem(
+                        registration,
+                        f"tool class {_class_path(registration)}: {'; '.join(missing)}",
+                    )
+                )
         if problems:
-            raise WiringError(in_file_order(problems)) from causes[0]
+            raise WiringError(in_file_order(problems)) from (causes[0] if causes else None)
 
     def reset(self) -> None:
         """Drop every singleton; the next :meth:`get` builds it again (for tests)."""
@@ -315,6 +335,7 @@ class _Planner:
                 registration,
                 f"parameter {_describe(name, annotation)} of {_class_path(registration)}.__init__ "
                 f"cannot be satisfied: {left_out.reason()}",
+                follow_on=True,
             )
             return
         self._fail(
@@ -332,7 +353,11 @@ class _Planner:
         try:
             target = self.registry.resolve(wanted, domain=registration.domain)
         except ToolNameError as error:
-            self._fail(registration, f"inject {param}: {wanted!r}: {error}")
+            self._fail(
+                registration,
+                f"inject {param}: {wanted!r}: {error}",
+                follow_on=isinstance(error, LeftOutToolError),
+            )
             return None
         if not target.enabled:
             self._fail(
@@ -421,8 +446,12 @@ class _Planner:
             )
         return None
 
-    def _fail(self, registration: ToolRegistration, message: str) -> None:
-        self.problems.append(_problem(registration, message))
+    def _fail(
+        self, registration: ToolRegistration, message: str, *, follow_on: bool = False
+    ) -> None:
+        """A problem of ``registration``; ``follow_on``: it follows from a tool left out for
+        problems of its own (listed after them: ``toolwire.registry.FollowOnProblem``)."""
+        self.problems.append(_problem(registration, message, follow_on=follow_on))
 
 
 def _constructor_parameters(tool_class: type[ChatbotTool[Any]]) -> dict[str, inspect.Parameter]:
@@ -560,8 +589,10 @@ def _dependency_order(graph: Mapping[str, list[str]]) -> list[str]:
     return order
 
 
-def _problem(registration: ToolRegistration, message: str) -> Problem:
-    return located(registration.location(), f"{registration.qualified_name}: {message}")
+def _problem(registration: ToolRegistration, message: str, *, follow_on: bool = False) -> Problem:
+    return located(
+        registration.location(), f"{registration.qualified_name}: {message}", follow_on=follow_on
+    )
 
 
 def _class_path(registration: ToolRegistration) -> str:

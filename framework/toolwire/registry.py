@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -61,9 +61,27 @@ class SourceLocation:
         return f"{self.path}:{self.line}" if self.line else self.path
 
 
-def located(source: SourceLocation | None, message: str) -> Problem:
-    """A problem at ``source`` (unlocated when the source is unknown)."""
-    return Problem(message, source.path if source else None, source.line if source else None)
+@dataclass(frozen=True)
+class FollowOnProblem(Problem):
+    """A problem that follows from another one reported with it: a reference to an entry left
+    out for its own problems. ``toolwire.config.in_file_order`` lists it after the other
+    problems of its file, so the effect never comes before its cause."""
+
+
+def located(source: SourceLocation | None, message: str, *, follow_on: bool = False) -> Problem:
+    """A problem at ``source`` (unlocated when the source is unknown); ``follow_on``: a
+    :class:`FollowOnProblem`."""
+    kind = FollowOnProblem if follow_on else Problem
+    return kind(message, source.path if source else None, source.line if source else None)
+
+
+def format_loc(loc: Sequence[str | int]) -> str:
+    """``("tools", 0, "priority")`` → ``"tools[0].priority"``: a key's path as the
+    configuration's problems write it (``deep_fallback.general``, ``excluded_tools[1]``)."""
+    text = ""
+    for key in loc:
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else str(key))
+    return text
 
 
 def class_location(cls: type) -> SourceLocation | None:
@@ -151,8 +169,9 @@ class LeftOutTool:
 
     qualified_name: str
     source: SourceLocation | None
-    class_reference: str | None = None
-    """Its ``class`` (``package.module:ClassName``) when the declaration names one."""
+    tool_class: type | None = None
+    """The class its ``class`` imported, when it did (even one that is no valid tool class):
+    a parameter autowired by that class, or a base of it, finds the declaration by it."""
 
     @property
     def short_name(self) -> str:
@@ -165,6 +184,15 @@ class LeftOutTool:
             f"tool {self.qualified_name!r}{where} has problems of its own and was left out; "
             "fix those first"
         )
+
+
+class LeftOutToolError(UnknownToolError):
+    """A name that finds a tool left out for its own problems (:meth:`LeftOutTool.reason`): a
+    problem that follows from those (see :class:`FollowOnProblem`)."""
+
+    def __init__(self, tool: LeftOutTool, *, name: str) -> None:
+        self.left_out = tool
+        super().__init__(tool.reason(), name=name, candidates=[])
 
 
 class ToolRegistry:
@@ -203,12 +231,17 @@ class ToolRegistry:
         same_short = [tool for tool in self._left_out.values() if tool.short_name == name]
         return same_short[0] if len(same_short) == 1 else None
 
-    def left_out_of_class(self, tool_class: object) -> LeftOutTool | None:
-        """The one left-out tool declared with ``tool_class`` (autowiring would have found it)."""
-        if not isinstance(tool_class, type):
+    def left_out_of_class(self, wanted: object) -> LeftOutTool | None:
+        """The one left-out tool whose class is ``wanted`` or derives from it (autowiring by
+        type would have found it), compared as class objects: however its ``class`` was written
+        (``shopx:Tool``, re-exported, names ``shopx.tools.Tool``)."""
+        if not isinstance(wanted, type) or wanted is object:
             return None
-        reference = f"{tool_class.__module__}:{tool_class.__qualname__}"
-        matches = [t for t in self._left_out.values() if t.class_reference == reference]
+        matches = [
+            tool
+            for tool in self._left_out.values()
+            if tool.tool_class is not None and _derives(tool.tool_class, wanted)
+        ]
         return matches[0] if len(matches) == 1 else None
 
     def __iter__(self) -> Iterator[ToolRegistration]:
@@ -235,7 +268,7 @@ class ToolRegistry:
                 return local
         left_out = self._left_out_exactly(name, domain)  # before another domain's namesake
         if left_out is not None:
-            raise UnknownToolError(left_out.reason(), name=name, candidates=[])
+            raise LeftOutToolError(left_out, name=name)
         matches = [reg for reg in self._by_qualified.values() if reg.short_name == name]
         if len(matches) == 1:
             return matches[0]
@@ -250,7 +283,7 @@ class ToolRegistry:
             )
         left_out = self._left_out_anywhere(name)
         if left_out is not None:
-            raise UnknownToolError(left_out.reason(), name=name, candidates=[])
+            raise LeftOutToolError(left_out, name=name)
         candidates = self._close_names(name, domain)
         hint = f"; did you mean {', '.join(candidates)}?" if candidates else ""
         scope = f" (looked in domain {domain!r} and by prefixed name)" if domain else ""
@@ -278,7 +311,9 @@ def domain_reference_problems(
     ``App.load``/``toolwire check`` and the orchestrator both call this, so a reference that
     passes the build never fails at the first question.
     """
-    return [message for _, message in keyed_domain_reference_problems(spec, registry, is_built)]
+    return [
+        problem.message for problem in keyed_domain_reference_problems(spec, registry, is_built)
+    ]
 
 
 DomainKey = tuple[str] | tuple[str, str] | tuple[str, int]
@@ -286,14 +321,24 @@ DomainKey = tuple[str] | tuple[str, str] | tuple[str, int]
 ``("excluded_tools", 0)``."""
 
 
+class DomainReferenceProblem(NamedTuple):
+    """One of :func:`keyed_domain_reference_problems`."""
+
+    key: DomainKey
+    message: str
+    follow_on: bool = False
+    """It names a tool left out for its own problems (see :class:`FollowOnProblem`)."""
+
+
 def keyed_domain_reference_problems(
     spec: DomainSpec,
     registry: ToolRegistry,
     is_built: Callable[[ToolRegistration], bool] = lambda registration: registration.enabled,
-) -> list[tuple[DomainKey, str]]:
+) -> list[DomainReferenceProblem]:
     """:func:`domain_reference_problems`, each with the key it is about, so the build can
-    locate it at that key's line; the message names the key too (one domain may name an
-    unknown tool under several keys)."""
+    locate it at that key's line; the message names the key too, as the configuration's
+    problems write one (``deep_fallback.general``: one domain may name an unknown tool under
+    several keys)."""
     references: list[tuple[DomainKey, str, bool]] = []
     if spec.rag_tool:
         references.append((("rag_tool",), spec.rag_tool, True))
@@ -303,21 +348,27 @@ def keyed_domain_reference_problems(
     references += [
         (("excluded_tools", i), name, False) for i, name in enumerate(spec.excluded_tools)
     ]
-    problems: list[tuple[DomainKey, str]] = []
+    problems: list[DomainReferenceProblem] = []
     for key, name, must_run in references:
-        label = key[0] + "".join(f"[{part!r}]" for part in key[1:])
+        label = format_loc(key)
         try:
             registration = registry.resolve(name, spec.name)
         except ToolNameError as error:
-            problems.append((key, f"domain {spec.name!r}: {label}: {error}"))
+            follow_on = isinstance(error, LeftOutToolError)
+            message = f"domain {spec.name!r}: {label}: {error}"
+            problems.append(DomainReferenceProblem(key, message, follow_on))
             continue
         if must_run and not is_built(registration):
-            problems.append(
-                (
-                    key,
-                    f"domain {spec.name!r}: {label} {name!r} names tool "
-                    f"{registration.qualified_name!r}, which is disabled; enable it or change "
-                    f"{label}",
-                )
+            message = (
+                f"domain {spec.name!r}: {label} {name!r} names tool "
+                f"{registration.qualified_name!r}, which is disabled; enable it or change {label}"
             )
+            problems.append(DomainReferenceProblem(key, message))
     return problems
+
+
+def _derives(candidate: type, wanted: type) -> bool:
+    try:
+        return issubclass(candidate, wanted)
+    except TypeError:  # a protocol with data members cannot be checked structurally
+        return False

@@ -312,53 +312,74 @@ def _examples_problems(examples: object) -> list[str]:
     return []
 
 
-def unimplemented_method_problems(tool_class: type[ChatbotTool[Any]]) -> list[str]:
-    """The methods the tool's kinds call that the class leaves as its base's, each with the
-    closest method the class does define (a misspelt one leaves the base's in place).
-
-    Abstract methods, and an activated tool's ``execute_with_result``: its base is not abstract
-    (a tool reached only by injection, and a coordinator, never runs it), it raises
-    ``NotImplementedError``, so a tool that misspells it would load, pass ``toolwire check`` and
-    fail at the first question that activates it.
-    """
-    defined = _own_methods(tool_class)
-    problems: list[str] = []
+def abstract_method_problems(tool_class: type) -> list[str]:
+    """The abstract methods the class leaves unimplemented, each with the closest method the
+    class does define (a misspelt one leaves the abstract one in place)."""
     abstract = sorted(getattr(tool_class, "__abstractmethods__", ()))
-    if abstract:
-        missing = ", ".join(name + _close_method(name, defined) for name in abstract)
-        problems.append(f"it leaves abstract methods unimplemented: {missing}")
-    if _runs_execute_with_result(tool_class) and (
-        tool_class.execute_with_result is ChatbotTool.execute_with_result
-    ):
-        problems.append(
-            "it does not define execute_with_result(params, text)"
-            + _close_method("execute_with_result", defined)
-            + ": an activated tool runs through it, and the base's raises NotImplementedError"
-        )
-    return problems
+    if not abstract:
+        return []
+    defined = _own_methods(tool_class)
+    missing = ", ".join(name + _close_method(name, defined) for name in abstract)
+    return [f"it leaves abstract methods unimplemented: {missing}"]
 
 
-def _runs_execute_with_result(tool_class: type) -> bool:
-    """Whether the orchestrator runs the tool through ``execute_with_result``: an activated tool
-    does, unless it is a context consumer (``execute_with_prior_context``, abstract) or a
-    coordinator (``decompose_into_subtasks``, abstract)."""
-    return issubclass(tool_class, OrchestratorActivatedTool) and not issubclass(
-        tool_class, (ContextConsumerTool, AgentCoordinator)
-    )
+def execute_method_problems(tool: ChatbotTool[Any] | type[ChatbotTool[Any]]) -> list[str]:
+    """The missing ``execute_with_result`` of a tool the orchestrator runs through it (see
+    :func:`runs_execute_with_result`), with the closest method the class defines; ``[]`` when
+    the tool has one. The base's is not abstract (a tool reached only by injection never runs
+    it) and raises ``NotImplementedError``, so a tool that misspells it would load, pass
+    ``toolwire check`` and fail at the first question that activates it.
+
+    ``tool`` is a built instance (one that sets ``self.execute_with_result`` in ``__init__``
+    has one) or a class. The container checks each enabled tool once it is built; a disabled
+    one (work in progress) is never built, so it needs none. :func:`validate_tool_class` runs
+    when a class is registered, before the YAML says whether it is enabled, and leaves this out.
+    """
+    tool_class = tool if isinstance(tool, type) else type(tool)
+    if not runs_execute_with_result(tool):
+        return []
+    if not isinstance(tool, type) and "execute_with_result" in getattr(tool, "__dict__", {}):
+        return []
+    if tool_class.execute_with_result is not ChatbotTool.execute_with_result:
+        return []
+    return [
+        "it does not define execute_with_result(params, text)"
+        + _close_method("execute_with_result", _own_methods(tool_class))
+        + ": an activated tool runs through it, and the base's raises NotImplementedError"
+    ]
+
+
+def runs_execute_with_result(tool: ChatbotTool[Any] | type[ChatbotTool[Any]]) -> bool:
+    """Whether the orchestrator may run the tool through ``execute_with_result``: an activated
+    tool does, unless it is a context consumer (``execute_with_prior_context`` runs instead) or
+    a coordinator that sets ``coordinator_only`` (never a selection candidate: it decomposes).
+    A coordinator that is not ``coordinator_only`` is a candidate like any activated tool, and
+    runs ``execute_with_result`` when it is chosen."""
+    tool_class = tool if isinstance(tool, type) else type(tool)
+    if not issubclass(tool_class, OrchestratorActivatedTool):
+        return False
+    if issubclass(tool_class, ContextConsumerTool):
+        return False
+    return not (issubclass(tool_class, AgentCoordinator) and tool.coordinator_only)
+
+
+def _is_toolwires(klass: type) -> bool:
+    """Whether ``klass`` is one of toolwire's own classes (a base a tool derives from)."""
+    return klass.__module__ == "toolwire" or klass.__module__.startswith("toolwire.")
 
 
 def _own_methods(tool_class: type) -> set[str]:
     """The methods the author added, overriding none of toolwire's: the candidates for a
-    misspelt one (``execute_with_clarification`` is an override, never a misspelling)."""
-    ours = {
-        name for klass in tool_class.__mro__ if klass.__module__ == __name__ for name in vars(klass)
-    }
+    misspelt one (``execute_with_clarification`` is an override, never a misspelling). Every
+    toolwire base's methods are left out, wherever in toolwire the base is defined
+    (``toolwire.search``'s tool bases too)."""
+    theirs = {name for klass in tool_class.__mro__ if _is_toolwires(klass) for name in vars(klass)}
     return {
         name
         for klass in tool_class.__mro__
-        if klass.__module__ != __name__
+        if not _is_toolwires(klass)
         for name, value in vars(klass).items()
-        if callable(value) and not name.startswith("__") and name not in ours
+        if callable(value) and not name.startswith("__") and name not in theirs
     }
 
 
@@ -370,14 +391,18 @@ def _close_method(name: str, defined: set[str]) -> str:
 
 
 def validate_tool_class(tool_class: object, *, where: str = "") -> type[ChatbotTool[Any]]:
-    """Check a tool class when it is registered, so mistakes surface at start, not mid-chat."""
+    """Check a tool class when it is registered, so mistakes surface at start, not mid-chat.
+
+    What the class alone decides (abstract methods, parameter model, name, priority, examples);
+    a missing ``execute_with_result`` is the container's check of an enabled, built tool
+    (:func:`execute_method_problems`)."""
     location = f" ({where})" if where else ""
     if not (isinstance(tool_class, type) and issubclass(tool_class, ChatbotTool)):
         raise ToolDeclarationError(
             f"{tool_class!r}{location} is not a ChatbotTool subclass; "
             "derive it from toolwire.ChatbotTool[YourParams] or OrchestratorActivatedTool"
         )
-    problems = unimplemented_method_problems(tool_class)
+    problems = abstract_method_problems(tool_class)
     params = getattr(tool_class, "params_model", None)
     if not (isinstance(params, type) and issubclass(params, BaseModel)):
         problems.append(
@@ -418,8 +443,10 @@ __all__ = [
     "ResultKind",
     "ToolExecutionResult",
     "ToolKind",
+    "abstract_method_problems",
     "coordinator_only_instruction",
+    "execute_method_problems",
+    "runs_execute_with_result",
     "tool_kinds",
-    "unimplemented_method_problems",
     "validate_tool_class",
 ]
