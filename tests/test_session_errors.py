@@ -322,6 +322,7 @@ async def test_a_save_deletes_expired_sqlite_conversations_from_the_file(tmp_pat
     clock.now += 5
     live = await store.create("shop", waiting(TaskInfo(task_prompt="live")))
     clock.now += 6  # the first is 11 s old, the second 6 s
+    assert rows_in(path) == {expired.session_id, live.session_id}
 
     await store.save(live)
 
