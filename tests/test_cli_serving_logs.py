@@ -62,7 +62,7 @@ def test_serve_logs_a_failed_plugin_as_a_plugin_failed_event(
     assert PLAIN_LINE not in result.stderr
     failed = [event for event in logged_events(result.stderr) if event["event"] == "plugin_failed"]
     assert [event["plugin"] for event in failed] == ["ghost"]
-    assert failed[0]["level"] == "warning"
+    assert failed[0]["level"] == "error"
     assert failed[0]["error"].startswith("named in TOOLWIRE_PLUGINS but no installed plugin")
 
 

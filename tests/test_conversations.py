@@ -404,6 +404,7 @@ async def test_a_conversation_that_expires_during_its_turn_is_unknown_not_a_conf
         await chat.ask("and in red?", session_id=first.session_id)
     assert caught.value.session_id == first.session_id
     assert toolwire_error_status(caught.value)[:2] == (404, "unknown_session")
+    assert "another API key" not in str(caught.value)  # no keys here: none can be meant
 
 
 class _SlowSavingStore(MemorySessionStore):

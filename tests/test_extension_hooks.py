@@ -435,6 +435,7 @@ def test_a_failed_plugin_is_logged_once_per_process_and_listed_every_time(
 
     failed = [event for event in logs if event["event"] == "plugin_failed"]
     assert [event["plugin"] for event in failed] == ["shaky"]
+    assert failed[0]["log_level"] == "error"  # the app runs without it: shown at any level
     error = "failed to import: ImportError: shaky needs the shop_db driver"
     assert json.loads(listed.stdout) == [
         {"name": "shaky", "version": "1.0", "domains": [], "error": error}

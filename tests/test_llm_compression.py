@@ -316,3 +316,17 @@ async def test_a_later_turns_answer_makes_room_for_the_earlier_turns_it_reads() 
     for purpose, request in zip(later, requests, strict=True):
         sent = prompt_text(request.body)
         assert (earlier_text in sent) == (purpose == "answer"), purpose
+
+
+def test_earlier_turns_past_their_bound_never_cut_the_findings_to_nothing() -> None:
+    """A history whose compression failed can stay past ``sessions.history_tokens``: the
+    findings then keep the room the bound leaves them, rather than an empty share."""
+    fitting = ContextCompressor(
+        FakeCompressingModel(), window_tokens=4000, least_context_tokens=400
+    )
+    parts = [part("1"), part("2")]
+
+    within = fitting.within_call("q", parts, besides_tokens=100_000)
+
+    assert all(estimate_tokens(kept.context) >= 150 for kept in within)
+    assert fitting.within_call("q", parts) == parts  # with no history they fit whole

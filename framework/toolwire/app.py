@@ -383,17 +383,18 @@ def _registered_name_problems(
 
 
 def _provider_settings_problems(config: AppConfig) -> list[Problem]:
-    """What the first question would find wrong with the provider that serves it: the
-    ``openai`` provider needs a ``TOOLWIRE_LLM_BASE_URL`` that is a server's URL when one is
-    set (the file's ``llm.base_url`` is checked as it is read; the embedded provider sends
-    nothing there) and a server or a model, the embedded one a ``local_model`` it knows."""
+    """What the first question would find wrong with the provider that serves it: a
+    ``TOOLWIRE_LLM_BASE_URL`` that is no server's URL, unless the embedded provider serves
+    (it sends nothing there; the file's ``llm.base_url`` is checked as it is read), the
+    ``openai`` provider needs a server or a model, the embedded one a ``local_model`` it
+    knows."""
     from toolwire.llm.factory import provider_name, resolve_settings
     from toolwire.llm.providers import EMBEDDED, OPENAI, openai_settings_problem
 
     settings = resolve_settings(config.llm)
     serving = provider_name(settings, os.environ)
     url = os.environ.get(ENV_BASE_URL)
-    if serving == OPENAI and url and (problem := base_url_problem(url)) is not None:
+    if serving != EMBEDDED and url and (problem := base_url_problem(url)) is not None:
         return [Problem(f"{ENV_BASE_URL} (llm.base_url): {problem}")]  # an empty one is unset
     if serving == OPENAI and (problem := openai_settings_problem(settings)) is not None:
         return [Problem(problem, config.path, config.line_of("llm"))]

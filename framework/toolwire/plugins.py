@@ -738,7 +738,7 @@ def _fail(
     if not log_failure or (name, error) in _LOGGED_FAILURES:
         return
     _LOGGED_FAILURES.add((name, error))
-    log.warning(
+    log.error(  # the app runs without the plugin: an operator must see it at any log level
         "plugin_failed", plugin=name, version=version, error=error, origin=origin and str(origin)
     )
 

@@ -114,10 +114,12 @@ class ChatModel:
         window = self.profile.context_window_tokens
         self.part_limit = PartLimit.of(window, self.settings.max_part_tokens)
         """How much of one retrieved part (a tool's result, a page) a prompt may carry."""
+        limits = self.profile.completion_limits
         self.compressor = ContextCompressor(
             self,
             window_tokens=window,
-            reserved_tokens=self.profile.completion_limits.compression + PROMPT_ALLOWANCE_TOKENS,
+            reserved_tokens=limits.compression + PROMPT_ALLOWANCE_TOKENS,
+            least_context_tokens=limits.compression,  # what the history's bound leaves them
         )
 
     @property

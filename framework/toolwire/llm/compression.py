@@ -100,7 +100,9 @@ class ContextCompressor:
 
     ``reserved_tokens``: what a compression call needs besides the contexts and the question
     (the rules, the instruction, the output format and the reply); the rest of the window is
-    what one call may send.
+    what one call may send. ``least_context_tokens``: what the contexts keep of a call however
+    much else it sends (the earlier turns of a conversation whose compression failed): the
+    answer must not lose the tools' findings whole.
     """
 
     def __init__(
@@ -110,6 +112,7 @@ class ContextCompressor:
         window_tokens: int,
         threshold: float = COMPRESSION_THRESHOLD,
         reserved_tokens: int = 0,
+        least_context_tokens: int = 0,
         max_failures: int = 3,
         cooldown_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
@@ -117,6 +120,7 @@ class ContextCompressor:
         self._llm = llm
         self._budget_tokens = int(window_tokens * threshold)
         self._call_tokens = max(window_tokens - reserved_tokens, 1)
+        self._least_context_tokens = least_context_tokens
         self._max_failures = max_failures
         self._cooldown_s = cooldown_s
         self._clock = clock
@@ -209,7 +213,7 @@ class ContextCompressor:
         context rather than refused by the server."""
         contexts = list(contexts)
         room = self._room(question) - estimate_tokens(question)  # the task is read twice
-        room = max(room - besides_tokens, 1)
+        room = max(room - besides_tokens, min(room, self._least_context_tokens), 1)
         if not contexts or estimate_tokens(render_contexts(contexts)) <= room:
             return contexts
         share = PartLimit(

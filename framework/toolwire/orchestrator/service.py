@@ -483,6 +483,11 @@ class ConversationService:
             return await self._save_turn(stored, conversation)
         except SessionStoreUnavailableError as error:
             raise SessionStoreUnavailableError.storing_turn(error) from error
+        except UnknownSessionError:  # it expired during the turn: said as a load would say it
+            if stored is None:
+                raise
+            keyed = caller is not None
+            raise unknown_session(self.store, stored.session_id, keyed=keyed) from None
 
     async def _save_turn(self, stored: StoredSession, conversation: Conversation) -> StoredSession:
         """Apply a turn with optimistic concurrency: of two replicas continuing the same
