@@ -56,8 +56,14 @@ class AnswerTool(OrchestratorActivatedTool[Query]):
 
 
 class PlanTool(OrchestratorActivatedTool[Query], AgentCoordinator):
+    """A coordinator that is also a selection candidate (not ``coordinator_only``): it runs
+    when chosen."""
+
     def executable_instruction(self) -> str:
         return "Does this need a plan?"
+
+    def execute_with_result(self, params: Query, text: str) -> Result:
+        return Result.context(params.text)
 
     def decompose_into_subtasks(self, task: TaskInfo) -> TaskInfo:
         return task

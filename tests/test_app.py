@@ -536,6 +536,12 @@ WORK_IN_PROGRESS = (
     "    def decompose_into_subtasks(self, task): return task\n"
     "class OnlyPlanner(Planner):\n"
     "    coordinator_only = True\n"
+    "class Needy(OrchestratorActivatedTool[Q]):\n"
+    "    def __init__(self, count: int): self.count = count\n"
+    "    def executable_instruction(self): return 'n?'\n"
+    "    def execute_with_result(self, params, text): return ToolExecutionResult.context('')\n"
+    "class Failing(Needy):\n"
+    "    def __init__(self): raise RuntimeError('no licence key')\n"
 )
 
 
@@ -599,6 +605,77 @@ def test_an_enabled_tool_without_an_execute_method_is_refused_at_its_line(
         f"execute_with_result(params, text) (did you mean 'execute_with_results'?){runs}",
         f"{path}:4: shop.planner: tool class wip_tools.Planner: it does not define "
         f"execute_with_result(params, text){runs}",
+    ]
+
+
+RUNS = ": an activated tool runs through it, and the base's raises NotImplementedError"
+
+
+def test_a_missing_execute_method_is_reported_beside_the_configurations_other_problems(
+    work_in_progress: Any, write_file: WriteFile
+) -> None:
+    """The container's check of the built tool runs only when nothing else is wrong: a
+    misspelt method used to go unsaid beside another entry's missing class. Its class is
+    checked then, except one whose __init__ assigns the method (its built tool decides)."""
+    path = write_file("app.yaml", (
+        "default_domain: shop\n"
+        "tools:\n"
+        "  - class: wip_tools:Misspelt\n"
+        "  - class: wip_tools:Delegating\n"
+        "  - class: wip_tools:Nowhere\n"
+        "  - {class: 'wip_tools:Stub', enabled: false}\n"
+    ))  # fmt: skip
+    with pytest.raises(ConfigError) as raised:
+        load(path)
+    assert not isinstance(raised.value, WiringError)
+    got = problems(raised)
+    assert got[0] == (
+        f"{path}:3: shop.misspelt: tool class wip_tools.Misspelt: it does not define "
+        f"execute_with_result(params, text) (did you mean 'execute_with_results'?){RUNS}"
+    )
+    assert got[1].startswith(f"{path}:5: class ")
+    assert "'Nowhere'" in got[1]
+    assert len(got) == 2
+
+
+def test_a_missing_execute_method_is_reported_beside_the_other_wiring_problems(
+    work_in_progress: Any, write_file: WriteFile
+) -> None:
+    """A wiring problem stops the container before it builds anything: the class is checked."""
+    path = write_file("app.yaml", (
+        "default_domain: shop\n"
+        "tools:\n"
+        "  - class: wip_tools:Needy\n"
+        "  - class: wip_tools:Planner\n"
+        "  - class: wip_tools:Delegating\n"
+    ))  # fmt: skip
+    with pytest.raises(WiringError) as raised:
+        load(path)
+    got = problems(raised)
+    assert [problem.partition(": ")[0] for problem in got] == [f"{path}:3", f"{path}:4"]
+    assert "parameter 'count: int' of wip_tools.Needy.__init__ cannot be satisfied" in got[0]
+    assert got[1] == (
+        f"{path}:4: shop.planner: tool class wip_tools.Planner: it does not define "
+        f"execute_with_result(params, text){RUNS}"
+    )
+
+
+def test_a_plugins_tool_without_an_execute_method_stops_the_app_like_its_other_wiring_errors(
+    work_in_progress: Any,
+) -> None:
+    """Enabled, registered by the register_tools hook: the container refuses it, and the app
+    does not start, as for a constructor that raises or a parameter nothing satisfies; its
+    plugin is not failed alone (the hook itself registered a valid class)."""
+    wip = make_plugin("wip", domains=("wip",), tools=(work_in_progress.Stub,))
+    failing = make_plugin("failing", domains=("failing",), tools=(work_in_progress.Failing,))
+    with pytest.raises(WiringError) as raised:
+        load(None, wip, failing, shop_plugin())
+    got = [problem.message for problem in raised.value.problems]
+    assert got == [
+        f"wip.stub: tool class wip_tools.Stub: it does not define "
+        f"execute_with_result(params, text){RUNS}",
+        "failing.failing: building tool 'failing.failing' (wip_tools.Failing) failed: "
+        "RuntimeError: no licence key",
     ]
 
 
@@ -811,19 +888,10 @@ async def test_a_model_that_fails_to_start_fails_the_question_and_is_retried(
 # -- every domain's orchestrator is built with the app (issue 11 item 6) ----------------------
 
 
-class RunnablePlanTool(PlanTool):
-    """A coordinator that is a selection candidate (not coordinator_only) runs when chosen."""
-
-    name = "plan"
-
-    def execute_with_result(self, params: Query, text: str) -> toolwire.ToolExecutionResult:
-        return toolwire.ToolExecutionResult.context(params.text)
-
-
 async def test_every_domain_orchestrator_is_built_with_the_app_and_used_by_questions(
     isolated: Path,
 ) -> None:
-    desk = make_plugin("desk", domains=("desk",), tools=(RunnablePlanTool,))
+    desk = make_plugin("desk", domains=("desk",), tools=(PlanTool,))
     model = ScriptedModel().on_classify("general").on_suitability({"answer": False}).on_answer()
     app = load(None, shop_plugin(), desk, llm=model, session_store=MemorySessionStore())
 

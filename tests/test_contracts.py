@@ -143,7 +143,34 @@ def test_registration_does_not_ask_for_an_execute_method() -> None:
     assert validate_tool_class(Stub) is Stub
     assert validate_tool_class(Delegating) is Delegating
     assert execute_method_problems(Delegating()) == []
-    assert execute_method_problems(Delegating) != []  # the class alone cannot tell
+
+
+def test_a_class_whose_init_assigns_the_execute_method_is_left_to_its_built_tool() -> None:
+    """The class alone cannot tell (the container checks classes only when the build stops for
+    other problems): its own __init__ or an author's base's that names the method may set it;
+    a toolwire base's __init__ does not count."""
+
+    class Stub(OrchestratorActivatedTool[Params]):
+        def executable_instruction(self) -> str:
+            return "Is it about a city?"
+
+    class Delegating(Stub):
+        def __init__(self) -> None:
+            self.execute_with_result = lambda params, text: ToolExecutionResult.context("ok")
+
+    class Inherits(Delegating):
+        def __init__(self) -> None:
+            super().__init__()
+
+    class Other(Stub):
+        def __init__(self, city: str = "") -> None:
+            self.city = city
+
+    assert execute_method_problems(Delegating) == execute_method_problems(Inherits) == []
+    assert execute_method_problems(Other) == execute_method_problems(Stub) == [
+        f"it does not define execute_with_result(params, text){RUNS_THROUGH}"
+    ]
+    assert execute_method_problems(Other()) == execute_method_problems(Stub)
 
 
 def test_a_missing_execute_method_is_named_without_a_guess_when_nothing_is_close() -> None:

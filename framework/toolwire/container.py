@@ -19,7 +19,10 @@ parameter, invalid settings, cycle with its chain) and raises them together as o
 eagerly, so a constructor that raises is also reported at start rather than mid-conversation,
 and so is an activated tool built without the ``execute_with_result`` it runs through
 (``toolwire.tools.execute_method_problems``: checked on the instance, so only an enabled tool
-needs one, and one that sets it in ``__init__`` has one).
+needs one, and one that sets it in ``__init__`` has one). When the build stops before building
+(a wiring problem, or the configuration's own: :meth:`ToolContainer.wiring_problems`), each
+enabled tool's class is checked instead, so that problem is reported with the others; a class
+whose ``__init__`` assigns the method is left to its built tool.
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ class ToolContainer:
         """Plan, check and build every enabled tool; raise one WiringError listing all problems."""
         plans, problems = _checked_plans(registry, services)
         if problems:
-            raise WiringError(in_file_order(problems))
+            raise WiringError(in_file_order([*problems, *_class_execute_method_problems(registry)]))
 
         singletons: dict[str, providers.Singleton[ChatbotTool[Any]]] = {
             name: providers.Singleton(
@@ -128,8 +131,11 @@ class ToolContainer:
     ) -> list[Problem]:
         """The injections' problems :meth:`build` would raise, nothing built and settings left
         out: the wiring of the registry a configuration's valid part gave, reported beside that
-        configuration's own problems (which include its settings' problems)."""
-        return _checked_plans(registry, services, settings=False)[1]
+        configuration's own problems (which include its settings' problems); and each enabled
+        tool's class that has no ``execute_with_result`` it runs through (the check of a built
+        tool, made on its class: see :func:`_class_execute_method_problems`)."""
+        problems = _checked_plans(registry, services, settings=False)[1]
+        return [*problems, *_class_execute_method_problems(registry)]
 
     def get(self, qualified_name: str) -> ChatbotTool[Any]:
         """The singleton of an enabled tool, by its prefixed name."""
@@ -182,15 +188,10 @@ class ToolContainer:
                     )
                 )
                 continue
-            missing = execute_method_problems(tool)  # enabled and built: it set its own, or not
-            if missing:
-                registration = self._registrations[name]
-                problems.append(
-                    _problem(
-                        registration,
-                        f"tool class {_class_path(registration)}: {'; '.join(missing)}",
-                    )
-                )
+            # checked built: one that sets execute_with_result in __init__ has one
+            missing = _execute_method_problem(self._registrations[name], tool)
+            if missing is not None:
+                problems.append(missing)
         if problems:
             raise WiringError(in_file_order(problems)) from (causes[0] if causes else None)
 
@@ -587,6 +588,29 @@ def _dependency_order(graph: Mapping[str, list[str]]) -> list[str]:
     for name in graph:
         place(name)
     return order
+
+
+def _execute_method_problem(
+    registration: ToolRegistration, tool: ChatbotTool[Any] | type[ChatbotTool[Any]]
+) -> Problem | None:
+    """The registration's missing ``execute_with_result``, if it lacks one: checked on its
+    built ``tool``, or, when nothing is built, on its class (``execute_method_problems`` leaves
+    a class whose ``__init__`` assigns the method to its built tool)."""
+    missing = execute_method_problems(tool)
+    if not missing:
+        return None
+    return _problem(registration, f"tool class {_class_path(registration)}: {'; '.join(missing)}")
+
+
+def _class_execute_method_problems(registry: ToolRegistry) -> list[Problem]:
+    """:func:`_execute_method_problem` of each enabled tool's class: what
+    :meth:`ToolContainer.instantiate_all` would find, when the build stops before it runs."""
+    problems = (
+        _execute_method_problem(registration, registration.tool_class)
+        for registration in registry
+        if registration.enabled
+    )
+    return [problem for problem in problems if problem is not None]
 
 
 def _problem(registration: ToolRegistration, message: str, *, follow_on: bool = False) -> Problem:

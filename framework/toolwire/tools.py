@@ -334,19 +334,44 @@ def execute_method_problems(tool: ChatbotTool[Any] | type[ChatbotTool[Any]]) -> 
     has one) or a class. The container checks each enabled tool once it is built; a disabled
     one (work in progress) is never built, so it needs none. :func:`validate_tool_class` runs
     when a class is registered, before the YAML says whether it is enabled, and leaves this out.
+
+    A class is what the container checks when the build stops for other problems, before any
+    tool is built: one whose own ``__init__``, or an ancestor's other than toolwire's bases,
+    assigns ``execute_with_result`` (see :func:`_init_sets_execute_with_result`) cannot be told
+    apart from a tool that lacks one, so it gives ``[]`` and its built tool decides.
     """
     tool_class = tool if isinstance(tool, type) else type(tool)
     if not runs_execute_with_result(tool):
         return []
-    if not isinstance(tool, type) and "execute_with_result" in getattr(tool, "__dict__", {}):
-        return []
     if tool_class.execute_with_result is not ChatbotTool.execute_with_result:
+        return []
+    if isinstance(tool, type):
+        if _init_sets_execute_with_result(tool):
+            return []
+    elif "execute_with_result" in getattr(tool, "__dict__", {}):
         return []
     return [
         "it does not define execute_with_result(params, text)"
         + _close_method("execute_with_result", _own_methods(tool_class))
         + ": an activated tool runs through it, and the base's raises NotImplementedError"
     ]
+
+
+def _init_sets_execute_with_result(tool_class: type) -> bool:
+    """Whether the class's ``__init__``, or an ancestor's other than toolwire's bases, may
+    assign ``execute_with_result``: its source names it (a cheap look, not a parse). An
+    ``__init__`` whose source cannot be read (defined in a REPL, generated) may, too: only its
+    built tool can tell (``object``'s and other builtins' never do)."""
+    for klass in tool_class.__mro__:
+        init = vars(klass).get("__init__")
+        if init is None or _is_toolwires(klass) or klass.__module__ == "builtins":
+            continue
+        try:
+            if "execute_with_result" in inspect.getsource(init):
+                return True
+        except (OSError, TypeError):
+            return True
+    return False
 
 
 def runs_execute_with_result(tool: ChatbotTool[Any] | type[ChatbotTool[Any]]) -> bool:
