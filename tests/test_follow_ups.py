@@ -107,6 +107,26 @@ async def test_a_bad_rewrite_is_never_used_and_the_trace_says_why() -> None:
         assert second.kind == "answer"
 
 
+async def test_a_rewrite_may_drop_what_the_message_replaces_but_not_what_it_brings() -> None:
+    """"X, not Y" replaces Y, which the earlier turns hold: the rewrite that leaves it out is the
+    right one. An identifier new to the conversation must still be kept."""
+    model, seen = model_with({"task": "Do I need a visa for South Korea?"})
+    chat = service(model)
+    first = await chat.ask("Do I need a visa for Japan?")
+    corrected = await chat.ask("Oops, I meant South Korea, not Japan.", session_id=first.session_id)
+
+    assert seen[-1] == "Do I need a visa for South Korea?"
+    assert corrected.context is not None and corrected.context.notes == []
+
+    model, seen = model_with({"task": "Do I need a visa for South Korea?"})
+    chat = service(model)
+    first = await chat.ask("Do I need a visa for Japan?")
+    added = await chat.ask("And for South Korea and Vietnam?", session_id=first.session_id)
+
+    assert added.context is not None and "it dropped Vietnam" in added.context.notes[0]
+    assert seen[-1] == "And for South Korea and Vietnam?"
+
+
 async def test_a_rewrite_that_holds_an_identifier_only_inside_a_longer_one_dropped_it() -> None:
     """ "80" inside "8080" is another number: the rewrite lost the message's, as a compression
     would (the same check serves both)."""

@@ -6,10 +6,12 @@ task's text alone (SPEC §3), so toolwire first rewrites such a message to stand
 model call that reads the earlier turns in standard roles after the fixed prefix; the task then
 runs as if the user had sent the rewrite (the other calls of the turn read the rewrite, not the
 earlier turns: :mod:`toolwire.llm.history`). A message that needs nothing from before is copied
-unchanged. A rewrite that fails, is empty, drops an identifier of the message, or grows far
-longer than the message is not used: the message is read as it was sent, and the turn's record
-says why. A message as long as the rewrite's limit is not sent for a rewrite at all: even a
-faithful copy of it would reach the limit, and be refused as a loop.
+unchanged. A rewrite that fails, is empty, drops an identifier the message brings to the
+conversation, or grows far longer than the message is not used: the message is read as it was
+sent, and the turn's record says why. An identifier the earlier turns already hold may go: "X
+instead of Y" and "I meant X, not Y" replace Y. A message as long as the rewrite's limit is not
+sent for a rewrite at all: even a faithful copy of it would reach the limit, and be refused as a
+loop.
 
 Where the model's profile has ``prefix_warming``, the conversation service calls
 :func:`warm_follow_up` once a turn is stored: the server then reads the next rewrite's prompt up
@@ -27,7 +29,7 @@ from toolwire.errors import ModelError
 from toolwire.llm.attempts import call_model
 from toolwire.llm.base import LanguageModel, PrefixWarming, Purpose
 from toolwire.llm.compression import holds_identifier, identifiers
-from toolwire.llm.history import reading_history
+from toolwire.llm.history import current_history, reading_history
 
 log = structlog.get_logger(__name__)
 
@@ -35,11 +37,14 @@ FOLLOW_UP_INSTRUCTION = (
     "The messages before the task are the earlier turns of this conversation. Rewrite the "
     "user's task so that it can be understood without them: replace each word that points back "
     "(it, its, they, them, that one, the same, there) with what it means in the conversation, "
-    "and complete a short follow-up such as 'and for children?' or 'what about aspirin?' into a "
-    "full request like the earlier one. When the task already stands on its own or asks about "
-    "something new, copy it exactly. Keep the task's language, copy names and numbers exactly, "
-    "and never answer the task."
+    "and complete a short follow-up into a full request like the earlier one, with the change "
+    "the follow-up asks for. When the task already stands on its own or asks about something "
+    "new, copy it exactly. Keep the task's language, copy names and numbers exactly, write one "
+    "request, and never answer the task."
 )
+"""The rewrite's instruction. It quotes no follow-up and no domain's words: the small embedded
+model appended quoted examples to its rewrites (so toolwire answered a request the user never
+made) and began its loops with them (bench/conversations/LOG.md)."""
 
 MAX_GROWTH_CHARS = 200
 """How much longer than the message a rewrite may be (more means it answered or wandered)."""
@@ -96,7 +101,9 @@ async def resolve_follow_up(llm: LanguageModel, message: str, attempts: int) -> 
     except ModelError as error:
         return _as_sent(message, f"the follow-up rewrite failed: {error}")
     text = " ".join(output.task.split())
-    problem = _refused(message, text, looped=len(output.task) >= MAX_REWRITE_CHARS)
+    problem = _refused(
+        message, text, looped=len(output.task) >= MAX_REWRITE_CHARS, earlier=_earlier_text()
+    )
     if problem is not None:
         return _as_sent(message, f"the follow-up rewrite was not used: {problem}")
     rewritten = text != " ".join(message.split())
@@ -121,7 +128,13 @@ async def warm_follow_up(llm: LanguageModel) -> bool:
         )
 
 
-def _refused(message: str, text: str, *, looped: bool) -> str | None:
+def _earlier_text() -> str:
+    """What the earlier turns said (the open history, which the rewrite has just read)."""
+    with reading_history():
+        return "\n".join(turn["content"] for turn in current_history())
+
+
+def _refused(message: str, text: str, *, looped: bool, earlier: str) -> str | None:
     if looped:
         return f"it ran to its limit of {MAX_REWRITE_CHARS} characters"
     if not text:
@@ -134,6 +147,7 @@ def _refused(message: str, text: str, *, looped: bool) -> str | None:
         for item in identifiers(message)
         if not holds_identifier(text, item)
         and not all(word.lower() in words for word in item.split())
+        and not holds_identifier(earlier, item)
     ]
     if lost:
         return f"it dropped {', '.join(lost)}"

@@ -61,6 +61,9 @@ def test_a_follow_up_on_the_embedded_model(tmp_path: Path) -> None:
     assert second["context"]["turns_read"] == [1]
     standalone = second["context"]["standalone"]
     assert standalone is not None and "Coumadin" in standalone and "dose" in standalone.lower()
+    # and asks nothing the user did not: the rewrite once appended its instruction's example
+    # "And for children?", and the answer was the refusal of a child's dose
+    assert "child" not in standalone.lower() and "child" not in second["text"].lower()
     dosage = [run for run in _runs(second["trace"]) if run["tool_name"] == "pharma.dosage_info"]
     assert [run["params"]["product"] for run in dosage] == ["Coumadin"]
     assert second["kind"] == "answer" and second["text"]
