@@ -447,6 +447,21 @@ def test_a_missing_bearer_token_variable_is_reported_at_the_declaration(
     )
 
 
+def test_a_bearer_token_read_from_a_file_is_sent_without_its_newline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A token variable set from a file ends in a newline, which no header can carry."""
+    from toolwire.mcp.connections import _auth_headers
+    from toolwire.mcp.declarations import McpServerEntry
+
+    monkeypatch.setenv("NOTES_TOKEN", "token-of-notes\n")
+    entry = McpServerEntry(
+        name="notes", url="http://127.0.0.1:9/mcp", bearer_token_env="NOTES_TOKEN"
+    )
+
+    assert _auth_headers(entry) == {"Authorization": "Bearer token-of-notes"}
+
+
 def test_call_sync_refuses_a_running_event_loop(load: Factory) -> None:
     app = load(config(NOTES))
     tool = app.tool("read_note")

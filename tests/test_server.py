@@ -65,6 +65,17 @@ def test_health_endpoints_are_open(server: ServerProcess) -> None:
     assert ready.json()["status"] == "ready"
 
 
+def test_health_endpoints_answer_head(server: ServerProcess) -> None:
+    """Many load balancers' health checks send HEAD: it was a 405, a replica never healthy."""
+    for path in ("/healthz", "/readyz"):
+        response = httpx.head(f"{server.url}{path}")
+        assert response.status_code == 200, path
+        assert response.headers["content-type"] == "application/json", path
+        assert response.content == b"", path
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    assert set(spec["paths"]["/healthz"]) == set(spec["paths"]["/readyz"]) == {"get"}
+
+
 @pytest.mark.parametrize(
     ("headers", "message"),
     [

@@ -13,11 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.security import HTTPAuthorizationCredentials
 
 from server_support.processes import ServerProcess, write_config
 from toolwire import ConfigError, TaskInfo
 from toolwire.conversation import waiting
-from toolwire.server.auth import ApiKey, read_api_keys
+from toolwire.server.auth import ApiKey, authenticate, read_api_keys
 from toolwire.sessions import SQLiteSessionStore, task_payload
 from toolwire.settings import ApiKeySettings, ServerSettings
 
@@ -139,6 +140,25 @@ def test_the_default_key_and_named_keys_combine() -> None:
     assert keys == [ApiKey("default", "t1"), ApiKey("ops", "t2")]
     assert "t1" not in repr(keys)
     assert read_api_keys(ServerSettings(), {}) == []  # no key: no authentication
+
+
+def test_white_space_around_a_token_is_not_part_of_it() -> None:
+    """A secret made from a file ends in a newline: it was accepted at start, and then no client
+    could send it (every request got 401)."""
+    settings = ServerSettings(api_keys=[ApiKeySettings(name="ops", token_env="OPS_KEY")])
+    environ = {"TOOLWIRE_API_TOKEN": "t1\n", "OPS_KEY": "  t2\r\n"}
+
+    keys = read_api_keys(settings, environ)
+
+    assert keys == [ApiKey("default", "t1"), ApiKey("ops", "t2")]
+    sent = HTTPAuthorizationCredentials(scheme="Bearer", credentials="t1")
+    assert authenticate(keys, sent) == "default"
+    with pytest.raises(ConfigError) as raised:  # one token, once stripped
+        read_api_keys(settings, {"TOOLWIRE_API_TOKEN": "same\n", "OPS_KEY": "same"})
+    assert [str(problem) for problem in raised.value.problems] == [
+        "API keys 'default' and 'ops' have the same token; give each key its own token, so "
+        "that a token says who is calling"
+    ]
 
 
 async def test_the_sqlite_store_keeps_the_owner(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from toolwire.hookspecs import hookimpl
 from toolwire.llm.base import CallRecord
 from toolwire.llm.profiles import ModelProfile
 from toolwire.server import create_app
+from toolwire.server import factory as factory_module
 from toolwire.server import run as run_module
 from toolwire.settings import LLMSettings, ServerSettings
 from toolwire.testing import ScriptedModel
@@ -58,6 +59,21 @@ class DownUntilFixed(SlowStartingModel):
             emit(ModelCallFinished(record=record))
             raise ModelError("answer", "connection refused")
         return await super().answer(question, contexts)
+
+
+class FailsToStart(SlowStartingModel):
+    """Its start fails ``failures`` times (as an embedded model whose server exits), then
+    succeeds; the test holds no release (it starts at once)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.release.set()
+
+    async def warm_up(self) -> None:
+        self.warm_ups += 1
+        if self.warm_ups <= self.failures:
+            raise ModelError("local", f"the embedded model server exited (start {self.warm_ups})")
 
 
 class FakeProvider:
@@ -159,6 +175,65 @@ def test_readiness_recovers_once_a_question_starts_the_model_after_a_failed_star
     (start_failed,) = [event for event in logs if event["event"] == "model_start_failed"]
     (recovery,) = [event for event in logs if event["event"] == "model_recovered"]
     assert recovery["failed_start_error_id"] == start_failed["error_id"]
+
+
+def ready_or_failing_after(client: TestClient, timeout_s: float = 5.0) -> Any:
+    """``/readyz`` once it is no longer 503 (``starting`` or ``unavailable``)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ready = client.get("/readyz")
+        if ready.status_code != 503:
+            return ready
+        assert time.monotonic() < deadline, f"never ready: {ready.json()}"
+        time.sleep(0.02)
+
+
+def test_a_failed_start_is_tried_again_with_a_growing_pause_until_the_server_is_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unready, a replica behind a load balancer gets no questions, so no question would ever
+    start the model: the server tries the start again itself (2, 4, … s, at most 60 s)."""
+    monkeypatch.setattr(factory_module, "MODEL_RETRY_FIRST_DELAY_S", 0.01)
+    monkeypatch.setattr(factory_module, "MODEL_RETRY_MAX_DELAY_S", 0.04)
+    model = FailsToStart(failures=4)  # the start at startup, then three retries, fail
+    with (
+        capture_logs() as logs,
+        TestClient(create_app(load(tmp_path, model), start_model=True)) as client,
+    ):
+        ready = ready_or_failing_after(client)
+        health = client.get("/healthz")
+
+    assert (ready.status_code, ready.json()["status"]) == (200, "ready")
+    assert health.status_code == 200
+    assert model.warm_ups == 5
+    (failed,) = [event for event in logs if event["event"] == "model_start_failed"]
+    retries = [event for event in logs if event["event"] == "model_start_retry_failed"]
+    assert [(e["attempt"], e["retry_in_s"]) for e in retries] == [
+        (1, 0.02), (2, 0.04), (3, 0.04)  # doubled, then capped
+    ]  # fmt: skip
+    assert "start 2" in retries[0]["detail"]
+    assert {e["failed_start_error_id"] for e in retries} == {failed["error_id"]}
+    (recovered,) = [event for event in logs if event["event"] == "model_recovered"]
+    assert (recovered["attempt"], recovered["failed_start_error_id"]) == (4, failed["error_id"])
+
+
+def test_a_start_tried_again_is_cancelled_at_shutdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(factory_module, "MODEL_RETRY_FIRST_DELAY_S", 0.01)
+    monkeypatch.setattr(factory_module, "MODEL_RETRY_MAX_DELAY_S", 0.01)
+    model = FailsToStart(failures=1_000_000)  # never starts
+    with TestClient(create_app(load(tmp_path, model), start_model=True)) as client:
+        while model.warm_ups < 3:  # tried again, and again
+            time.sleep(0.01)
+        assert client.get("/readyz").json()["status"] == "unavailable"
+        stopping = time.monotonic()
+    took = time.monotonic() - stopping
+    stopped = model.warm_ups
+    time.sleep(0.1)
+
+    assert took < 5
+    assert model.warm_ups == stopped  # no start tried after the shutdown
 
 
 def test_with_error_details_exposed_readiness_says_why_the_model_did_not_start(

@@ -13,9 +13,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import pytest
-from playwright.sync_api import Browser, Page, Response, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Response, Route, expect, sync_playwright
 
 from server_support.browser import launch_chromium
 from server_support.processes import ServerProcess, write_config
@@ -381,9 +382,35 @@ def test_the_page_has_an_icon_and_no_request_of_it_fails(server: ServerProcess, 
     icon = page.locator("link[rel=icon]").get_attribute("href")
     assert icon is not None
     for path in (icon, "/favicon.ico"):  # the one the page names, the one probes ask for
-        response = page.request.get(server.url + path)
+        response = page.request.get(urljoin(server.url + "/", path))
         assert response.status == 200
         assert response.headers["content-type"].startswith("image/svg+xml")
+
+
+def test_the_page_works_behind_a_proxy_that_serves_it_under_a_prefix(
+    server: ServerProcess, page: Page
+) -> None:
+    """A proxy serving the server under ``/chat/`` (nginx's ``location /chat/ { proxy_pass
+    http://upstream/; }``): root-absolute URLs (``/web/app.js``, ``/v1/ask``) left the page dead,
+    without its script."""
+    prefix = f"{server.url}/chat/"
+    unrouted: list[str] = []
+
+    def proxy(route: Route) -> None:
+        url = route.request.url
+        if not url.startswith(prefix):
+            unrouted.append(url)
+            route.fulfill(status=404, body="not routed")
+            return
+        upstream = route.fetch(url=f"{server.url}/{url[len(prefix):]}")
+        route.fulfill(response=upstream)
+
+    page.route("**/*", proxy)
+    sign_in(page, prefix)  # the script ran: it asks for the key
+    expect(page.locator("#domain option[value=trip]")).to_have_text("trip (default)")
+    ask(page, "book a table city=Paris")
+    expect(page.locator(".turn").nth(0).locator(".text")).to_contain_text("Table booked in Paris")
+    assert unrouted == []
 
 
 def test_every_file_of_the_page_says_nosniff(server: ServerProcess, page: Page) -> None:

@@ -4,6 +4,7 @@ section is owned by the module that uses it and documented field by field."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
@@ -231,6 +232,13 @@ class ApiKeySettings(Section):
     token_env: str = Field(min_length=1)
 
 
+_HOST_VALUE = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::(?:\d{1,5}|\*))?"
+)
+"""A ``Host`` header value (a name, an IPv4 or a bracketed IPv6 address, and an optional port),
+or one with ``:*`` for any port: the forms of ``server.mcp_allowed_hosts``."""
+
+
 class ServerSettings(Section):
     """The HTTP service (``toolwire serve``)."""
 
@@ -255,8 +263,11 @@ class ServerSettings(Section):
     body_timeout_s: float = Field(default=10.0, gt=0)
     """A request whose body is not in this long after its headers gets 408 and is closed (a
     body is at most ``max_body_bytes``: 64 kB take well under a second on any working link)."""
-    keep_alive_s: int = Field(default=5, gt=0)
-    """An idle connection between requests is closed after this long."""
+    keep_alive_s: int = Field(default=75, gt=0)
+    """An idle connection between requests is closed after this long: longer than a load
+    balancer's idle timeout (60 s on AWS's ALB, nginx's ``keepalive_timeout``), so that the
+    balancer, not the server, closes a connection it keeps for reuse (else it may send a request
+    on a connection the server is closing, and its client gets a 502)."""
     max_connections: int = Field(default=1_000, gt=0)
     """Open connections (and requests in flight) beyond this get 503 straight away."""
     max_concurrent_questions: int = Field(default=8, gt=0)
@@ -273,3 +284,22 @@ class ServerSettings(Section):
     """Serve the interactive API pages ``/docs`` (Swagger UI) and ``/redoc``. They load their
     scripts and styles from a CDN, so they need the internet and are off by default;
     ``/openapi.json`` describes the API either way."""
+    mcp_allowed_hosts: list[str] = Field(default_factory=list)
+    """``toolwire mcp serve --http`` on a loopback address (where the MCP SDK's DNS-rebinding
+    protection accepts only ``Host: 127.0.0.1:*``, ``localhost:*`` and ``[::1]:*``): further
+    ``Host`` values to accept, each exact (``mcp.example.com``, ``mcp.example.com:8443``) or
+    with any port (``mcp.example.com:*``), as a proxy on the same host that keeps the client's
+    ``Host`` sends them; an ``Origin`` of the same host (``http://`` or ``https://``) is
+    accepted too. Any other ``Host`` gets 421. On another address no ``Host`` is checked."""
+
+    @field_validator("mcp_allowed_hosts")
+    @classmethod
+    def _host_values(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            if not _HOST_VALUE.fullmatch(host):
+                raise ValueError(
+                    f"{host!r} is not a Host header value: write a host name or address, with "
+                    "a port or ':*' for any port (mcp.example.com, mcp.example.com:*, "
+                    "[::1]:8443), without a scheme or a path"
+                )
+        return hosts

@@ -355,7 +355,7 @@ def session_lost(error: MCPError, entry: McpServerEntry) -> bool:
 def _auth_headers(entry: McpServerEntry) -> dict[str, str]:
     if entry.bearer_token_env is None:
         return {}
-    token = os.environ.get(entry.bearer_token_env)
+    token = os.environ.get(entry.bearer_token_env, "").strip()  # a file's trailing newline
     if not token:
         raise McpServerError(
             f"the environment variable {entry.bearer_token_env} (bearer_token_env) is not set; "

@@ -8,7 +8,10 @@ JSON responses, run by the HTTP service's own code (``toolwire.server``): the sa
 ``Authorization: Bearer <token>`` of one of them, 401 otherwise, and a conversation belongs to
 the key that started it), the same refusal to listen on a non-loopback address without a key,
 and the same bounds on what one client can hold (head and body deadlines, idle timeout,
-connection limit, body size).
+connection limit, body size). ``/healthz`` and ``/readyz`` answer ``GET`` and ``HEAD`` outside
+the token check, for load balancers and orchestrators (:class:`HealthEndpoints`). On loopback the
+SDK's DNS-rebinding protection accepts only loopback ``Host`` values and those of
+``server.mcp_allowed_hosts``; its refusal is toolwire's JSON error (:class:`HostRefusals`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from toolwire.mcp.server import DomainMcpServer
 from toolwire.mcp.unique_keys import UniqueKeyBodies, unique_key_stdio
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from toolwire.server.auth import ApiKey
     from toolwire.settings import ServerSettings
@@ -30,6 +34,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 MCP_PATH = "/mcp"
+HEALTH_PATHS = ("/healthz", "/readyz")
+"""Served outside the bearer gate, for exactly these paths."""
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""The ``server.host`` values on which the SDK turns its DNS-rebinding protection on."""
 
 
 async def serve_stdio(served: DomainMcpServer) -> None:
@@ -48,23 +56,47 @@ async def serve_stdio(served: DomainMcpServer) -> None:
 def http_app(served: DomainMcpServer, settings: ServerSettings, keys: list[ApiKey]) -> ASGIApp:
     """The streamable HTTP application at ``/mcp``: behind the API keys when any is given, then
     the HTTP service's request ids and access log, body size limit and body deadline, and the
-    refusal of a body that names a key twice (:mod:`toolwire.mcp.unique_keys`)."""
+    refusal of a body that names a key twice (:mod:`toolwire.mcp.unique_keys`); ``/healthz``
+    and ``/readyz`` in front of the keys."""
     from toolwire.server.middleware import BodyLimitMiddleware, RequestContextMiddleware
 
     application = served.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,
         json_response=True,
+        transport_security=transport_security(settings),
         host=settings.host,
     )
     bounded = NoEventStream(
         BodyLimitMiddleware(
-            UniqueKeyBodies(application),
+            UniqueKeyBodies(HostRefusals(application)),
             limit=lambda: settings.max_body_bytes,
             timeout=lambda: settings.body_timeout_s,
         )
     )
-    return RequestContextMiddleware(BearerTokenGate(bounded, keys) if keys else bounded)
+    gated = BearerTokenGate(bounded, keys) if keys else bounded
+    return RequestContextMiddleware(HealthEndpoints(gated, served, settings))
+
+
+def transport_security(settings: ServerSettings) -> TransportSecuritySettings | None:
+    """The SDK's DNS-rebinding protection: on a loopback ``server.host`` the SDK's own loopback
+    ``Host`` and ``Origin`` values, and ``server.mcp_allowed_hosts`` with their origins; None
+    (the SDK's choice: no check) on another address."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if settings.host not in LOOPBACK_HOSTS:
+        return None
+    extra = settings.mcp_allowed_hosts
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", *extra],
+        allowed_origins=[
+            "http://127.0.0.1:*",
+            "http://localhost:*",
+            "http://[::1]:*",
+            *(f"{scheme}://{host}" for host in extra for scheme in ("http", "https")),
+        ],
+    )
 
 
 async def serve_http(
@@ -153,3 +185,86 @@ class BearerTokenGate:
             return
         bind_caller(scope, caller)
         await self.app(scope, receive, send)
+
+
+class HealthEndpoints:
+    """ASGI middleware: ``/healthz`` (the process serves) and ``/readyz`` (the session store
+    answers, as ``toolwire serve``'s readiness checks it) for ``GET`` and ``HEAD``, in front of
+    the bearer gate and the refusal of ``GET``, so that a load balancer or an orchestrator can
+    probe them without a token; exactly these two paths, every other goes on to the gate."""
+
+    def __init__(self, app: ASGIApp, served: DomainMcpServer, settings: ServerSettings) -> None:
+        self.app = app
+        self.served = served
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] not in HEALTH_PATHS:
+            await self.app(scope, receive, send)
+            return
+        from starlette.responses import JSONResponse
+
+        from toolwire.server.factory import session_store_health
+        from toolwire.server.problems import ApiError
+        from toolwire.server.schemas import Health
+
+        if scope["method"] not in ("GET", "HEAD"):
+            refusal = ApiError(
+                405,
+                "method_not_allowed",
+                f"{scope['path']} answers GET and HEAD",
+                headers={"Allow": "GET, HEAD"},
+            )
+            await refusal.response()(scope, receive, send)
+            return
+        status, health = 200, Health(status="ok")
+        if scope["path"] == "/readyz":
+            verbose = self.settings.expose_error_details
+            status, health = await session_store_health(self.served.app, verbose=verbose)
+        await JSONResponse(health.model_dump(), status_code=status)(scope, receive, send)
+
+
+class HostRefusals:
+    """ASGI middleware around the SDK's application: its refusal of a ``Host`` its DNS-rebinding
+    protection does not accept (421, a bare ``Invalid Host header``) becomes toolwire's JSON
+    error naming the ``Host`` and ``server.mcp_allowed_hosts``, logged as
+    ``mcp_host_refused``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refused = False
+
+        async def rewritten(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] == 421:
+                refused = True
+                return
+            if not refused:
+                await send(message)
+                return
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                await _host_refusal(scope)(scope, receive, send)
+
+        await self.app(scope, receive, rewritten)
+
+
+def _host_refusal(scope: Scope) -> ASGIApp:
+    from starlette.datastructures import Headers
+
+    from toolwire.server.problems import ApiError
+
+    host = Headers(scope=scope).get("host", "")[:200]
+    log.info("mcp_host_refused", host=host, path=scope.get("path"))
+    return ApiError(
+        421,
+        "misdirected_request",
+        f"this MCP server does not answer to the Host {host!r} (DNS-rebinding protection on "
+        f"its loopback address): a proxy in front of it that keeps the client's Host header "
+        "needs that host in server.mcp_allowed_hosts, or it sends a Host of 127.0.0.1:<port>",
+        details={"host": host},
+    ).response()

@@ -47,8 +47,11 @@ def read_api_keys(
     """The server's keys from the environment; one ``ConfigError`` listing every problem.
 
     ``server.token_env`` unset means no ``default`` key; a variable of ``server.api_keys`` that
-    is unset, or any variable that is set but empty, is a mistake. Two keys with one name or one
-    token are refused: a token must say who is calling.
+    is unset, or any variable that is set but empty (or only white space), is a mistake. Two
+    keys with one name or one token are refused: a token must say who is calling. White space
+    around a token is not part of it (a secret made from a file, such as a Kubernetes secret
+    from ``kubectl create secret --from-file``, keeps the file's trailing newline in the
+    variable, and no client can send a token ending in one): it is stripped.
     """
     environ = os.environ if environ is None else environ
     problems: list[str] = []
@@ -64,13 +67,14 @@ def read_api_keys(
                     "to the key's token, or remove the key from server.api_keys"
                 )
             continue
-        if not value.strip():
+        token = value.strip()
+        if not token:
             problems.append(
                 f"API key {name!r}: the environment variable {variable} is set but empty; set "
                 "it to the key's token, or unset it"
             )
             continue
-        keys.append(ApiKey(name, value))
+        keys.append(ApiKey(name, token))
     problems += _duplicates(keys)
     if problems:
         raise ConfigError([Problem(problem) for problem in problems])

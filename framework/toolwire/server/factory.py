@@ -53,6 +53,10 @@ log = structlog.get_logger(__name__)
 READINESS_PROBE_SESSION = "toolwire-readiness-probe"
 """A session id that never exists: loading it proves the store answers."""
 READINESS_TIMEOUT_S = 2.0
+MODEL_RETRY_FIRST_DELAY_S = 2.0
+"""After the model failed to start at startup, its start is tried again this long after the
+failure, then after twice as long each time, up to :data:`MODEL_RETRY_MAX_DELAY_S`."""
+MODEL_RETRY_MAX_DELAY_S = 60.0
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or wrong bearer token."},
@@ -105,9 +109,12 @@ class ServerState:
     once it is loaded, so it is not rebuilt (dependency graph included) for every request."""
     model_start: asyncio.Task[None] | None = None
     """The model's start at startup (``create_app(start_model=True)``), while it runs."""
+    model_retry: asyncio.Task[None] | None = None
+    """The model's start tried again in the background after it failed, while it is."""
     model_failure: tuple[str, str] | None = None
     """Why the model's start at startup failed, and the error id it was logged under; cleared
-    once a model call succeeds (a question started the model on demand)."""
+    once a start tried again succeeds, or a model call does (a question started the model on
+    demand)."""
 
     def ready_app(self) -> App:
         if self.app is None:
@@ -133,8 +140,8 @@ def create_app(
     close; one built here is closed at shutdown. ``start_model`` (``toolwire serve``): start and
     warm the model at startup (``App.start_model``) in the background; ``/healthz`` answers
     meanwhile, ``/readyz`` says ``starting`` until the model is up (``unavailable`` if its
-    start failed, until a question's model call succeeds), and a question asked meanwhile waits
-    for it.
+    start failed, until a start tried again in the background, with a growing pause, or a
+    question's model call succeeds), and a question asked meanwhile waits for it.
     """
     state = ServerState(app=app, settings=settings, config_path=config_path)
 
@@ -159,11 +166,11 @@ def create_app(
         try:
             yield
         finally:
-            starting = state.model_start
-            if starting is not None:  # stopped while the model starts
-                starting.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await starting
+            for task in (state.model_start, state.model_retry):
+                if task is not None:  # stopped while the model starts, or waits to try again
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             if state.owns_app:
                 await state.app.aclose()
             log.info("server_stopped")
@@ -206,8 +213,9 @@ def create_app(
 
 async def _start_model(app: App, state: ServerState) -> None:
     """Start and warm the model (the lifespan's background task); a failure is logged under an
-    error id and makes the server unready, with the id, until a question's model call succeeds
-    (each question starts the model on demand, as it would without ``start_model``)."""
+    error id and makes the server unready, with the id, until the start tried again in the
+    background (:func:`_retry_model_start`) or a question's model call succeeds (each question
+    starts the model on demand, as it would without ``start_model``)."""
     started = time.perf_counter()
     try:
         await app.start_model()
@@ -217,10 +225,52 @@ async def _start_model(app: App, state: ServerState) -> None:
         log.error("model_start_failed", detail=reason, error_id=error_id)
         state.model_failure = (reason, error_id)
         app.add_observer(lambda: _recovery_observer(state))
+        state.model_retry = asyncio.create_task(_retry_model_start(app, state))
     else:
         log.info("model_ready", seconds=round(time.perf_counter() - started, 2))
     finally:
         state.model_start = None
+
+
+async def _retry_model_start(app: App, state: ServerState) -> None:
+    """Try the model's start again while its failure is recorded: after
+    :data:`MODEL_RETRY_FIRST_DELAY_S`, then twice as long each time up to
+    :data:`MODEL_RETRY_MAX_DELAY_S`. An unready replica gets no questions behind a load
+    balancer, so none of them would ever start the model on demand; this makes it ready again
+    once the model starts (a model server that came up, a file that appeared). Cancelled at
+    shutdown."""
+    delay = MODEL_RETRY_FIRST_DELAY_S
+    attempt = 0
+    try:
+        while state.model_failure is not None:
+            await asyncio.sleep(delay)
+            failure = state.model_failure
+            if failure is None:  # a question's model call succeeded meanwhile
+                return
+            attempt += 1
+            started = time.perf_counter()
+            try:
+                await app.start_model()
+            except (Exception, ModelRequestsBlockedError) as error:
+                delay = min(delay * 2, MODEL_RETRY_MAX_DELAY_S)
+                log.warning(
+                    "model_start_retry_failed",
+                    detail=str(error) or type(error).__name__,
+                    attempt=attempt,
+                    retry_in_s=delay,
+                    failed_start_error_id=failure[1],
+                )
+                continue
+            if state.model_failure is not None:
+                state.model_failure = None
+                log.info(
+                    "model_recovered",
+                    failed_start_error_id=failure[1],
+                    attempt=attempt,
+                    seconds=round(time.perf_counter() - started, 2),
+                )
+    finally:
+        state.model_retry = None
 
 
 def _recovery_observer(state: ServerState) -> Observer:
@@ -242,14 +292,14 @@ def _state(request: Request) -> ServerState:
 
 
 def _health_router() -> APIRouter:
+    """``/healthz`` and ``/readyz``, for ``GET`` and ``HEAD`` (the form many load balancers'
+    health checks send; it gets the status and headers without the body)."""
     router = APIRouter(tags=["health"])
 
-    @router.get("/healthz", response_model=Health)
     async def healthz() -> Health:
         """The process is alive and serving (no dependency is checked)."""
         return Health(status="ok")
 
-    @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
     async def readyz(request: Request) -> Health | JSONResponse:
         """The app is built, its model started (when the server starts it: ``toolwire
         serve``) and the session store answers; a load balancer routes here."""
@@ -266,25 +316,44 @@ def _health_router() -> APIRouter:
                 detail = f"the model did not start: {redact(reason)}"
             failed = Health(status="unavailable", detail=detail)
             return JSONResponse(failed.model_dump(), status_code=503)
-        try:
-            async with asyncio.timeout(READINESS_TIMEOUT_S):
-                await state.app.session_store.load(READINESS_PROBE_SESSION)
-        except UnknownSessionError:
-            store = state.app.config.sessions.store
-            return Health(status="ready", detail=f"session store: {store}")
-        except Exception as error:  # any failure of the probe means "not ready", with the reason
-            reason = str(error) or type(error).__name__
-            error_id = new_error_id()
-            log.warning("readiness_failed", detail=reason, error_id=error_id)
-            detail = f"session store unreachable (error id {error_id})"
-            if state.ready_settings().expose_error_details:
-                detail = f"session store unreachable: {redact(reason)}"
-            return JSONResponse(
-                Health(status="unavailable", detail=detail).model_dump(), status_code=503
-            )
-        return Health(status="ready")
+        status, health = await session_store_health(
+            state.app, verbose=state.ready_settings().expose_error_details
+        )
+        return health if status == 200 else JSONResponse(health.model_dump(), status_code=status)
 
+    router.add_api_route("/healthz", healthz, methods=["GET"], response_model=Health)
+    router.add_api_route(
+        "/readyz",
+        readyz,
+        methods=["GET"],
+        response_model=Health,
+        responses={503: {"model": Health}},
+    )
+    for path, endpoint in (("/healthz", healthz), ("/readyz", readyz)):  # left out of the schema:
+        router.add_api_route(  # one operation per path and method, and HEAD is GET's twin
+            path, endpoint, methods=["HEAD"], response_model=Health, include_in_schema=False
+        )
     return router
+
+
+async def session_store_health(app: App, *, verbose: bool) -> tuple[int, Health]:
+    """Whether ``app``'s session store answers (loading a session that never exists, within
+    :data:`READINESS_TIMEOUT_S`): 200 ``ready``, or 503 ``unavailable`` with the reason behind
+    an error id (the reason itself, masked, when ``verbose``). ``/readyz`` of both servers."""
+    try:
+        async with asyncio.timeout(READINESS_TIMEOUT_S):
+            await app.session_store.load(READINESS_PROBE_SESSION)
+    except UnknownSessionError:
+        return 200, Health(status="ready", detail=f"session store: {app.config.sessions.store}")
+    except Exception as error:  # any failure of the probe means "not ready", with the reason
+        reason = str(error) or type(error).__name__
+        error_id = new_error_id()
+        log.warning("readiness_failed", detail=reason, error_id=error_id)
+        detail = f"session store unreachable (error id {error_id})"
+        if verbose:
+            detail = f"session store unreachable: {redact(reason)}"
+        return 503, Health(status="unavailable", detail=detail)
+    return 200, Health(status="ready")
 
 
 def _api_router() -> APIRouter:

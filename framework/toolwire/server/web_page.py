@@ -2,7 +2,13 @@
 nothing fetched from elsewhere; it talks to ``/v1`` like any client, with the same API key.
 
 Every file it serves says ``X-Content-Type-Options: nosniff`` (a browser takes a script or a
-style only as the type it is sent as); the page itself also has a strict Content-Security-Policy.
+style only as the type it is sent as) and ``Cache-Control: no-cache`` (a browser asks again, with
+the ETag, before it uses a copy: after an upgrade no old script runs against the new API); the
+page itself also has a strict Content-Security-Policy.
+
+The page names its files and the API by relative URLs (``web/app.js``, ``v1/ask``), so it works
+where a proxy serves the server under a path prefix (``/chat/`` → ``/``), when opened with the
+prefix's trailing slash.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ CONTENT_SECURITY_POLICY = (
 """The page loads only its own files and talks only to its own server."""
 
 NOSNIFF = {"X-Content-Type-Options": "nosniff"}
+NO_CACHE = {"Cache-Control": "no-cache"}
+"""A copy may be kept but is checked with the server (ETag, 304) before each use."""
 
 
 def install_web_page(api: FastAPI) -> None:
@@ -37,7 +45,7 @@ def install_web_page(api: FastAPI) -> None:
             headers={
                 "Content-Security-Policy": CONTENT_SECURITY_POLICY,
                 **NOSNIFF,
-                "Cache-Control": "no-cache",
+                **NO_CACHE,
             },
         )
 
@@ -45,11 +53,12 @@ def install_web_page(api: FastAPI) -> None:
     async def favicon() -> FileResponse:
         return FileResponse(WEB_DIR / "favicon.svg", media_type="image/svg+xml", headers=NOSNIFF)
 
-    api.mount("/web", _Nosniff(StaticFiles(directory=WEB_DIR)), name="web")
+    api.mount("/web", _WithHeaders(StaticFiles(directory=WEB_DIR)), name="web")
 
 
-class _Nosniff:
-    """An ASGI app's responses, each with ``X-Content-Type-Options: nosniff``."""
+class _WithHeaders:
+    """An ASGI app's responses, each with ``X-Content-Type-Options: nosniff`` and
+    ``Cache-Control: no-cache``."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -57,7 +66,7 @@ class _Nosniff:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def with_header(message: Message) -> None:
             if message["type"] == "http.response.start":
-                MutableHeaders(scope=message).update(NOSNIFF)
+                MutableHeaders(scope=message).update({**NOSNIFF, **NO_CACHE})
             await send(message)
 
         await self.app(scope, receive, with_header)

@@ -33,6 +33,8 @@ function headers(extra) {
 
 class Refused extends Error {}
 
+// `path` is relative to the page ("v1/ask", never "/v1/ask"), as are the page's own files, so
+// the page works behind a proxy that serves the server under a path prefix (/chat/ -> /).
 async function api(path, options = {}) {
   let response;
   try {
@@ -86,7 +88,7 @@ function askForToken(why) {
 
 async function loadDomains() {
   try {
-    const response = await api("/v1/domains");
+    const response = await api("v1/domains");
     if (!response.ok) throw new Error((await response.json()).message);
     const select = $("#domain");
     select.replaceChildren(el("option", null, "let routing pick"));
@@ -380,7 +382,7 @@ async function send(message) {
   };
   let answered = false;
   try {
-    const response = await api("/v1/ask", {
+    const response = await api("v1/ask", {
       method: "POST",
       headers: { "content-type": "application/json", accept: "text/event-stream" },
       body: JSON.stringify(body),
