@@ -544,6 +544,16 @@ async def test_a_start_failure_of_an_intact_cached_model_says_nothing_of_damage(
     assert raised.value.detail.endswith("invalid magic characters")
     assert (tmp_path / "cache" / "models" / spec.file).read_bytes() == whole  # kept
 
+    hashed: list[Path] = []
+    real_sha256 = local_module._file_sha256
+    monkeypatch.setattr(
+        local_module, "_file_sha256", lambda path: hashed.append(path) or real_sha256(path)
+    )
+    for _ in range(2):  # a server retrying the start: the unchanged file is not hashed again
+        with pytest.raises(ModelError, match="invalid magic characters"):
+            await server.ensure_started()
+    assert hashed == []
+
 
 async def test_a_start_failure_reports_the_exit_code_and_the_output_tail() -> None:
     script = "import sys; print('loading model', file=sys.stderr); print('bad magic', file=sys.stderr); sys.exit(3)"  # noqa: E501

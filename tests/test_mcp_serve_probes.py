@@ -21,7 +21,7 @@ from server_support.gated import Gated
 from server_support.live import serving_asgi
 from toolwire import App
 from toolwire.mcp.server import DomainMcpServer
-from toolwire.mcp.transports import MCP_PATH, http_app
+from toolwire.mcp.transports import MCP_PATH, http_app, transport_security
 from toolwire.registry import DomainSpec
 from toolwire.server.auth import ApiKey
 from toolwire.settings import ServerSettings
@@ -148,3 +148,17 @@ def test_mcp_allowed_hosts_takes_host_header_values_only(value: str) -> None:
 def test_mcp_allowed_hosts_takes_names_addresses_and_ports() -> None:
     hosts = ["mcp.example.com", "mcp.example.com:8443", "mcp.example.com:*", "10.0.0.5", "[::1]:*"]
     assert ServerSettings(mcp_allowed_hosts=hosts).mcp_allowed_hosts == hosts
+
+
+def test_an_any_port_host_accepts_a_browser_on_the_default_port() -> None:
+    """A browser on https's default port sends ``Origin: https://mcp.example.com``, without a
+    port, which the SDK's ``:*`` does not match."""
+    security = transport_security(
+        ServerSettings(host="127.0.0.1", mcp_allowed_hosts=["mcp.example.com:*"])
+    )
+
+    assert security is not None
+    assert {"https://mcp.example.com", "https://mcp.example.com:*"} <= set(
+        security.allowed_origins
+    )
+    assert "https://example.com" not in security.allowed_origins

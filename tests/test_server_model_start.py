@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from server_support.processes import write_config
 from toolwire import App
 from toolwire.context_buffer import PromptAndContext
-from toolwire.errors import ModelError
+from toolwire.errors import ConfigError, ModelError
 from toolwire.events import ModelCallFinished, emit
 from toolwire.hookspecs import hookimpl
 from toolwire.llm.base import CallRecord
@@ -215,6 +215,34 @@ def test_a_failed_start_is_tried_again_with_a_growing_pause_until_the_server_is_
     assert {e["failed_start_error_id"] for e in retries} == {failed["error_id"]}
     (recovered,) = [event for event in logs if event["event"] == "model_recovered"]
     assert (recovered["attempt"], recovered["failed_start_error_id"]) == (4, failed["error_id"])
+
+
+class NotInstalled(FailsToStart):
+    """Its start fails for the install (the runtime missing), which no retry mends."""
+
+    async def warm_up(self) -> None:
+        self.warm_ups += 1
+        raise ConfigError("the embedded model's runtime (xllamacpp) is not installed")
+
+
+def test_a_start_that_fails_for_the_install_is_not_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(factory_module, "MODEL_RETRY_FIRST_DELAY_S", 0.01)
+    model = NotInstalled(failures=0)
+    with (
+        capture_logs() as logs,
+        TestClient(create_app(load(tmp_path, model), start_model=True)) as client,
+    ):
+        deadline = time.monotonic() + 5
+        while not any(e["event"] == "model_start_not_retried" for e in logs):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.1)
+        status = client.get("/readyz").json()["status"]
+
+    assert status == "unavailable"
+    assert model.warm_ups == 2  # the start at startup and one retry, no more
 
 
 def test_a_start_tried_again_is_cancelled_at_shutdown(

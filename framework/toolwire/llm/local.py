@@ -264,6 +264,15 @@ def _discard_if_damaged(spec: LocalModelSpec, path: Path) -> str | None:
     )
 
 
+def _file_identity(path: Path) -> tuple[Path, int, int] | None:
+    """``path`` with its modification time and size (None: it cannot be read)."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return path, found.st_mtime_ns, found.st_size
+
+
 def _cannot_assemble(spec: LocalModelSpec, directory: Path, error: OSError) -> ModelError:
     """The cache directory cannot take the model (not writable, not a directory, full) or
     the cached model cannot be read: what failed, how much room the model needs, and where else
@@ -370,6 +379,10 @@ class LocalModelServer:
         self._lock = asyncio.Lock()
         self.shared: ServedModel | None = None
         """The ``toolwire model serve`` server in use instead of a process of its own."""
+        self._found_intact: tuple[Path, int, int] | None = None
+        """The cached model's path, modification time and size when a failed start last hashed
+        it and found it intact: a later failure of the same file is not hashed again (a
+        server retrying a start that keeps failing would read gigabytes every time)."""
 
     @property
     def base_url(self) -> str | None:
@@ -403,8 +416,12 @@ class LocalModelServer:
             try:
                 return await self._start(assembled)
             except ModelError as error:
+                identity = _file_identity(assembled)
+                if identity is not None and identity == self._found_intact:
+                    raise  # hashed after an earlier failure, and unchanged since
                 damage = await asyncio.to_thread(_discard_if_damaged, self.spec, assembled)
                 if damage is None:
+                    self._found_intact = identity
                     raise
                 raise ModelError("local", f"{error.detail}\n{damage}") from error
 

@@ -78,6 +78,14 @@ def http_app(served: DomainMcpServer, settings: ServerSettings, keys: list[ApiKe
     return RequestContextMiddleware(HealthEndpoints(gated, served, settings))
 
 
+def _origins_of(host: str) -> list[str]:
+    """The ``Origin`` values of an allowed ``Host``: ``http://`` and ``https://`` of it, and of
+    its bare name for a ``name:*`` entry (a browser on the scheme's default port sends no
+    port, which the SDK's ``:*`` does not match)."""
+    forms = [host, host.removesuffix(":*")] if host.endswith(":*") else [host]
+    return [f"{scheme}://{form}" for form in forms for scheme in ("http", "https")]
+
+
 def transport_security(settings: ServerSettings) -> TransportSecuritySettings | None:
     """The SDK's DNS-rebinding protection: on a loopback ``server.host`` the SDK's own loopback
     ``Host`` and ``Origin`` values, and ``server.mcp_allowed_hosts`` with their origins; None
@@ -94,7 +102,7 @@ def transport_security(settings: ServerSettings) -> TransportSecuritySettings | 
             "http://127.0.0.1:*",
             "http://localhost:*",
             "http://[::1]:*",
-            *(f"{scheme}://{host}" for host in extra for scheme in ("http", "https")),
+            *(origin for host in extra for origin in _origins_of(host)),
         ],
     )
 

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from toolwire.app import App
 from toolwire.catalogue import ToolRecord, tool_records
 from toolwire.disclosure import disclosed_answer, new_error_id
-from toolwire.errors import PLUGIN_FAILURES, ToolwireError, UnknownSessionError
+from toolwire.errors import PLUGIN_FAILURES, ConfigError, ToolwireError, UnknownSessionError
 from toolwire.events import Event, ModelCallFinished, Observer
 from toolwire.llm.guard import ModelRequestsBlockedError
 from toolwire.orchestrator import Answer
@@ -56,7 +56,9 @@ READINESS_TIMEOUT_S = 2.0
 MODEL_RETRY_FIRST_DELAY_S = 2.0
 """After the model failed to start at startup, its start is tried again this long after the
 failure, then after twice as long each time, up to :data:`MODEL_RETRY_MAX_DELAY_S`."""
-MODEL_RETRY_MAX_DELAY_S = 60.0
+MODEL_RETRY_MAX_DELAY_S = 600.0
+"""At most ten minutes between tries: a model that cannot load (too little memory) is started
+again, and its replica kept waiting for it, a few times an hour, not once a minute."""
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or wrong bearer token."},
@@ -251,6 +253,9 @@ async def _retry_model_start(app: App, state: ServerState) -> None:
             started = time.perf_counter()
             try:
                 await app.start_model()
+            except ConfigError as error:  # the install or the configuration: no retry mends it
+                log.error("model_start_not_retried", detail=str(error), attempt=attempt)
+                return
             except (Exception, ModelRequestsBlockedError) as error:
                 delay = min(delay * 2, MODEL_RETRY_MAX_DELAY_S)
                 log.warning(
