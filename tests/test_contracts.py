@@ -127,22 +127,28 @@ def test_a_misspelt_execute_method_is_named_with_its_closest_definition() -> Non
     ]
 
 
+class WorkInProgress(OrchestratorActivatedTool[Params]):
+    """A work in progress: no execute method."""
+
+    def executable_instruction(self) -> str:
+        return "Is it about a city?"
+
+
+class SelfDelegating(WorkInProgress):
+    """Sets its execute method in ``__init__``."""
+
+    def __init__(self) -> None:
+        self.execute_with_result = lambda params, text: ToolExecutionResult.context("ok")
+
+
 def test_registration_does_not_ask_for_an_execute_method() -> None:
     """It runs before the YAML says whether the tool is enabled: a disabled work in progress,
     or a tool that sets ``self.execute_with_result`` in ``__init__``, used to be refused (and
     through the register_tools hook, its whole plugin)."""
 
-    class Stub(OrchestratorActivatedTool[Params]):
-        def executable_instruction(self) -> str:
-            return "Is it about a city?"
-
-    class Delegating(Stub):
-        def __init__(self) -> None:
-            self.execute_with_result = lambda params, text: ToolExecutionResult.context("ok")
-
-    assert validate_tool_class(Stub) is Stub
-    assert validate_tool_class(Delegating) is Delegating
-    assert execute_method_problems(Delegating()) == []
+    assert validate_tool_class(WorkInProgress) is WorkInProgress
+    assert validate_tool_class(SelfDelegating) is SelfDelegating
+    assert execute_method_problems(SelfDelegating()) == []
 
 
 def test_a_class_whose_init_assigns_the_execute_method_is_left_to_its_built_tool() -> None:
@@ -150,27 +156,19 @@ def test_a_class_whose_init_assigns_the_execute_method_is_left_to_its_built_tool
     other problems): its own __init__ or an author's base's that names the method may set it;
     a toolwire base's __init__ does not count."""
 
-    class Stub(OrchestratorActivatedTool[Params]):
-        def executable_instruction(self) -> str:
-            return "Is it about a city?"
-
-    class Delegating(Stub):
-        def __init__(self) -> None:
-            self.execute_with_result = lambda params, text: ToolExecutionResult.context("ok")
-
-    class Inherits(Delegating):
+    class Inherits(SelfDelegating):
         def __init__(self) -> None:
             super().__init__()
 
-    class Other(Stub):
+    class Other(WorkInProgress):
         def __init__(self, city: str = "") -> None:
             self.city = city
 
-    assert execute_method_problems(Delegating) == execute_method_problems(Inherits) == []
-    assert execute_method_problems(Other) == execute_method_problems(Stub) == [
+    assert execute_method_problems(SelfDelegating) == execute_method_problems(Inherits) == []
+    assert execute_method_problems(Other) == execute_method_problems(WorkInProgress) == [
         f"it does not define execute_with_result(params, text){RUNS_THROUGH}"
     ]
-    assert execute_method_problems(Other()) == execute_method_problems(Stub)
+    assert execute_method_problems(Other()) == execute_method_problems(WorkInProgress)
 
 
 def test_a_missing_execute_method_is_named_without_a_guess_when_nothing_is_close() -> None:
